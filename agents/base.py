@@ -1,0 +1,65 @@
+"""What every agent shares: the per-event guard that dead-letters instead of crashing."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Awaitable, Callable
+from datetime import UTC, datetime
+from typing import Any, TypeVar
+
+import faust
+from faust.types import EventT, Message
+
+from schemas import DeadLetter
+
+log = logging.getLogger("memstream.agents")
+
+T = TypeVar("T")
+
+
+class DeadLetters:
+    """Sends events a stage could not process to the dead-letter topic, with the reason."""
+
+    def __init__(self, topic: faust.TopicT):
+        self.topic = topic
+        self.count = 0
+
+    async def dead_letter(self, stage: str, reason: str, message: Message | None) -> None:
+        self.count += 1
+        log.warning("dead-lettered by %s: %s", stage, reason)
+        record = DeadLetter(
+            stage=stage,
+            reason=reason[:2000],
+            topic=message.topic if message else "",
+            partition=message.partition if message else -1,
+            offset=message.offset if message else -1,
+            key=message.key if message else None,
+            payload=message.value if message and isinstance(message.value, bytes) else b"",
+            ts=datetime.now(UTC),
+        )
+        await self.topic.send(key=stage.encode(), value=record)
+
+
+def expect(value: Any, kind: type[T] | tuple[type, ...]) -> T:
+    """The event as the type this stage consumes, or a TypeError naming what arrived."""
+    if not isinstance(value, kind):
+        raise TypeError(f"expected {getattr(kind, '__name__', kind)}, got {type(value).__name__}")
+    return value  # type: ignore[return-value]
+
+
+async def guarded(
+    stream: faust.StreamT,
+    stage: str,
+    sink: DeadLetters,
+    handle: Callable[[Any, EventT], Awaitable[None]],
+) -> None:
+    """Run ``handle`` on every event; a failure dead-letters that event and the partition moves on."""
+    async for event in stream.events():
+        try:
+            await handle(event.value, event)
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:
+            log.debug("%s failed", stage, exc_info=True)
+            await sink.dead_letter(stage, f"{type(exc).__name__}: {exc}", event.message)

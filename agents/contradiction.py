@@ -1,0 +1,86 @@
+"""Contradiction agent: does a new memory supersede nearby ones? (seeds 000 and 001)
+
+Consumes ``memory-updated`` (key: scope). Emits ``memory-ops`` (SupersedeMemory): the
+superseded memories stay stored, linked to their successor, and leave search and the
+[MEMORY] block. Session summaries and conversation memories are skipped, and so is
+everything in raw mode (no LLM to ask). State: table ``contradiction-state`` — per scope,
+the memories already checked (bounded), so a redelivery asks the LLM nothing twice.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+import faust
+from faust.types import EventT
+
+from agents.base import DeadLetters, expect, guarded
+from memstream.bootstrap import Providers
+from memstream.codec import CODEC_NAME
+from memstream.identity import derived_id
+from memstream.rules import contradiction as rules
+from memstream.tracing import stage_span
+from schemas import ContradictionState, MemoryUpdated, SupersedeMemory
+from topics.binding import Topics
+
+STAGE = "contradiction"
+log = logging.getLogger(__name__)
+#: Checked memory ids remembered per scope.
+CHECKED_KEEP = 512
+
+
+def register(app: faust.App, topics: Topics, providers: Providers, sink: DeadLetters) -> faust.types.AgentT:
+    states = app.Table(
+        "contradiction-state", key_type=str, value_serializer=CODEC_NAME, partitions=providers.settings.partitions
+    )
+    profile = providers.embedder.profile
+
+    async def handle(value: Any, event: EventT) -> None:
+        update = expect(value, MemoryUpdated)
+        memory = update.memory
+        llm = providers.llm
+        if update.change != "created" or llm is None or not rules.checks_contradictions(memory):
+            return
+        state: ContradictionState = states.get(memory.scope_key) or ContradictionState()
+        if memory.id in state.checked:
+            return
+        with stage_span("memstream.contradiction", type=memory.type) as span:
+            vector = await providers.store.vector(memory.id)
+            superseded: list[str] = []
+            if vector is not None:
+                nearby = await providers.store.search(
+                    vector,
+                    [memory.scope_key],
+                    limit=rules.MAX_CANDIDATES + 1,
+                    max_distance=profile.contradiction,
+                    exclude_ids=[memory.id],
+                )
+                candidates = rules.eligible_candidates(memory, [hit.memory for hit in nearby])
+                span.set_attribute("contradiction.candidates", len(candidates))
+                if candidates:
+                    completion = await llm.complete(rules.SYSTEM, rules.prompt(memory, candidates), max_tokens=512)
+                    superseded, warnings = rules.parse_superseded(completion.text, candidates)
+                    for warning in warnings:
+                        log.warning("contradiction check of %s: %s", memory.id, warning)
+            for old_id in superseded:
+                await topics.memory_ops.send(
+                    key=memory.scope_key.encode(),
+                    value=SupersedeMemory(
+                        op_id=derived_id(old_id, "superseded-by", memory.id),
+                        scope_key=memory.scope_key,
+                        cause="contradiction",
+                        memory_id=old_id,
+                        superseded_by=memory.id,
+                    ),
+                )
+            span.set_attribute("contradiction.superseded", len(superseded))
+        states[memory.scope_key] = ContradictionState(
+            checked=[*state.checked, memory.id][-CHECKED_KEEP:], superseded=state.superseded + len(superseded)
+        )
+
+    @app.agent(topics.memory_updated, name=STAGE)
+    async def contradiction(stream: faust.StreamT) -> None:
+        await guarded(stream, STAGE, sink, handle)
+
+    return contradiction

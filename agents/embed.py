@@ -1,0 +1,81 @@
+"""Embed agent: document embeddings for facts, in batches.
+
+Consumes ``facts`` (key: scope). Emits ``embedded`` (key: scope), in the order the facts
+arrived on each partition. Batches up to ``MEMSTREAM_EMBED_BATCH`` facts, waiting at most
+``MEMSTREAM_EMBED_BATCH_WINDOW`` seconds to fill one (seed 000: embeddings batched).
+State: table ``embed-stats`` — per scope, texts embedded and batches. A batch spans
+partitions, so the table is written through the partitioner, not the current event.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+
+import faust
+
+from agents.base import DeadLetters
+from memstream.bootstrap import Providers
+from memstream.codec import CODEC_NAME
+from memstream.tracing import span_from_headers, stage_span
+from schemas import EmbeddedFact, EmbedStats, Fact
+from topics.binding import Topics
+
+STAGE = "embed"
+log = logging.getLogger(__name__)
+
+
+def register(app: faust.App, topics: Topics, providers: Providers, sink: DeadLetters) -> faust.types.AgentT:
+    settings = providers.settings
+    embedder = providers.embedder
+    stats = app.Table(
+        "embed-stats",
+        key_type=str,
+        value_serializer=CODEC_NAME,
+        partitions=settings.partitions,
+        use_partitioner=True,
+    )
+
+    async def handle_batch(events: list[faust.types.EventT]) -> None:
+        facts: list[tuple[Fact, faust.types.EventT]] = []
+        for event in events:
+            if isinstance(event.value, Fact):
+                facts.append((event.value, event))
+            else:
+                await sink.dead_letter(STAGE, f"TypeError: expected Fact, got {type(event.value).__name__}", event.message)
+        if not facts:
+            return
+        try:
+            with stage_span("memstream.embed.batch", size=len(facts), model=embedder.model):
+                vectors = await embedder.embed_documents([fact.text for fact, _ in facts])
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:
+            for _, event in facts:
+                await sink.dead_letter(STAGE, f"embedding failed: {type(exc).__name__}: {exc}", event.message)
+            return
+        per_scope: dict[str, int] = {}
+        for (fact, event), vector in zip(facts, vectors, strict=True):
+            with span_from_headers("memstream.embed", event.message.headers, model=embedder.model):
+                await topics.embedded.send(
+                    key=fact.scope_key.encode(),
+                    value=EmbeddedFact(fact=fact, vector=list(vector), embedding_model=embedder.model),
+                )
+            per_scope[fact.scope_key] = per_scope.get(fact.scope_key, 0) + 1
+        for scope_key, count in per_scope.items():
+            current: EmbedStats = stats.get(scope_key) or EmbedStats()
+            stats[scope_key] = EmbedStats(texts=current.texts + count, batches=current.batches + 1)
+
+    @app.agent(topics.facts, name=STAGE)
+    async def embed(stream: faust.StreamT) -> None:
+        async for events in stream.take_events(settings.embed_batch, within=settings.embed_batch_window):
+            try:
+                await handle_batch(list(events))
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:  # never let one batch stop the stage
+                log.exception("embed batch failed")
+                for event in events:
+                    await sink.dead_letter(STAGE, f"{type(exc).__name__}: {exc}", event.message)
+
+    return embed

@@ -1,0 +1,106 @@
+"""Store agent: the only writer to the vector store.
+
+Consumes ``memory-ops`` (key: scope). Emits ``memory-updated`` (key: scope), one event per
+change actually made, saying what changed and why. State: table ``store-stats`` — per
+scope, counts of what it applied. Writes are idempotent by memory id, so a replay or a
+redelivery leaves the store as it was.
+"""
+
+from __future__ import annotations
+
+import logging
+from datetime import UTC, datetime
+from typing import Any
+
+import faust
+import msgspec
+from faust.types import EventT
+
+from agents.base import DeadLetters, expect, guarded
+from memstream.bootstrap import Providers
+from memstream.codec import CODEC_NAME
+from memstream.store.base import MemoryStore
+from memstream.tracing import stage_span
+from schemas import (
+    AnyMemoryOp,
+    CreateMemory,
+    DeleteMemory,
+    Memory,
+    MemoryOp,
+    MemoryUpdated,
+    RefreshMemory,
+    StoreStats,
+    SupersedeMemory,
+)
+from topics.binding import Topics
+
+STAGE = "store"
+log = logging.getLogger(__name__)
+
+
+async def apply(store: MemoryStore, op: AnyMemoryOp) -> tuple[str, Memory] | None:
+    """Apply one operation; returns the change made and the memory after it, or None."""
+    if isinstance(op, CreateMemory):
+        existing = await store.get(op.memory.id)
+        memory = op.memory
+        if existing is not None:  # a replay or a redelivery: keep history, refresh content
+            memory = msgspec.structs.replace(
+                memory, created_at=existing.created_at, superseded_by=existing.superseded_by
+            )
+        await store.upsert(memory, op.vector)
+        return ("refreshed" if existing is not None else "created"), memory
+    if isinstance(op, RefreshMemory):
+        refreshed = await store.refresh(
+            op.memory_id,
+            text=op.memory.text,
+            updated_at=op.memory.updated_at,
+            source_chunk=op.memory.source_chunk,
+            vector=op.vector,
+        )
+        if refreshed is not None:
+            return "refreshed", refreshed
+        # The duplicate's target is gone (aged out meanwhile): the fact stands on its own.
+        return await apply(store, CreateMemory(op_id=op.op_id, scope_key=op.scope_key, cause=op.cause, memory=op.memory, vector=op.vector))
+    if isinstance(op, DeleteMemory):
+        deleted = await store.delete(op.memory_id)
+        return ("deleted", deleted) if deleted is not None else None
+    if isinstance(op, SupersedeMemory):
+        current = await store.get(op.memory_id)
+        if current is None or current.superseded_by == op.superseded_by:
+            return None
+        superseded = await store.supersede(op.memory_id, op.superseded_by)
+        return ("superseded", superseded) if superseded is not None else None
+    raise TypeError(f"unknown memory operation {type(op).__name__}")
+
+
+def register(app: faust.App, topics: Topics, providers: Providers, sink: DeadLetters) -> faust.types.AgentT:
+    stats = app.Table("store-stats", key_type=str, value_serializer=CODEC_NAME, partitions=providers.settings.partitions)
+
+    async def handle(value: Any, event: EventT) -> None:
+        op = expect(value, MemoryOp)
+        with stage_span("memstream.store", op=type(op).__name__, cause=op.cause) as span:
+            result = await apply(providers.store, op)  # type: ignore[arg-type]
+            current: StoreStats = stats.get(op.scope_key) or StoreStats()
+            if result is None:
+                span.set_attribute("store.change", "none")
+                stats[op.scope_key] = msgspec.structs.replace(current, skipped=current.skipped + 1)
+                return
+            change, memory = result
+            span.set_attribute("store.change", change)
+            stats[op.scope_key] = msgspec.structs.replace(current, **{change: getattr(current, change) + 1})
+            await topics.memory_updated.send(
+                key=op.scope_key.encode(),
+                value=MemoryUpdated(
+                    change=change,  # type: ignore[arg-type]
+                    memory=memory,
+                    op_id=op.op_id,
+                    cause=op.cause,
+                    ts=datetime.now(UTC),
+                ),
+            )
+
+    @app.agent(topics.memory_ops, name=STAGE)
+    async def store(stream: faust.StreamT) -> None:
+        await guarded(stream, STAGE, sink, handle)
+
+    return store

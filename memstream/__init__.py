@@ -1,0 +1,1 @@
+"""memstream: a streaming memory pipeline for coding agents."""

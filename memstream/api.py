@@ -1,0 +1,72 @@
+"""The HTTP API of ``memstream up``, served by Faust's own web server.
+
+GET /health             what runs, with which providers
+GET /search?q=&project= semantic search over a project's (and the user's) memories
+GET /block?project=&q=  the [MEMORY] block, as text
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import faust
+import msgspec
+from faust.web import Request, Response, View
+
+from memstream.bootstrap import Providers
+from memstream.identity import project_key, user_key
+from memstream import recall
+
+
+class ApiError(ValueError):
+    pass
+
+
+def _scope_args(request: Request, providers: Providers) -> tuple[str, str]:
+    project = request.query.get("project", "")
+    if not project:
+        raise ApiError("the 'project' parameter is required (the project directory)")
+    user = request.query.get("user", "") or providers.settings.user
+    return project_key(project), user_key(user)
+
+
+def register(app: faust.App, providers: Providers) -> None:
+    def error(view: View, message: str, status: int = 400) -> Response:
+        return view.json({"error": message}, status=status)
+
+    @app.page("/health")
+    async def health(self: View, request: Request) -> Response:
+        return self.json(
+            {
+                "status": "ok",
+                "raw_mode": providers.raw_mode,
+                "llm": f"{providers.llm.provider}/{providers.llm.model}" if providers.llm else None,
+                "embedding_model": providers.embedder.model,
+                "memories": await providers.store.count(),
+            }
+        )
+
+    @app.page("/search")
+    async def search(self: View, request: Request) -> Response:
+        query = request.query.get("q", "").strip()
+        if not query:
+            return error(self, "the 'q' parameter is required")
+        try:
+            project, user = _scope_args(request, providers)
+            limit = int(request.query.get("limit", "10"))
+        except (ApiError, ValueError) as exc:
+            return error(self, str(exc))
+        hits = await recall.search(providers, query, project, user, limit=max(1, min(limit, 100)))
+        results: list[dict[str, Any]] = [
+            {"distance": round(hit.distance, 4), **msgspec.to_builtins(hit.memory)} for hit in hits
+        ]
+        return self.json({"query": query, "results": results})
+
+    @app.page("/block")
+    async def block(self: View, request: Request) -> Response:
+        try:
+            project, user = _scope_args(request, providers)
+        except ApiError as exc:
+            return error(self, str(exc))
+        text = await recall.block(providers, project, user, request.query.get("q", "").strip())
+        return self.text(text)

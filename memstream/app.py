@@ -1,0 +1,67 @@
+"""The app factory: a Faust app with every topic, table and agent of the pipeline.
+
+Nothing here runs at import. ``build_app`` is called with settings, providers and the
+broker address once they are known.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import faust
+from faust.contrib.opentelemetry import setup_opentelemetry
+
+import agents
+from agents.base import DeadLetters
+from memstream import api
+from memstream.bootstrap import Providers
+from memstream.codec import register_codec
+from memstream.settings import Settings
+from topics.binding import Topics, bind_topics
+
+#: Seconds a consumer-group join waits for members. Faust's default made a worker
+#: take 30 s to become ready on Tansu; the broker holds a join for the session timeout.
+REBALANCE_TIMEOUT = 3.0
+SESSION_TIMEOUT = 10.0
+HEARTBEAT_INTERVAL = 1.0
+
+
+@dataclass
+class Pipeline:
+    app: faust.App
+    topics: Topics
+    providers: Providers
+    dead_letters: DeadLetters
+
+
+def build_app(settings: Settings, providers: Providers, bootstrap: str, *, web: bool = True) -> Pipeline:
+    register_codec()
+    settings.data_dir.mkdir(parents=True, exist_ok=True)
+    app = faust.App(
+        settings.topic_prefix,
+        broker=[f"kafka://{server}" for server in bootstrap.split(",")],
+        store="memory://",
+        datadir=str(settings.data_dir / "faust"),
+        topic_partitions=settings.partitions,
+        topic_replication_factor=settings.replication,
+        topic_disable_leader=True,
+        consumer_auto_offset_reset="earliest",
+        broker_rebalance_timeout=REBALANCE_TIMEOUT,
+        broker_session_timeout=SESSION_TIMEOUT,
+        broker_heartbeat_interval=HEARTBEAT_INTERVAL,
+        web_enabled=web,
+        web_host=settings.http_host,
+        web_bind=settings.http_host,
+        web_port=settings.http_port,
+        web_in_thread=False,
+        autodiscover=False,
+    )
+    topics = bind_topics(app, settings.topic_prefix, settings.partitions)
+    dead_letters = DeadLetters(topics.dead_letters)
+    app.dead_letter_sink = dead_letters  # type: ignore[attr-defined]
+    for module in agents.ALL_AGENTS:
+        module.register(app, topics, providers, dead_letters)
+    setup_opentelemetry(app)
+    if web:
+        api.register(app, providers)
+    return Pipeline(app=app, topics=topics, providers=providers, dead_letters=dead_letters)

@@ -1,0 +1,96 @@
+"""One place that wires real providers from settings (or fakes, in tests) into the pipeline."""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+
+from memstream.embed.base import Embedder
+from memstream.llm.base import LLM
+from memstream.settings import Settings
+from memstream.store.base import MemoryStore
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class Providers:
+    """The pipeline's outside world: an embedder, a store for its vectors, and maybe an LLM.
+
+    ``llm is None`` is raw mode: turns are stored as conversation memories, no inference.
+    """
+
+    settings: Settings
+    embedder: Embedder
+    store: MemoryStore
+    llm: LLM | None
+
+    @property
+    def raw_mode(self) -> bool:
+        return self.llm is None
+
+    async def open(self) -> None:
+        await self.store.open()
+
+    async def close(self) -> None:
+        for closer in (self.store.close, self.embedder.close, *( [self.llm.close] if self.llm else [] )):
+            try:
+                await closer()
+            except Exception:  # closing must go on for the others
+                log.exception("error while closing a provider")
+
+
+def build_embedder(settings: Settings) -> Embedder:
+    if settings.voyage_api_key:
+        from memstream.embed.voyage import VoyageEmbedder
+
+        return VoyageEmbedder(
+            api_key=settings.voyage_api_key,
+            base_url=settings.voyage_base_url or None,
+            model=settings.voyage_model,
+        )
+    from memstream.embed.bundled import BundledEmbedder
+
+    return BundledEmbedder()
+
+
+def build_store(settings: Settings, embedder: Embedder) -> MemoryStore:
+    if settings.qdrant_url:
+        from memstream.store.qdrant import QdrantServerStore
+
+        return QdrantServerStore(
+            embedder.model, embedder.dim, url=settings.qdrant_url, api_key=settings.qdrant_api_key or None
+        )
+    from memstream.store.edge import EdgeStore
+
+    return EdgeStore(settings.store_dir, embedder.model, embedder.dim)
+
+
+def build_llm(settings: Settings) -> LLM | None:
+    if not settings.anthropic_api_key:
+        return None
+    from memstream.llm.anthropic import AnthropicLLM
+
+    return AnthropicLLM(
+        api_key=settings.anthropic_api_key,
+        base_url=settings.anthropic_base_url or None,
+        model=settings.anthropic_model,
+        timeout=settings.llm_timeout,
+        max_retries=settings.llm_retries,
+    )
+
+
+def build_providers(
+    settings: Settings,
+    *,
+    embedder: Embedder | None = None,
+    store: MemoryStore | None = None,
+    llm: LLM | None = None,
+) -> Providers:
+    embedder = embedder or build_embedder(settings)
+    return Providers(
+        settings=settings,
+        embedder=embedder,
+        store=store or build_store(settings, embedder),
+        llm=llm or build_llm(settings),
+    )

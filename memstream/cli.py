@@ -1,0 +1,233 @@
+"""The ``memstream`` command: up, publish, search, block."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import logging
+import signal
+import sys
+import urllib.error
+import urllib.parse
+import urllib.request
+from pathlib import Path
+from typing import Any
+
+from memstream.settings import Settings, SettingsError
+
+
+class CliError(Exception):
+    """A problem to report in one line, with a non-zero exit."""
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = _parser()
+    args = parser.parse_args(argv)
+    try:
+        settings = Settings.from_env()
+        return int(args.run(args, settings) or 0)
+    except (CliError, SettingsError) as exc:
+        print(f"memstream: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        return 130
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="memstream", description="Streaming memory for coding agents.")
+    sub = parser.add_subparsers(required=True, metavar="COMMAND")
+
+    up = sub.add_parser("up", help="run broker (embedded by default), store, all agents and the search API")
+    up.set_defaults(run=cmd_up)
+
+    pub = sub.add_parser("publish", help="publish one turn, or a JSONL file of turns, to the turns topic")
+    pub.add_argument("content", nargs="?", help="the message text (omit with --file)")
+    pub.add_argument("--file", "-f", help="JSONL file of turns ('-' for stdin)")
+    pub.add_argument("--session", "-s", help="session id")
+    pub.add_argument("--project", "-p", default=".", help="project directory (default: .)")
+    pub.add_argument("--role", "-r", default="user", help="user, assistant, system or tool (default: user)")
+    pub.add_argument("--user", default="", help="user identity for user-scoped memories")
+    pub.set_defaults(run=cmd_publish)
+
+    search = sub.add_parser("search", help="semantic search over a project's memories")
+    search.add_argument("query")
+    search.add_argument("--project", "-p", default=".", help="project directory (default: .)")
+    search.add_argument("--limit", "-n", type=int, default=10)
+    search.add_argument("--json", action="store_true", help="print the raw JSON results")
+    search.set_defaults(run=cmd_search)
+
+    block = sub.add_parser("block", help="print the [MEMORY] block for a project")
+    block.add_argument("--project", "-p", default=".", help="project directory (default: .)")
+    block.add_argument("--query", "-q", default="", help="fills 'Relevant to Current Task'")
+    block.set_defaults(run=cmd_block)
+    return parser
+
+
+# --- up ------------------------------------------------------------------------------
+
+
+def cmd_up(args: argparse.Namespace, settings: Settings) -> int:
+    logging.basicConfig(
+        level=settings.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s"
+    )
+    return asyncio.run(_up(settings))
+
+
+async def _up(settings: Settings) -> int:
+    from memstream import runner
+    from memstream.tracing import configure_tracing
+
+    if runner.read_runtime_file(settings):
+        raise CliError(f"memstream is already running with data dir {settings.data_dir} (see {settings.runtime_file})")
+    configure_tracing(settings.trace_exporter)
+    print("memstream: starting…", flush=True)
+    running = await runner.start(settings)
+    print(_banner(running), flush=True)
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(sig, stop.set)
+    try:
+        await stop.wait()
+    finally:
+        print("\nmemstream: stopping…", flush=True)
+        await running.stop()
+        print("memstream: stopped.", flush=True)
+    return 0
+
+
+def _banner(running: Any) -> str:
+    s: Settings = running.settings
+    p = running.providers
+    broker = (
+        f"Tansu (embedded, memory only) on {running.bootstrap}" if running.broker else f"Kafka at {running.bootstrap}"
+    )
+    store = f"Qdrant server at {s.qdrant_url}" if s.qdrant_url else f"Qdrant edge (in-process) in {s.store_dir}"
+    llm = (
+        f"{p.llm.provider} {p.llm.model}"
+        if p.llm
+        else "NONE — RAW MODE: turns are stored as conversation memories, no extraction.\n"
+        "               Set ANTHROPIC_API_KEY for typed facts, summaries and contradiction checks."
+    )
+    return "\n".join(
+        [
+            f"memstream is up in {running.started_in:.1f}s",
+            f"  broker:     {broker}",
+            f"  topics:     {s.topic_prefix}.* ({s.partitions} partitions; consolidation has 1)",
+            f"  store:      {store}",
+            f"  embeddings: {p.embedder.model} ({p.embedder.dim}-d)",
+            f"  llm:        {llm}",
+            f"  search API: {s.api_url}/search?q=…&project=DIR   {s.api_url}/block?project=DIR",
+            f"  data dir:   {s.data_dir.resolve()}",
+            "Publish turns with `memstream publish`, query with `memstream search` / `memstream block`.",
+            "Press Ctrl-C to stop.",
+        ]
+    )
+
+
+# --- publish -------------------------------------------------------------------------
+
+
+def cmd_publish(args: argparse.Namespace, settings: Settings) -> int:
+    from memstream.publish import TurnError, make_turn, parse_jsonl, publish, read_jsonl
+
+    try:
+        if args.file:
+            if args.content:
+                raise TurnError("give either --file or a message, not both")
+            turns = parse_jsonl(sys.stdin, name="stdin") if args.file == "-" else read_jsonl(Path(args.file))
+        else:
+            if not args.content:
+                raise TurnError("nothing to publish: give a message or --file")
+            if not args.session:
+                raise TurnError("--session is required when publishing one message")
+            turns = [
+                make_turn(
+                    session_id=args.session,
+                    project=str(Path(args.project).resolve()),
+                    role=args.role,
+                    content=args.content,
+                    user=args.user or settings.user or _git_email(),
+                )
+            ]
+    except TurnError as exc:
+        raise CliError(str(exc)) from None
+    bootstrap = _bootstrap(settings)
+    count = asyncio.run(publish(bootstrap, settings.topic_prefix, turns))
+    print(f"published {count} turn{'s' if count != 1 else ''} to {settings.topic_prefix}.turns")
+    return 0
+
+
+def _bootstrap(settings: Settings) -> str:
+    if settings.kafka_bootstrap:
+        return settings.kafka_bootstrap
+    from memstream.runner import read_runtime_file
+
+    runtime = read_runtime_file(settings)
+    if runtime is None:
+        raise CliError(
+            f"memstream is not running (no live {settings.runtime_file}): start `memstream up` first, "
+            "or set MEMSTREAM_KAFKA_BOOTSTRAP"
+        )
+    return str(runtime["bootstrap"])
+
+
+def _git_email() -> str:
+    import subprocess
+
+    try:
+        out = subprocess.run(["git", "config", "user.email"], capture_output=True, text=True, timeout=5)
+        return out.stdout.strip()
+    except (OSError, subprocess.SubprocessError):
+        return ""
+
+
+# --- search and block ----------------------------------------------------------------
+
+
+def _api_get(settings: Settings, path: str, params: dict[str, str]) -> tuple[str, str]:
+    from memstream.runner import read_runtime_file
+
+    runtime = read_runtime_file(settings)
+    base = str(runtime["api_url"]) if runtime else settings.api_url
+    url = f"{base}{path}?{urllib.parse.urlencode(params)}"
+    try:
+        with urllib.request.urlopen(url, timeout=30) as response:
+            return response.headers.get_content_type(), response.read().decode()
+    except urllib.error.HTTPError as exc:
+        body = exc.read().decode(errors="replace")
+        try:
+            message = json.loads(body)["error"]
+        except (ValueError, KeyError, TypeError):
+            message = body[:200]
+        raise CliError(f"{path} failed ({exc.code}): {message}") from None
+    except urllib.error.URLError as exc:
+        raise CliError(f"cannot reach memstream at {base} ({exc.reason}): is `memstream up` running?") from None
+
+
+def cmd_search(args: argparse.Namespace, settings: Settings) -> int:
+    project = str(Path(args.project).resolve())
+    params = {"q": args.query, "project": project, "limit": str(args.limit), "user": settings.user or _git_email()}
+    _, body = _api_get(settings, "/search", params)
+    if args.json:
+        print(body)
+        return 0
+    results = json.loads(body)["results"]
+    if not results:
+        print(f"no memories match {args.query!r} in {project}")
+    for hit in results:
+        print(f"{hit['distance']:.3f}  [{hit['type']}] {hit['text']}")
+    return 0
+
+
+def cmd_block(args: argparse.Namespace, settings: Settings) -> int:
+    project = str(Path(args.project).resolve())
+    params = {"project": project, "q": args.query, "user": settings.user or _git_email()}
+    _, body = _api_get(settings, "/block", params)
+    print(body)
+    return 0
+
+
+if __name__ == "__main__":  # pragma: no cover
+    raise SystemExit(main())

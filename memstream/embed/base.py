@@ -1,0 +1,41 @@
+"""The embedder interface: documents for storage, queries for search (seed 000 step 3)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Protocol
+
+import msgspec
+
+
+class Embedder(Protocol):
+    """Turns text into unit-length vectors of a fixed dimension."""
+
+    #: Stable model name; it names the store collection, so vectors never mix.
+    model: str
+    dim: int
+    #: Thresholds calibrated for this model.
+    profile: DistanceProfile
+
+    async def embed_documents(self, texts: Sequence[str]) -> list[list[float]]:
+        """Embed texts for storage (Voyage ``input_type="document"``), in one batch."""
+
+    async def embed_query(self, text: str) -> list[float]:
+        """Embed a search query (Voyage ``input_type="query"``)."""
+
+    async def close(self) -> None: ...
+
+
+class DistanceProfile(msgspec.Struct, frozen=True):
+    """Cosine-distance thresholds, which only mean something for the model they were set for.
+
+    Seed 000's 0.12 / 0.25 were set for voyage-code-3; a model whose distances are
+    compressed (e5 puts unrelated sentences ~0.2 apart) needs its own calibrated values.
+    """
+
+    #: A new fact this close to a stored one of a general type is a duplicate.
+    dedup_general: float
+    #: The same for structural types, which evolve (seed 001).
+    dedup_structural: float
+    #: Stored memories this close to a new fact are put to the LLM as possibly superseded.
+    contradiction: float

@@ -1,0 +1,59 @@
+"""Deterministic identities: scope keys, content hashes and memory ids.
+
+Ids derive from content so that at-least-once delivery and replays from offset 0
+never create duplicates (DESIGN: "Replays are idempotent").
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import re
+import uuid
+from typing import NamedTuple
+
+#: Namespace of every memstream uuid5.
+_NAMESPACE = uuid.UUID("6f1d2c8e-3b6a-5e0f-9a41-1d7c5b2e8a90")
+
+_WHITESPACE = re.compile(r"\s+")
+_TRAILING_PUNCTUATION = re.compile(r"[.,!?;:]+$")
+
+
+class NormalizedContent(NamedTuple):
+    """Seed 003's ``normalizeAndHashContent``."""
+
+    #: Trimmed, whitespace collapsed, original casing: what is stored.
+    storage: str
+    #: Lowercased storage content without trailing punctuation: the hash basis.
+    normalized: str
+    #: SHA-256 hex of the hash basis; the exact-duplicate key.
+    content_hash: str
+
+
+def normalize_content(text: str) -> NormalizedContent:
+    storage = _WHITESPACE.sub(" ", text).strip()
+    normalized = _TRAILING_PUNCTUATION.sub("", storage.lower())
+    basis = normalized if normalized else storage.lower()
+    return NormalizedContent(storage, normalized, hashlib.sha256(basis.encode()).hexdigest())
+
+
+def project_key(project_dir: str) -> str:
+    """Seed 001: "the project tag is a deterministic hash of the directory path"."""
+    path = os.path.normpath(os.path.abspath(os.path.expanduser(project_dir))) if project_dir else ""
+    return "p_" + hashlib.sha256(path.encode()).hexdigest()[:16]
+
+
+def user_key(identity: str) -> str:
+    """Seed 001: user scope is "derived from git email"; empty identity gives ""."""
+    identity = identity.strip().lower()
+    return "u_" + hashlib.sha256(identity.encode()).hexdigest()[:16] if identity else ""
+
+
+def memory_id(scope_key: str, content_hash: str) -> str:
+    """The id a memory with this content gets in this scope, on every replay."""
+    return str(uuid.uuid5(_NAMESPACE, f"{scope_key}:{content_hash}"))
+
+
+def derived_id(*parts: str) -> str:
+    """A stable id for an event derived from the ids it came from."""
+    return str(uuid.uuid5(_NAMESPACE, "\x1f".join(parts)))

@@ -1,0 +1,91 @@
+"""Validate turns and publish them to the turns topic, as an agent host would.
+
+All input is validated before anything is sent: one bad line and nothing is published.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from datetime import UTC, datetime
+from pathlib import Path
+
+import msgspec
+from aiokafka import AIOKafkaProducer
+
+from memstream.tracing import stage_span
+from schemas import ROLES, Turn, encode
+from topics import TURNS, topic_name
+
+
+class TurnError(ValueError):
+    """A turn is invalid; the message names the problem (and the line, for files)."""
+
+
+class _TurnInput(msgspec.Struct, forbid_unknown_fields=False):
+    session_id: str
+    project: str
+    role: str
+    content: str
+    ts: datetime | None = None
+    user: str = ""
+    source: str = ""
+
+
+def make_turn(
+    *, session_id: str, project: str, role: str, content: str, ts: datetime | None = None, user: str = "", source: str = ""
+) -> Turn:
+    if not session_id.strip():
+        raise TurnError("session id is empty")
+    if not project.strip():
+        raise TurnError("project is empty")
+    if role not in ROLES:
+        raise TurnError(f"unknown role {role!r} (expected one of: {', '.join(ROLES)})")
+    if not content.strip():
+        raise TurnError("content is empty")
+    return Turn(
+        session_id=session_id,
+        project=project,
+        role=role,  # type: ignore[arg-type]
+        content=content,
+        ts=ts or datetime.now(UTC),
+        user=user,
+        source=source,
+    )
+
+
+def parse_jsonl(lines: Iterable[str], *, name: str = "input") -> list[Turn]:
+    turns: list[Turn] = []
+    for number, line in enumerate(lines, start=1):
+        if not line.strip():
+            continue
+        try:
+            raw = msgspec.json.decode(line.encode(), type=_TurnInput)
+            turns.append(make_turn(**{f: getattr(raw, f) for f in raw.__struct_fields__}))
+        except (msgspec.DecodeError, msgspec.ValidationError, TurnError) as exc:
+            raise TurnError(f"{name} line {number}: {exc}") from None
+    if not turns:
+        raise TurnError(f"{name}: no turns found")
+    return turns
+
+
+def read_jsonl(path: Path) -> list[Turn]:
+    try:
+        text = path.read_text()
+    except OSError as exc:
+        raise TurnError(f"cannot read {path}: {exc.strerror}") from None
+    return parse_jsonl(text.splitlines(), name=str(path))
+
+
+async def publish(bootstrap: str, prefix: str, turns: Sequence[Turn]) -> int:
+    """Send turns keyed by session, in order, and wait until the broker has them all."""
+    producer = AIOKafkaProducer(bootstrap_servers=bootstrap, client_id=f"{prefix}-publish", linger_ms=5)
+    await producer.start()
+    try:
+        topic = topic_name(prefix, TURNS)
+        for turn in turns:
+            with stage_span("memstream.publish", session=turn.session_id, role=turn.role):
+                await producer.send_and_wait(topic, encode(turn), key=turn.session_id.encode())
+        return len(turns)
+    finally:
+        await producer.stop()
+

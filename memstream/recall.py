@@ -1,0 +1,68 @@
+"""The read side: semantic search and the [MEMORY] block of seed 001.
+
+Superseded memories never appear here; they stay in the store for audit only.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from memstream.bootstrap import Providers
+from schemas import Memory, ScoredMemory
+
+#: Seed 001: block sections and the memory types that fill them, in display order.
+SECTIONS: tuple[tuple[str, tuple[str, ...]], ...] = (
+    ("Project Brief", ("project-brief", "project-config")),
+    ("Architecture", ("architecture",)),
+    ("Tech Context", ("tech-context",)),
+    ("Product Context", ("product-context",)),
+    ("Progress & Status", ("progress",)),
+    ("Last Session", ("session-summary", "conversation")),
+    ("User Preferences", ("preference",)),
+)
+RELEVANT = "Relevant to Current Task"
+#: Most memories shown per section, newest first.
+SECTION_LIMIT = 10
+#: The latest session context shown under "Last Session".
+LAST_SESSION_LIMIT = 3
+#: Semantic results in the "Relevant to Current Task" section.
+RELEVANT_LIMIT = 5
+
+
+def scopes(project_key: str, user_key: str) -> list[str]:
+    return [key for key in (project_key, user_key) if key]
+
+
+async def search(
+    providers: Providers, query: str, project_key: str, user_key: str = "", *, limit: int = 10
+) -> list[ScoredMemory]:
+    vector = await providers.embedder.embed_query(query)
+    return await providers.store.search(vector, scopes(project_key, user_key), limit=limit)
+
+
+def render_block(memories: Sequence[Memory], relevant: Sequence[ScoredMemory] = ()) -> str:
+    """The [MEMORY] block: one section per seed 001 row that has memories."""
+    lines = ["[MEMORY]"]
+    for title, types in SECTIONS:
+        members = [m for m in memories if m.type in types and m.superseded_by is None]
+        if title == "User Preferences":
+            members = [m for m in members if m.scope == "user"] or members
+        members.sort(key=lambda m: m.updated_at, reverse=True)
+        if title == "Last Session":
+            members = members[:LAST_SESSION_LIMIT]
+        if members:
+            lines.append(f"## {title}")
+            lines.extend(f"- {m.text}" for m in members[:SECTION_LIMIT])
+    shown = [hit for hit in relevant if hit.memory.superseded_by is None]
+    if shown:
+        lines.append(f"## {RELEVANT}")
+        lines.extend(f"- [{hit.memory.type}] {hit.memory.text}" for hit in shown[:RELEVANT_LIMIT])
+    lines.append("[/MEMORY]")
+    return "\n".join(lines)
+
+
+async def block(providers: Providers, project_key: str, user_key: str = "", query: str = "") -> str:
+    types = [t for _, section in SECTIONS for t in section]
+    memories = await providers.store.list(scopes(project_key, user_key), types=types)
+    relevant = await search(providers, query, project_key, user_key, limit=RELEVANT_LIMIT) if query else []
+    return render_block(memories, relevant)

@@ -1,0 +1,1 @@
+"""The pipeline's decisions as plain functions, tested without Faust or any provider."""

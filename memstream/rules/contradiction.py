@@ -1,0 +1,60 @@
+"""Seed 000 step 7: does a new fact supersede nearby stored ones? The LLM decides;
+this module builds its question and checks its answer against the candidates."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from memstream.rules.extraction import load_json_reply
+from schemas import CONTRADICTION_EXEMPT_TYPES, Memory
+
+#: Most nearby memories put to the LLM at once.
+MAX_CANDIDATES = 5
+
+SYSTEM = """\
+You maintain a coding agent's memory. A new fact has been stored. Decide which of the existing
+facts it supersedes: facts about the same subject that the new fact contradicts or replaces
+(a changed decision, tool, value or state). Facts that are merely related are NOT superseded.
+Return ONLY JSON: {"superseded": ["<id>", ...]} (an empty list when none)."""
+
+
+def checks_contradictions(memory: Memory) -> bool:
+    """Seed 001: session-summary and conversation memories skip contradiction detection."""
+    return memory.type not in CONTRADICTION_EXEMPT_TYPES
+
+
+def eligible_candidates(new: Memory, nearby: Sequence[Memory]) -> list[Memory]:
+    return [
+        m
+        for m in nearby
+        if m.id != new.id and m.superseded_by is None and m.type not in CONTRADICTION_EXEMPT_TYPES
+    ][:MAX_CANDIDATES]
+
+
+def prompt(new: Memory, candidates: Sequence[Memory]) -> str:
+    lines = "\n".join(f'- id={m.id} type={m.type}: "{m.text}"' for m in candidates)
+    return (
+        f'New fact (type={new.type}): "{new.text}"\n\nExisting facts:\n{lines}\n\n'
+        "Does this new fact supersede any of these existing facts?"
+    )
+
+
+def parse_superseded(raw: str, candidates: Sequence[Memory]) -> tuple[list[str], list[str]]:
+    """The candidate ids the reply names as superseded, and warnings for anything else."""
+    known = {m.id for m in candidates}
+    try:
+        data = load_json_reply(raw)
+    except ValueError as exc:
+        return [], [f"unparseable reply: {exc}"]
+    ids = data.get("superseded", []) if isinstance(data, dict) else data
+    if not isinstance(ids, list):
+        return [], ["'superseded' is not a list"]
+    chosen: list[str] = []
+    warnings: list[str] = []
+    for item in ids:
+        value = str(item.get("id", "")) if isinstance(item, dict) else str(item)
+        if value in known and value not in chosen:
+            chosen.append(value)
+        else:
+            warnings.append(f"ignored id {value!r}: not one of the candidates")
+    return chosen, warnings

@@ -1,0 +1,61 @@
+"""Seed 000 step 4: is a new fact a duplicate of a stored or just-decided memory?
+
+A duplicate refreshes the existing memory (text and ``updated_at``) instead of adding one.
+Candidates come from two places: the store, and the dedup agent's table of memories it
+decided on but the store may not show yet, so back-to-back duplicates are caught too.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+
+import msgspec
+import numpy as np
+
+from memstream.embed.base import DistanceProfile
+from schemas import STRUCTURAL_TYPES, RecentMemory, ScoredMemory
+
+
+class Duplicate(msgspec.Struct, frozen=True):
+    memory_id: str
+    distance: float
+
+
+def threshold(fact_type: str, profile: DistanceProfile) -> float:
+    """0.25 for structural types, 0.12 for general ones (for voyage-code-3; per profile)."""
+    return profile.dedup_structural if fact_type in STRUCTURAL_TYPES else profile.dedup_general
+
+
+def cosine_distance(a: Sequence[float], b: Sequence[float]) -> float:
+    va, vb = np.asarray(a, dtype=np.float32), np.asarray(b, dtype=np.float32)
+    denom = float(np.linalg.norm(va) * np.linalg.norm(vb))
+    return 1.0 - float(va @ vb) / denom if denom else 1.0
+
+
+def find_duplicate(
+    fact_type: str,
+    vector: Sequence[float],
+    stored: Iterable[ScoredMemory],
+    recent: Iterable[RecentMemory],
+    profile: DistanceProfile,
+) -> Duplicate | None:
+    """The closest memory within the fact type's dedup distance, if any."""
+    limit = threshold(fact_type, profile)
+    best: Duplicate | None = None
+    for hit in stored:
+        if hit.distance <= limit and (best is None or hit.distance < best.distance):
+            best = Duplicate(hit.memory.id, hit.distance)
+    for memory in recent:
+        distance = cosine_distance(vector, memory.vector)
+        if distance <= limit and (best is None or distance < best.distance):
+            best = Duplicate(memory.id, distance)
+    return best
+
+
+def remember(
+    recent: Sequence[RecentMemory], memory: RecentMemory, *, now: float, keep_seconds: float, keep: int
+) -> list[RecentMemory]:
+    """The recent list with ``memory`` added (replacing its id), expired and bounded."""
+    kept = [m for m in recent if m.id != memory.id and now - m.decided_at <= keep_seconds]
+    kept.append(memory)
+    return kept[-keep:]

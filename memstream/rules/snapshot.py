@@ -1,0 +1,75 @@
+"""Seed 000 step 1 and its privacy rule: the last messages as ``[role] content``.
+
+``<private>…</private>`` is stripped before anything else sees the text; a message
+that was entirely private is left out of the snapshot.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+
+from schemas import Message
+
+_PRIVATE_BLOCK = re.compile(r"<private>.*?</private>", re.IGNORECASE | re.DOTALL)
+#: An opening tag never closed hides everything after it: failing closed is the safe side.
+_PRIVATE_UNCLOSED = re.compile(r"<private>.*\Z", re.IGNORECASE | re.DOTALL)
+_TRUNCATION_MARK = " …[truncated]"
+
+
+def strip_private(text: str) -> str:
+    """Remove private spans; returns "" when nothing public is left."""
+    text = _PRIVATE_BLOCK.sub("", text)
+    text = _PRIVATE_UNCLOSED.sub("", text)
+    text = re.sub(r"</private>", "", text, flags=re.IGNORECASE)
+    return text.strip()
+
+
+def public_message(message: Message) -> Message | None:
+    """The message with private spans removed, or None if it was fully private."""
+    content = strip_private(message.content)
+    return Message(message.role, content) if content else None
+
+
+def truncate(text: str, limit: int) -> str:
+    if len(text) <= limit:
+        return text
+    return text[: max(0, limit - len(_TRUNCATION_MARK))] + _TRUNCATION_MARK
+
+
+def window(messages: Sequence[Message], new: Message, size: int) -> list[Message]:
+    """The session's last ``size`` public messages after ``new`` arrives."""
+    public = public_message(new)
+    kept = [*messages, public] if public is not None else list(messages)
+    return kept[-size:]
+
+
+def format_snapshot(messages: Sequence[Message], *, message_max_chars: int, max_chars: int) -> str:
+    """``[role] content`` per message, newest last; the oldest text is cut first."""
+    lines = [f"[{m.role}] {truncate(m.content, message_max_chars)}" for m in messages]
+    text = "\n".join(lines)
+    if len(text) > max_chars:
+        text = text[len(text) - max_chars :]
+    return text
+
+
+def last_exchange(messages: Sequence[Message], *, message_max_chars: int) -> str:
+    """The final user message and everything after it: the turn raw mode stores."""
+    start = max((i for i, m in enumerate(messages) if m.role == "user"), default=0)
+    return format_snapshot(messages[start:], message_max_chars=message_max_chars, max_chars=10**9)
+
+
+def is_summary_turn(assistant_turn: int, every: int) -> bool:
+    """Seed 000: summary mode is triggered every N assistant turns (default 5)."""
+    return assistant_turn > 0 and assistant_turn % every == 0
+
+
+def snapshot_modes(assistant_turn: int, *, raw: bool, summary_every: int) -> list[str]:
+    """Which snapshots an assistant turn produces: normal after every turn, plus summary
+    every N turns; raw mode (no LLM) stores the exchange itself and never summarizes."""
+    if raw:
+        return ["raw"]
+    modes = ["normal"]
+    if is_summary_turn(assistant_turn, summary_every):
+        modes.append("summary")
+    return modes

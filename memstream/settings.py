@@ -1,0 +1,174 @@
+"""All of memstream's settings in one object, read from the environment when the app is built.
+
+Every field names its environment variable. Nothing here is read at import time.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass, field, fields
+from pathlib import Path
+from typing import Any
+
+
+class SettingsError(ValueError):
+    """A setting has a value memstream cannot use; the message names the variable."""
+
+
+def _env(name: str) -> dict[str, Any]:
+    return {"env": name}
+
+
+@dataclass(frozen=True, kw_only=True)
+class Settings:
+    # --- where things live -------------------------------------------------------------
+    #: MEMSTREAM_DATA_DIR: vector store, Faust table state and the runtime file.
+    data_dir: Path = field(default=Path(".memstream"), metadata=_env("MEMSTREAM_DATA_DIR"))
+    #: MEMSTREAM_KAFKA_BOOTSTRAP: ``host:port[,host:port]`` of a Kafka cluster. Empty: start
+    #: the embedded Tansu broker on a free loopback port.
+    kafka_bootstrap: str = field(default="", metadata=_env("MEMSTREAM_KAFKA_BOOTSTRAP"))
+    #: MEMSTREAM_TOPIC_PREFIX: prefix of every topic and of the consumer group.
+    topic_prefix: str = field(default="memstream", metadata=_env("MEMSTREAM_TOPIC_PREFIX"))
+    #: MEMSTREAM_PARTITIONS: partitions of every keyed topic (consolidation always has 1).
+    partitions: int = field(default=4, metadata=_env("MEMSTREAM_PARTITIONS"))
+    #: MEMSTREAM_REPLICATION: replication factor of created topics.
+    replication: int = field(default=1, metadata=_env("MEMSTREAM_REPLICATION"))
+    #: MEMSTREAM_QDRANT_URL: a Qdrant server. Empty: Qdrant's engine in-process under data_dir.
+    qdrant_url: str = field(default="", metadata=_env("MEMSTREAM_QDRANT_URL"))
+    #: MEMSTREAM_QDRANT_API_KEY: API key for the Qdrant server, if it needs one.
+    qdrant_api_key: str = field(default="", metadata=_env("MEMSTREAM_QDRANT_API_KEY"))
+
+    # --- providers ---------------------------------------------------------------------
+    #: ANTHROPIC_API_KEY: enables extraction with Claude. Empty: raw mode (no inference).
+    anthropic_api_key: str = field(default="", metadata=_env("ANTHROPIC_API_KEY"))
+    #: MEMSTREAM_ANTHROPIC_BASE_URL: override the Anthropic API address (proxies, tests).
+    anthropic_base_url: str = field(default="", metadata=_env("MEMSTREAM_ANTHROPIC_BASE_URL"))
+    #: MEMSTREAM_ANTHROPIC_MODEL: the extraction model.
+    anthropic_model: str = field(default="claude-haiku-4-5", metadata=_env("MEMSTREAM_ANTHROPIC_MODEL"))
+    #: MEMSTREAM_LLM_TIMEOUT: seconds per LLM request.
+    llm_timeout: float = field(default=45.0, metadata=_env("MEMSTREAM_LLM_TIMEOUT"))
+    #: MEMSTREAM_LLM_RETRIES: retries per LLM request (exponential backoff with jitter).
+    llm_retries: int = field(default=2, metadata=_env("MEMSTREAM_LLM_RETRIES"))
+    #: VOYAGE_API_KEY: enables voyage-code-3 embeddings (1024-d). Empty: the bundled model.
+    voyage_api_key: str = field(default="", metadata=_env("VOYAGE_API_KEY"))
+    #: MEMSTREAM_VOYAGE_BASE_URL: override the Voyage API address (proxies, tests).
+    voyage_base_url: str = field(default="", metadata=_env("MEMSTREAM_VOYAGE_BASE_URL"))
+    #: MEMSTREAM_VOYAGE_MODEL: the Voyage embedding model.
+    voyage_model: str = field(default="voyage-code-3", metadata=_env("MEMSTREAM_VOYAGE_MODEL"))
+
+    # --- pipeline (defaults from seeds 000 and 001) ------------------------------------
+    #: MEMSTREAM_SNAPSHOT_MESSAGES: messages in a snapshot (seed 000: the last 8).
+    snapshot_messages: int = field(default=8, metadata=_env("MEMSTREAM_SNAPSHOT_MESSAGES"))
+    #: MEMSTREAM_SNAPSHOT_MAX_CHARS: a snapshot's maximum length; older text is cut first.
+    snapshot_max_chars: int = field(default=12_000, metadata=_env("MEMSTREAM_SNAPSHOT_MAX_CHARS"))
+    #: MEMSTREAM_MESSAGE_MAX_CHARS: one message's maximum length inside a snapshot.
+    message_max_chars: int = field(default=4_000, metadata=_env("MEMSTREAM_MESSAGE_MAX_CHARS"))
+    #: MEMSTREAM_SUMMARY_EVERY: every Nth assistant turn runs summary mode (seed 000: 5).
+    summary_every: int = field(default=5, metadata=_env("MEMSTREAM_SUMMARY_EVERY"))
+    #: MEMSTREAM_SESSION_SUMMARY_CAP: summaries kept per project before condensing (seed 001: 3).
+    session_summary_cap: int = field(default=3, metadata=_env("MEMSTREAM_SESSION_SUMMARY_CAP"))
+    #: MEMSTREAM_EMBED_BATCH: most texts per embedding request.
+    embed_batch: int = field(default=64, metadata=_env("MEMSTREAM_EMBED_BATCH"))
+    #: MEMSTREAM_EMBED_BATCH_WINDOW: seconds the embed agent waits to fill a batch.
+    embed_batch_window: float = field(default=0.05, metadata=_env("MEMSTREAM_EMBED_BATCH_WINDOW"))
+
+    # --- serving -----------------------------------------------------------------------
+    #: MEMSTREAM_HTTP_HOST / MEMSTREAM_HTTP_PORT: the search API of ``memstream up``.
+    http_host: str = field(default="127.0.0.1", metadata=_env("MEMSTREAM_HTTP_HOST"))
+    http_port: int = field(default=8765, metadata=_env("MEMSTREAM_HTTP_PORT"))
+    #: MEMSTREAM_USER: the user identity for user-scoped memories (default: git email).
+    user: str = field(default="", metadata=_env("MEMSTREAM_USER"))
+    #: MEMSTREAM_LOG_LEVEL: debug, info, warning, error.
+    log_level: str = field(default="warning", metadata=_env("MEMSTREAM_LOG_LEVEL"))
+    #: MEMSTREAM_TRACE_EXPORTER: none, console or otlp (OTLP uses OTEL_EXPORTER_OTLP_ENDPOINT).
+    trace_exporter: str = field(default="none", metadata=_env("MEMSTREAM_TRACE_EXPORTER"))
+
+    @classmethod
+    def from_env(cls, environ: Mapping[str, str] | None = None, **overrides: Any) -> Settings:
+        """Build settings from the environment; ``overrides`` win over it."""
+        environ = os.environ if environ is None else environ
+        values: dict[str, Any] = {}
+        for f in fields(cls):
+            name = f.metadata["env"]
+            if f.name in overrides:
+                values[f.name] = overrides[f.name]
+            elif environ.get(name, "") != "":
+                values[f.name] = _parse(name, environ[name], f.default)
+        settings = cls(**values)
+        settings.validate()
+        return settings
+
+    def validate(self) -> None:
+        for name in ("partitions", "replication", "snapshot_messages", "summary_every", "embed_batch"):
+            if getattr(self, name) < 1:
+                raise SettingsError(f"{_var(name)} must be at least 1, got {getattr(self, name)}")
+        if self.session_summary_cap < 1:
+            raise SettingsError(f"{_var('session_summary_cap')} must be at least 1")
+        if self.trace_exporter not in {"none", "console", "otlp"}:
+            raise SettingsError(
+                f"{_var('trace_exporter')} must be none, console or otlp, got {self.trace_exporter!r}"
+            )
+
+    @property
+    def embedded_broker(self) -> bool:
+        return not self.kafka_bootstrap
+
+    @property
+    def store_dir(self) -> Path:
+        return self.data_dir / "qdrant"
+
+    @property
+    def runtime_file(self) -> Path:
+        """Written by ``memstream up``: where its broker and API listen, for the other commands."""
+        return self.data_dir / "runtime.json"
+
+    @property
+    def api_url(self) -> str:
+        return f"http://{self.http_host}:{self.http_port}"
+
+
+def _var(field_name: str) -> str:
+    return next(f.metadata["env"] for f in fields(Settings) if f.name == field_name)
+
+
+def _parse(name: str, raw: str, default: Any) -> Any:
+    try:
+        if isinstance(default, bool):
+            if raw.lower() in {"1", "true", "yes", "on"}:
+                return True
+            if raw.lower() in {"0", "false", "no", "off"}:
+                return False
+            raise ValueError(raw)
+        if isinstance(default, int):
+            return int(raw)
+        if isinstance(default, float):
+            return float(raw)
+        if isinstance(default, Path):
+            return Path(raw)
+    except ValueError:
+        raise SettingsError(f"{name}={raw!r} is not a valid {type(default).__name__}") from None
+    return raw
+
+
+def settings_table() -> list[tuple[str, str, str]]:
+    """(variable, default, meaning) for every setting, for the README and ``memstream config``."""
+    import inspect
+
+    source = inspect.getsource(Settings)
+    docs: dict[str, str] = {}
+    lines = source.splitlines()
+    for i, line in enumerate(lines):
+        stripped = line.strip()
+        if stripped.startswith("#:"):
+            continue
+        for f in fields(Settings):
+            if stripped.startswith(f"{f.name}:"):
+                comment = []
+                j = i - 1
+                while j >= 0 and lines[j].strip().startswith("#:"):
+                    comment.insert(0, lines[j].strip()[2:].strip())
+                    j -= 1
+                text = " ".join(comment)
+                docs[f.name] = text.split(":", 1)[1].strip() if ":" in text else text
+    return [(f.metadata["env"], str(f.default), docs.get(f.name, "")) for f in fields(Settings)]

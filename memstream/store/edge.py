@@ -1,0 +1,261 @@
+"""MemoryStore on an embedded Qdrant Edge shard (``qdrant-edge-py``), one directory per model.
+
+Every shard call blocks, and the shard is not meant to be shared between threads, so all
+of them run on one dedicated single-thread executor. That also makes each method's
+read-modify-write (refresh, supersede, delete) atomic with respect to the others.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from datetime import datetime
+from pathlib import Path
+from typing import Any, Final, TypeVar
+
+import msgspec
+from qdrant_edge import (
+    CountRequest,
+    Distance,
+    EdgeConfig,
+    EdgeShard,
+    EdgeVectorParams,
+    FieldCondition,
+    Filter,
+    HasIdCondition,
+    MatchAny,
+    MatchValue,
+    PayloadSchemaType,
+    Point,
+    Query,
+    QueryRequest,
+    ScrollRequest,
+    UpdateOperation,
+)
+
+from memstream.store.base import collection_name
+from schemas import Memory, ScoredMemory
+from schemas.codec import memory_from_payload, memory_to_payload
+
+VECTOR_NAME: Final = "dense"
+#: Payload fields every filter uses; keyword indexes keep filtered search exact and fast.
+INDEXED_FIELDS: Final[tuple[str, ...]] = ("scope_key", "type", "status")
+#: Points fetched per scroll call when listing; list() sorts in memory, so it reads them all.
+SCROLL_PAGE: Final = 256
+#: The shard's own persisted config; its presence means the shard exists.
+CONFIG_FILE: Final = "edge_config.json"
+
+T = TypeVar("T")
+
+
+def _filter(
+    scope_keys: Sequence[str] | None,
+    types: Sequence[str] | None = None,
+    include_superseded: bool = True,
+    exclude_ids: Sequence[str] = (),
+) -> Filter | None:
+    must: list[Any] = []
+    if scope_keys is not None:
+        must.append(FieldCondition("scope_key", match=MatchAny(list(scope_keys))))
+    if types is not None:
+        must.append(FieldCondition("type", match=MatchAny(list(types))))
+    if not include_superseded:
+        # A keyword, not the bool: qdrant-edge-py 0.9 turns MatchValue(False) into 0.
+        must.append(FieldCondition("status", match=MatchValue("active")))
+    # HasIdCondition insists on a set; a list raises TypeError.
+    must_not: list[Any] = [HasIdCondition(set(exclude_ids))] if exclude_ids else []
+    if not must and not must_not:
+        return None
+    return Filter(must=must or None, must_not=must_not or None)
+
+
+class EdgeStore:
+    """Memories of one embedding model in an on-disk shard at ``root / collection_name(model)``."""
+
+    def __init__(self, root: Path, embedding_model: str, dim: int) -> None:
+        self.embedding_model = embedding_model
+        self.dim = dim
+        self.path = Path(root) / collection_name(embedding_model)
+        self._shard: EdgeShard | None = None
+        self._executor: ThreadPoolExecutor | None = None
+
+    async def _run(self, fn: Callable[[EdgeShard], T]) -> T:
+        if self._shard is None or self._executor is None:
+            raise RuntimeError(f"EdgeStore at {self.path} is not open")
+        shard = self._shard
+        return await asyncio.get_running_loop().run_in_executor(self._executor, fn, shard)
+
+    # -- lifecycle ---------------------------------------------------------------
+
+    async def open(self) -> None:
+        if self._shard is not None:
+            return
+        executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix=f"edge-{self.path.name}")
+        try:
+            self._shard = await asyncio.get_running_loop().run_in_executor(executor, self._open_shard)
+        except BaseException:
+            executor.shutdown(wait=False)
+            raise
+        self._executor = executor
+
+    def _open_shard(self) -> EdgeShard:
+        config_file = self.path / CONFIG_FILE
+        if config_file.exists():
+            # The shard exposes no config accessor, so the dim is read from its own file
+            # before loading: a mismatch must fail loudly, not at the first upsert.
+            stored = json.loads(config_file.read_text())["vectors"][VECTOR_NAME]["size"]
+            if stored != self.dim:
+                raise ValueError(
+                    f"shard {self.path} holds {stored}-d vectors but {self.embedding_model!r} "
+                    f"was configured with dim={self.dim}"
+                )
+            shard = EdgeShard.load(str(self.path))
+        else:
+            vectors = {VECTOR_NAME: EdgeVectorParams(size=self.dim, distance=Distance.Cosine)}
+            shard = EdgeShard.create(str(self.path), EdgeConfig(vectors=vectors))
+        existing = shard.info().payload_schema
+        for field in INDEXED_FIELDS:
+            if field not in existing:
+                shard.update(UpdateOperation.create_field_index(field, PayloadSchemaType.Keyword))
+        return shard
+
+    async def close(self) -> None:
+        if self._shard is None or self._executor is None:
+            return
+        shard, executor = self._shard, self._executor
+        self._shard, self._executor = None, None
+
+        def _close(s: EdgeShard) -> None:
+            s.flush()
+            s.close()
+
+        try:
+            await asyncio.get_running_loop().run_in_executor(executor, _close, shard)
+        finally:
+            executor.shutdown(wait=True)
+
+    # -- writes ------------------------------------------------------------------
+
+    async def upsert(self, memory: Memory, vector: Sequence[float]) -> None:
+        point = Point(memory.id, {VECTOR_NAME: [float(x) for x in vector]}, memory_to_payload(memory))
+        await self._run(lambda s: s.update(UpdateOperation.upsert_points([point])))
+
+    async def refresh(
+        self,
+        memory_id: str,
+        *,
+        text: str,
+        updated_at: datetime,
+        source_chunk: str | None = None,
+        vector: Sequence[float] | None = None,
+    ) -> Memory | None:
+        changes: dict[str, Any] = {"text": text, "updated_at": updated_at}
+        if source_chunk is not None:
+            changes["source_chunk"] = source_chunk
+        new_vector = None if vector is None else [float(x) for x in vector]
+        return await self._run(lambda s: _replace(s, memory_id, changes, new_vector))
+
+    async def supersede(self, memory_id: str, superseded_by: str) -> Memory | None:
+        changes = {"superseded_by": superseded_by}
+        return await self._run(lambda s: _replace(s, memory_id, changes, None))
+
+    async def delete(self, memory_id: str) -> Memory | None:
+        def _delete(s: EdgeShard) -> Memory | None:
+            old = _get(s, memory_id)
+            if old is not None:
+                s.update(UpdateOperation.delete_points([memory_id]))
+            return old
+
+        return await self._run(_delete)
+
+    # -- reads -------------------------------------------------------------------
+
+    async def get(self, memory_id: str) -> Memory | None:
+        return await self._run(lambda s: _get(s, memory_id))
+
+    async def vector(self, memory_id: str) -> list[float] | None:
+        def _vector(s: EdgeShard) -> list[float] | None:
+            records = s.retrieve([memory_id], False, True)
+            vectors = records[0].vector if records else None
+            return [float(x) for x in vectors[VECTOR_NAME]] if isinstance(vectors, dict) else None
+
+        return await self._run(_vector)
+
+    async def search(
+        self,
+        vector: Sequence[float],
+        scope_keys: Sequence[str],
+        *,
+        limit: int = 10,
+        types: Sequence[str] | None = None,
+        max_distance: float | None = None,
+        include_superseded: bool = False,
+        exclude_ids: Sequence[str] = (),
+    ) -> list[ScoredMemory]:
+        request = QueryRequest(
+            limit=limit,
+            query=Query.Nearest([float(x) for x in vector], using=VECTOR_NAME),
+            filter=_filter(scope_keys, types, include_superseded, exclude_ids),
+            # Cosine in Qdrant is a similarity; the store speaks distance = 1 - score.
+            score_threshold=None if max_distance is None else 1.0 - max_distance,
+            with_payload=True,
+            with_vector=False,
+        )
+        points = await self._run(lambda s: s.query(request))
+        return [
+            # float32 rounding can push an identical vector's score just past 1.
+            ScoredMemory(memory_from_payload(p.payload or {}), max(0.0, 1.0 - p.score))
+            for p in points
+        ]
+
+    async def list(
+        self,
+        scope_keys: Sequence[str],
+        *,
+        types: Sequence[str] | None = None,
+        include_superseded: bool = False,
+        limit: int = 1000,
+    ) -> list[Memory]:
+        flt = _filter(scope_keys, types, include_superseded)
+
+        def _scroll_all(s: EdgeShard) -> list[Memory]:
+            # Scroll walks id order; recency needs every match before sorting.
+            memories: list[Memory] = []
+            offset: Any = None
+            while True:
+                request = ScrollRequest(offset=offset, limit=SCROLL_PAGE, filter=flt, with_payload=True)
+                records, offset = s.scroll(request)
+                memories.extend(memory_from_payload(r.payload or {}) for r in records)
+                if offset is None:
+                    return memories
+
+        memories = await self._run(_scroll_all)
+        memories.sort(key=lambda m: m.updated_at, reverse=True)
+        return memories[:limit]
+
+    async def count(self, scope_keys: Sequence[str] | None = None, *, include_superseded: bool = True) -> int:
+        request = CountRequest(exact=True, filter=_filter(scope_keys, include_superseded=include_superseded))
+        return await self._run(lambda s: s.count(request))
+
+
+def _get(shard: EdgeShard, memory_id: str) -> Memory | None:
+    # with_payload is positional and required at runtime, despite the stub's default.
+    records = shard.retrieve([memory_id], True, False)
+    return memory_from_payload(records[0].payload or {}) if records else None
+
+
+def _replace(
+    shard: EdgeShard, memory_id: str, changes: dict[str, Any], vector: list[float] | None
+) -> Memory | None:
+    old = _get(shard, memory_id)
+    if old is None:
+        return None
+    new = msgspec.structs.replace(old, **changes)
+    payload = memory_to_payload(new)
+    if vector is None:
+        shard.update(UpdateOperation.overwrite_payload([memory_id], payload))
+    else:
+        shard.update(UpdateOperation.upsert_points([Point(memory_id, {VECTOR_NAME: vector}, payload)]))
+    return new

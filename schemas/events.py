@@ -1,0 +1,196 @@
+"""Every event that crosses a topic, as versioned, tagged msgspec Structs.
+
+Evolution rules (msgspec's): a new field gets a default; a field never changes type;
+a breaking change is a new tag (``turn.v2``) decoded beside the old one.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Literal
+
+import msgspec
+
+from schemas.memory import Memory, MemoryType, Scope
+
+Role = Literal["user", "assistant", "system", "tool"]
+ROLES: tuple[str, ...] = Role.__args__  # type: ignore[attr-defined]
+
+ExtractionMode = Literal["normal", "summary", "raw"]
+
+
+class Event(msgspec.Struct, tag_field="schema", kw_only=True, frozen=True):
+    """Base of every event; the tag names the event and its schema version."""
+
+
+class Turn(Event, tag="turn.v1", kw_only=True):
+    """One message of a coding-agent session, as an agent host publishes it. Key: session."""
+
+    session_id: str
+    #: The project directory the session works in; hashed into the project scope.
+    project: str
+    role: Role
+    content: str
+    ts: datetime
+    #: The user's identity (e.g. git email); hashed into the user scope.
+    user: str = ""
+    #: Which agent host sent it (claude-code, codex, …).
+    source: str = ""
+
+
+class Message(msgspec.Struct, frozen=True):
+    role: Role
+    content: str
+
+
+class Snapshot(Event, tag="snapshot.v1", kw_only=True):
+    """The last messages of a session, privacy-stripped, after an assistant turn. Key: session."""
+
+    snapshot_id: str
+    session_id: str
+    project: str
+    project_key: str
+    user_key: str
+    mode: ExtractionMode
+    #: ``[role] content`` lines, joined, truncated.
+    text: str
+    #: Ordinal of the assistant turn that triggered this snapshot (1-based).
+    turn_index: int
+    #: The user/assistant exchange that ended with this turn (for raw mode).
+    exchange: str = ""
+    ts: datetime
+
+
+class Fact(Event, tag="fact.v1", kw_only=True):
+    """One atomic, typed fact extracted from a snapshot (or condensed by aging). Key: scope."""
+
+    fact_id: str
+    text: str
+    type: MemoryType
+    scope: Scope
+    scope_key: str
+    project: str = ""
+    session_id: str = ""
+    source_chunk: str = ""
+    #: Where the fact came from: a snapshot id, or ``condense:<memory id>``.
+    origin: str = ""
+    ts: datetime
+
+
+class EmbeddedFact(Event, tag="embedded-fact.v1", kw_only=True):
+    """A fact with its document embedding. Key: scope."""
+
+    fact: Fact
+    vector: list[float]
+    embedding_model: str
+
+
+class MemoryOp(Event, kw_only=True):
+    """An operation on stored memory; only the store agent applies them. Key: scope."""
+
+    op_id: str
+    scope_key: str
+    #: Why: ``extracted``, ``duplicate``, ``aging:progress``, ``contradiction``, …
+    cause: str = ""
+
+
+class CreateMemory(MemoryOp, tag="op.create.v1", kw_only=True):
+    memory: Memory
+    vector: list[float]
+
+
+class RefreshMemory(MemoryOp, tag="op.refresh.v1", kw_only=True):
+    """A duplicate arrived: refresh the existing memory's text and ``updated_at``.
+
+    ``memory`` is what the fact would have become on its own; the store creates it if the
+    target is gone by the time the refresh is applied (deleted by aging, say).
+    """
+
+    memory_id: str
+    memory: Memory
+    vector: list[float]
+
+
+class DeleteMemory(MemoryOp, tag="op.delete.v1", kw_only=True):
+    memory_id: str
+
+
+class SupersedeMemory(MemoryOp, tag="op.supersede.v1", kw_only=True):
+    memory_id: str
+    superseded_by: str
+
+
+Change = Literal["created", "refreshed", "deleted", "superseded"]
+
+
+class MemoryUpdated(Event, tag="memory-updated.v1", kw_only=True):
+    """What the store changed, for downstream services. Key: scope."""
+
+    change: Change
+    memory: Memory
+    op_id: str
+    cause: str = ""
+    ts: datetime
+
+
+class ConsolidationRequest(Event, tag="consolidation-request.v1", kw_only=True):
+    """Asks for a global Phase 2 run; its topic has exactly one partition."""
+
+    reason: str
+    scope_key: str = ""
+    ts: datetime
+
+
+class DeadLetter(Event, tag="dead-letter.v1", kw_only=True):
+    """An event a stage could not process, with the reason and the original bytes."""
+
+    stage: str
+    reason: str
+    topic: str
+    partition: int = -1
+    offset: int = -1
+    key: bytes | None = None
+    payload: bytes = b""
+    ts: datetime
+
+
+AnyEvent = (
+    Turn
+    | Snapshot
+    | Fact
+    | EmbeddedFact
+    | CreateMemory
+    | RefreshMemory
+    | DeleteMemory
+    | SupersedeMemory
+    | MemoryUpdated
+    | ConsolidationRequest
+    | DeadLetter
+)
+
+AnyMemoryOp = CreateMemory | RefreshMemory | DeleteMemory | SupersedeMemory
+
+__all__ = [
+    "AnyEvent",
+    "AnyMemoryOp",
+    "Change",
+    "ConsolidationRequest",
+    "CreateMemory",
+    "DeadLetter",
+    "DeleteMemory",
+    "EmbeddedFact",
+    "Event",
+    "ExtractionMode",
+    "Fact",
+    "Memory",
+    "MemoryOp",
+    "MemoryUpdated",
+    "Message",
+    "RefreshMemory",
+    "ROLES",
+    "Role",
+    "Scope",
+    "Snapshot",
+    "SupersedeMemory",
+    "Turn",
+]

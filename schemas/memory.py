@@ -1,0 +1,75 @@
+"""The stored memory and its vocabulary: the 11 types and two scopes of seed 001."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Final, Literal
+
+import msgspec
+
+MemoryType = Literal[
+    "project-brief",
+    "architecture",
+    "tech-context",
+    "product-context",
+    "progress",
+    "session-summary",
+    "error-solution",
+    "preference",
+    "learned-pattern",
+    "project-config",
+    "conversation",
+]
+
+#: Every memory type, in the order seed 001 lists them.
+MEMORY_TYPES: Final[tuple[str, ...]] = MemoryType.__args__  # type: ignore[attr-defined]
+
+#: Types that represent evolving understanding: wider dedup distance (seed 001).
+STRUCTURAL_TYPES: Final[frozenset[str]] = frozenset(
+    {"project-brief", "architecture", "tech-context", "product-context", "project-config"}
+)
+
+#: Types whose new memories are never checked for contradictions (seed 001).
+CONTRADICTION_EXEMPT_TYPES: Final[frozenset[str]] = frozenset({"session-summary", "conversation"})
+
+#: Types whose default scope is the user rather than the project (seed 001).
+USER_SCOPED_TYPES: Final[frozenset[str]] = frozenset({"preference"})
+
+Scope = Literal["project", "user"]
+
+
+class Memory(msgspec.Struct, tag="memory.v1", tag_field="schema", kw_only=True, frozen=True):
+    """One stored memory: the fields of seed 000 step 5 plus type, scope and supersession.
+
+    ``id`` is derived from the scope key and the normalized content (see
+    ``memstream.identity``), so replays and at-least-once delivery never duplicate.
+    """
+
+    id: str
+    text: str
+    type: MemoryType
+    scope: Scope
+    #: Deterministic tag of the project directory (``p_…``) or user identity (``u_…``).
+    scope_key: str
+    #: The conversation excerpt that produced this fact.
+    source_chunk: str = ""
+    created_at: datetime
+    updated_at: datetime
+    content_hash: str
+    embedding_model: str
+    session_id: str = ""
+    project: str = ""
+    #: Id of the newer memory that supersedes this one; superseded memories stay
+    #: stored for audit but never appear in search or the [MEMORY] block.
+    superseded_by: str | None = None
+
+    @property
+    def active(self) -> bool:
+        return self.superseded_by is None
+
+
+class ScoredMemory(msgspec.Struct, frozen=True):
+    """A memory returned by a vector search, with its cosine distance to the query."""
+
+    memory: Memory
+    distance: float

@@ -1,0 +1,81 @@
+"""The catalog bound to a Faust app: one Faust topic object per declared topic."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+import faust
+from faust.types import Message
+
+from memstream.codec import CODEC_NAME
+from topics.catalog import (
+    CONSOLIDATION,
+    DEAD_LETTERS,
+    EMBEDDED,
+    FACTS,
+    MEMORY_OPS,
+    MEMORY_UPDATED,
+    SNAPSHOTS,
+    TURNS,
+    TopicSpec,
+    topic_name,
+)
+from topics.admin import partitions_of
+
+
+class DeadLetterSink(Protocol):
+    async def dead_letter(self, stage: str, reason: str, message: Message | None) -> None: ...
+
+
+class DeadLetteringTopic(faust.Topic):
+    """A topic whose undecodable payloads go to the dead-letter topic instead of
+    crashing the agent (Faust's default re-raises into the stream)."""
+
+    async def on_key_decode_error(self, exc: Exception, message: Message) -> None:
+        await self._dead_letter(f"key does not decode: {exc}", message)
+
+    async def on_value_decode_error(self, exc: Exception, message: Message) -> None:
+        await self._dead_letter(f"value does not decode: {exc}", message)
+
+    async def _dead_letter(self, reason: str, message: Message) -> None:
+        sink: DeadLetterSink | None = getattr(self.app, "dead_letter_sink", None)
+        if sink is not None:
+            await sink.dead_letter(f"decode:{message.topic}", reason, message)
+        else:  # pragma: no cover - the app factory always installs a sink
+            self.app.log.error("dropping undecodable message from %s: %s", message.topic, reason)
+
+
+@dataclass(frozen=True)
+class Topics:
+    turns: faust.TopicT
+    snapshots: faust.TopicT
+    facts: faust.TopicT
+    embedded: faust.TopicT
+    memory_ops: faust.TopicT
+    memory_updated: faust.TopicT
+    consolidation: faust.TopicT
+    dead_letters: faust.TopicT
+
+
+def bind_topics(app: faust.App, prefix: str, partitions: int) -> Topics:
+    def bind(spec: TopicSpec) -> Any:
+        return DeadLetteringTopic(
+            app,
+            topics=[topic_name(prefix, spec)],
+            partitions=partitions_of(spec, partitions),
+            key_serializer="raw",
+            value_serializer=CODEC_NAME,
+            config=dict(spec.config),
+        )
+
+    return Topics(
+        turns=bind(TURNS),
+        snapshots=bind(SNAPSHOTS),
+        facts=bind(FACTS),
+        embedded=bind(EMBEDDED),
+        memory_ops=bind(MEMORY_OPS),
+        memory_updated=bind(MEMORY_UPDATED),
+        consolidation=bind(CONSOLIDATION),
+        dead_letters=bind(DEAD_LETTERS),
+    )

@@ -1,0 +1,110 @@
+"""The topic catalog: plain data, importable without Faust."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from schemas import (
+    AnyMemoryOp,
+    ConsolidationRequest,
+    DeadLetter,
+    EmbeddedFact,
+    Fact,
+    MemoryUpdated,
+    Snapshot,
+    Turn,
+)
+
+_DAY_MS = 24 * 60 * 60 * 1000
+
+
+@dataclass(frozen=True)
+class TopicSpec:
+    #: Suffix after the configured prefix: ``<prefix>.<name>``.
+    name: str
+    #: What the message key is; it decides which events keep their relative order.
+    key: str
+    #: The schema of the value.
+    value: Any
+    #: Fixed partition count, or None for the configured default.
+    partitions: int | None = None
+    #: Kafka topic configs (retention or compaction).
+    config: dict[str, str] = field(default_factory=dict)
+    doc: str = ""
+
+
+TURNS = TopicSpec(
+    "turns",
+    key="session_id",
+    value=Turn,
+    # Kept forever: turns are the source of truth that replays re-extract from.
+    config={"cleanup.policy": "delete", "retention.ms": "-1"},
+    doc="Messages of coding-agent sessions, as agent hosts publish them.",
+)
+SNAPSHOTS = TopicSpec(
+    "snapshots",
+    key="session_id",
+    value=Snapshot,
+    config={"cleanup.policy": "delete", "retention.ms": str(7 * _DAY_MS)},
+    doc="Privacy-stripped last-8-message snapshots, one per assistant turn (plus summary mode).",
+)
+FACTS = TopicSpec(
+    "facts",
+    key="scope_key",
+    value=Fact,
+    config={"cleanup.policy": "delete", "retention.ms": str(7 * _DAY_MS)},
+    doc="Atomic typed facts extracted from snapshots or condensed by aging.",
+)
+EMBEDDED = TopicSpec(
+    "embedded",
+    key="scope_key",
+    value=EmbeddedFact,
+    config={"cleanup.policy": "delete", "retention.ms": str(7 * _DAY_MS)},
+    doc="Facts with their document embeddings.",
+)
+MEMORY_OPS = TopicSpec(
+    "memory-ops",
+    key="scope_key",
+    value=AnyMemoryOp,
+    config={"cleanup.policy": "delete", "retention.ms": str(30 * _DAY_MS)},
+    doc="Create, refresh, delete and supersede operations; only the store agent applies them.",
+)
+MEMORY_UPDATED = TopicSpec(
+    "memory-updated",
+    key="scope_key",
+    value=MemoryUpdated,
+    config={"cleanup.policy": "delete", "retention.ms": str(30 * _DAY_MS)},
+    doc="What the store changed, for downstream services and the age and contradiction agents.",
+)
+CONSOLIDATION = TopicSpec(
+    "consolidation",
+    key="scope_key",
+    value=ConsolidationRequest,
+    # One partition: one global Phase 2 at a time across every worker.
+    partitions=1,
+    config={"cleanup.policy": "delete", "retention.ms": str(30 * _DAY_MS)},
+    doc="Requests for global consolidation (Phase 2); exactly one partition.",
+)
+DEAD_LETTERS = TopicSpec(
+    "dead-letters",
+    key="stage",
+    value=DeadLetter,
+    config={"cleanup.policy": "delete", "retention.ms": str(30 * _DAY_MS)},
+    doc="Events a stage could not process: stage, reason, original bytes and offsets.",
+)
+
+ALL_TOPICS: tuple[TopicSpec, ...] = (
+    TURNS,
+    SNAPSHOTS,
+    FACTS,
+    EMBEDDED,
+    MEMORY_OPS,
+    MEMORY_UPDATED,
+    CONSOLIDATION,
+    DEAD_LETTERS,
+)
+
+
+def topic_name(prefix: str, spec: TopicSpec) -> str:
+    return f"{prefix}.{spec.name}"
