@@ -16,9 +16,8 @@ import faust
 import msgspec
 from faust.types import EventT
 
-from agents.base import DeadLetters, expect, guarded
+from agents.base import DeadLetters, expect, guarded, state_table
 from memstream.bootstrap import Providers
-from memstream.codec import CODEC_NAME
 from memstream.identity import derived_id
 from memstream.rules.aging import condense_prompt, stale_progress, summaries_to_condense
 from memstream.rules.extraction import CONDENSE_SYSTEM, parse_facts
@@ -34,7 +33,7 @@ CONDENSED_KEEP = 64
 
 def register(app: faust.App, topics: Topics, providers: Providers, sink: DeadLetters) -> faust.types.AgentT:
     settings = providers.settings
-    ages = app.Table("age-state", key_type=str, value_serializer=CODEC_NAME, partitions=settings.partitions)
+    ages = state_table(app, "age-state", settings.partitions)
 
     async def delete(memory: Memory, cause: str, because_of: str) -> None:
         await topics.memory_ops.send(

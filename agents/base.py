@@ -11,6 +11,7 @@ from typing import Any, TypeVar
 import faust
 from faust.types import EventT, Message
 
+from memstream.codec import CODEC_NAME
 from schemas import DeadLetter
 
 log = logging.getLogger("memstream.agents")
@@ -63,3 +64,28 @@ async def guarded(
         except Exception as exc:
             log.debug("%s failed", stage, exc_info=True)
             await sink.dead_letter(stage, f"{type(exc).__name__}: {exc}", event.message)
+
+
+class StateTable(faust.Table):
+    """A table whose values are schemas Structs, changelogged through the memstream codec.
+
+    ``app.Table`` takes no serializer: Faust derives it from ``value_type`` (a Faust
+    Model's own, else JSON), so the codec is chosen here before the changelog topic exists.
+    """
+
+    def _serializer_from_type(self, typ: Any) -> Any:
+        return CODEC_NAME if typ is None else super()._serializer_from_type(typ)
+
+
+def state_table(app: faust.App, name: str, partitions: int, *, use_partitioner: bool = False) -> faust.Table:
+    """Declare an agent's state table: str keys, schemas.State values, default None."""
+    table = StateTable(
+        app,
+        name=name,
+        default=None,
+        beacon=app.tables.beacon,
+        partitions=partitions,
+        key_type=str,
+        use_partitioner=use_partitioner,
+    )
+    return app.tables.add(table)  # type: ignore[return-value]

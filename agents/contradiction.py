@@ -15,9 +15,8 @@ from typing import Any
 import faust
 from faust.types import EventT
 
-from agents.base import DeadLetters, expect, guarded
+from agents.base import DeadLetters, expect, guarded, state_table
 from memstream.bootstrap import Providers
-from memstream.codec import CODEC_NAME
 from memstream.identity import derived_id
 from memstream.rules import contradiction as rules
 from memstream.tracing import stage_span
@@ -31,9 +30,7 @@ CHECKED_KEEP = 512
 
 
 def register(app: faust.App, topics: Topics, providers: Providers, sink: DeadLetters) -> faust.types.AgentT:
-    states = app.Table(
-        "contradiction-state", key_type=str, value_serializer=CODEC_NAME, partitions=providers.settings.partitions
-    )
+    states = state_table(app, "contradiction-state", providers.settings.partitions)
     profile = providers.embedder.profile
 
     async def handle(value: Any, event: EventT) -> None:

@@ -15,9 +15,8 @@ from typing import Any
 import faust
 from faust.types import EventT
 
-from agents.base import DeadLetters, expect, guarded
+from agents.base import DeadLetters, expect, guarded, state_table
 from memstream.bootstrap import Providers
-from memstream.codec import CODEC_NAME
 from memstream.identity import derived_id, memory_id, normalize_content
 from memstream.rules.dedup import find_duplicate, remember, threshold
 from memstream.tracing import stage_span
@@ -34,9 +33,7 @@ NEIGHBOURS = 5
 
 
 def register(app: faust.App, topics: Topics, providers: Providers, sink: DeadLetters) -> faust.types.AgentT:
-    recent_table = app.Table(
-        "dedup-recent", key_type=str, value_serializer=CODEC_NAME, partitions=providers.settings.partitions
-    )
+    recent_table = state_table(app, "dedup-recent", providers.settings.partitions)
     profile = providers.embedder.profile
 
     async def handle(value: Any, event: EventT) -> None:
@@ -51,6 +48,7 @@ def register(app: faust.App, topics: Topics, providers: Providers, sink: DeadLet
                 embedded.vector,
                 [fact.scope_key],
                 limit=NEIGHBOURS,
+                types=[fact.type],
                 max_distance=threshold(fact.type, profile),
             )
             duplicate = find_duplicate(fact.type, embedded.vector, stored, state.recent, profile)

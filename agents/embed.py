@@ -14,9 +14,8 @@ import logging
 
 import faust
 
-from agents.base import DeadLetters
+from agents.base import DeadLetters, state_table
 from memstream.bootstrap import Providers
-from memstream.codec import CODEC_NAME
 from memstream.tracing import span_from_headers, stage_span
 from schemas import EmbeddedFact, EmbedStats, Fact
 from topics.binding import Topics
@@ -28,13 +27,7 @@ log = logging.getLogger(__name__)
 def register(app: faust.App, topics: Topics, providers: Providers, sink: DeadLetters) -> faust.types.AgentT:
     settings = providers.settings
     embedder = providers.embedder
-    stats = app.Table(
-        "embed-stats",
-        key_type=str,
-        value_serializer=CODEC_NAME,
-        partitions=settings.partitions,
-        use_partitioner=True,
-    )
+    stats = state_table(app, "embed-stats", settings.partitions, use_partitioner=True)
 
     async def handle_batch(events: list[faust.types.EventT]) -> None:
         facts: list[tuple[Fact, faust.types.EventT]] = []

@@ -14,9 +14,8 @@ from typing import Any
 import faust
 from faust.types import EventT
 
-from agents.base import DeadLetters, expect, guarded
+from agents.base import DeadLetters, expect, guarded, state_table
 from memstream.bootstrap import Providers
-from memstream.codec import CODEC_NAME
 from memstream.identity import derived_id
 from memstream.rules.extraction import (
     PROMPT_VERSION,
@@ -35,9 +34,7 @@ log = logging.getLogger(__name__)
 
 
 def register(app: faust.App, topics: Topics, providers: Providers, sink: DeadLetters) -> faust.types.AgentT:
-    sessions = app.Table(
-        "extract-sessions", key_type=str, value_serializer=CODEC_NAME, partitions=providers.settings.partitions
-    )
+    sessions = state_table(app, "extract-sessions", providers.settings.partitions)
 
     async def extract(snapshot: Snapshot) -> tuple[list[ExtractedFact], int]:
         if snapshot.mode == "raw" or providers.llm is None:

@@ -13,9 +13,8 @@ from typing import Any
 import faust
 from faust.types import EventT
 
-from agents.base import DeadLetters, expect, guarded
+from agents.base import DeadLetters, expect, guarded, state_table
 from memstream.bootstrap import Providers
-from memstream.codec import CODEC_NAME
 from memstream.identity import derived_id, project_key, user_key
 from memstream.rules.snapshot import format_snapshot, last_exchange, snapshot_modes, window
 from memstream.tracing import stage_span
@@ -27,9 +26,7 @@ STAGE = "snapshot"
 
 def register(app: faust.App, topics: Topics, providers: Providers, sink: DeadLetters) -> faust.types.AgentT:
     settings = providers.settings
-    sessions = app.Table(
-        "snapshot-sessions", key_type=str, value_serializer=CODEC_NAME, partitions=settings.partitions
-    )
+    sessions = state_table(app, "snapshot-sessions", settings.partitions)
 
     async def handle(value: Any, event: EventT) -> None:
         turn = expect(value, Turn)

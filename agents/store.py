@@ -16,9 +16,8 @@ import faust
 import msgspec
 from faust.types import EventT
 
-from agents.base import DeadLetters, expect, guarded
+from agents.base import DeadLetters, expect, guarded, state_table
 from memstream.bootstrap import Providers
-from memstream.codec import CODEC_NAME
 from memstream.store.base import MemoryStore
 from memstream.tracing import stage_span
 from schemas import (
@@ -74,7 +73,7 @@ async def apply(store: MemoryStore, op: AnyMemoryOp) -> tuple[str, Memory] | Non
 
 
 def register(app: faust.App, topics: Topics, providers: Providers, sink: DeadLetters) -> faust.types.AgentT:
-    stats = app.Table("store-stats", key_type=str, value_serializer=CODEC_NAME, partitions=providers.settings.partitions)
+    stats = state_table(app, "store-stats", providers.settings.partitions)
 
     async def handle(value: Any, event: EventT) -> None:
         op = expect(value, MemoryOp)

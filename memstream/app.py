@@ -22,7 +22,7 @@ from topics.binding import Topics, bind_topics
 #: Seconds a consumer-group join waits for members. Faust's default made a worker
 #: take 30 s to become ready on Tansu; the broker holds a join for the session timeout.
 REBALANCE_TIMEOUT = 3.0
-SESSION_TIMEOUT = 10.0
+SESSION_TIMEOUT = 6.0
 HEARTBEAT_INTERVAL = 1.0
 
 

@@ -30,16 +30,18 @@ def configure_tracing(exporter_name: str, *, exporter: SpanExporter | None = Non
     The global provider can be set once per process; a second call leaves it as it is.
     """
     instrument_kafka()
+    # Spans go out at once to an exporter given in code (tests) or the console; in batches to OTLP.
+    immediate = exporter is not None or exporter_name == "console"
     if exporter is None:
         if exporter_name == "none":
             return None
         exporter = _named_exporter(exporter_name)
+    processor = SimpleSpanProcessor(exporter) if immediate else BatchSpanProcessor(exporter)
     current = trace.get_tracer_provider()
     if isinstance(current, TracerProvider):
-        current.add_span_processor(SimpleSpanProcessor(exporter))
+        current.add_span_processor(processor)
         return current
     provider = TracerProvider(resource=Resource.create({"service.name": "memstream"}))
-    processor = SimpleSpanProcessor(exporter) if exporter_name == "console" else BatchSpanProcessor(exporter)
     provider.add_span_processor(processor)
     trace.set_tracer_provider(provider)
     return provider

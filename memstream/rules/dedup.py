@@ -39,13 +39,21 @@ def find_duplicate(
     recent: Iterable[RecentMemory],
     profile: DistanceProfile,
 ) -> Duplicate | None:
-    """The closest memory within the fact type's dedup distance, if any."""
+    """The closest memory of the same type within the type's dedup distance, if any.
+
+    Only the same type: a session summary that repeats an architecture fact must not
+    rewrite it, since the type decides aging and where a memory shows in the block.
+    """
     limit = threshold(fact_type, profile)
     best: Duplicate | None = None
     for hit in stored:
+        if hit.memory.type != fact_type:
+            continue
         if hit.distance <= limit and (best is None or hit.distance < best.distance):
             best = Duplicate(hit.memory.id, hit.distance)
     for memory in recent:
+        if memory.type != fact_type:
+            continue
         distance = cosine_distance(vector, memory.vector)
         if distance <= limit and (best is None or distance < best.distance):
             best = Duplicate(memory.id, distance)

@@ -1,0 +1,102 @@
+"""Claude through the Anthropic Messages API, behind the LLM interface.
+
+Retries are the SDK's own: it retries 408/409/429/5xx, dropped connections and timeouts with exponential
+backoff (0.5 s doubling to 8 s, with jitter) and obeys the server's `retry-after`. Whatever still fails
+after `max_retries` becomes an LLMError naming provider, model and cause — never an empty completion.
+"""
+
+from __future__ import annotations
+
+import anthropic
+
+from memstream.llm.base import Completion, LLMError
+
+# A fast, low-cost model: memory extraction is short prompts with structured answers.
+DEFAULT_MODEL = "claude-haiku-4-5"
+# Seconds one HTTP attempt may take (connect, send, wait for the whole answer) before the SDK gives it up.
+DEFAULT_TIMEOUT_S = 60.0
+# Attempts after the first; the SDK's backoff between them adds at most ~3.5 s, plus any retry-after.
+DEFAULT_MAX_RETRIES = 3
+# How much of an unrecognised error body goes into an LLMError: enough to see the cause, not a page.
+_BODY_EXCERPT_CHARS = 200
+
+
+class AnthropicLLM:
+    provider: str = "anthropic"
+
+    def __init__(
+        self,
+        api_key: str,
+        *,
+        model: str = DEFAULT_MODEL,
+        base_url: str | None = None,
+        timeout: float = DEFAULT_TIMEOUT_S,
+        max_retries: int = DEFAULT_MAX_RETRIES,
+    ) -> None:
+        """Raises LLMError at once when `api_key` is blank.
+
+        The key is required rather than left for the SDK to find (ANTHROPIC_API_KEY, profiles) because
+        settings are read in one place. A blank key is refused here because anthropic 2.x cannot even send
+        it (`Authorization: Bearer ` is an illegal header) and would retry that as a connection error.
+
+        `base_url` is the API root without `/v1` (e.g. `http://127.0.0.1:8080`): the SDK appends
+        `/v1/messages` itself, so a root ending in `/v1` would request `/v1/v1/messages`.
+        """
+        if not api_key.strip():
+            raise LLMError(f"{self.provider} {model}: no API key configured")
+        self.model = model
+        self._timeout = timeout
+        self._max_retries = max_retries
+        # An empty base_url (an unset setting) must mean "the SDK's default", not a relative URL.
+        self._client = anthropic.AsyncAnthropic(
+            api_key=api_key, base_url=base_url or None, timeout=timeout, max_retries=max_retries
+        )
+
+    async def complete(self, system: str, prompt: str, *, max_tokens: int = 1024) -> Completion:
+        try:
+            message = await self._client.messages.create(
+                model=self.model,
+                max_tokens=max_tokens,
+                # An empty system prompt is left out rather than sent as empty text, which the API may reject.
+                system=system if system else anthropic.omit,
+                messages=[{"role": "user", "content": prompt}],
+            )
+        except anthropic.AnthropicError as err:
+            raise LLMError(self._describe(err)) from err
+        text = "".join(block.text for block in message.content if block.type == "text")
+        return Completion(
+            text=text,
+            provider=self.provider,
+            model=message.model,
+            input_tokens=message.usage.input_tokens,
+            output_tokens=message.usage.output_tokens,
+        )
+
+    async def close(self) -> None:
+        await self._client.close()
+
+    def _describe(self, err: anthropic.AnthropicError) -> str:
+        """One log line: who failed, and why, in the terms the API used."""
+        # The SDK does not say how many attempts it made (a 401 gets one), so the limit is named instead.
+        where = f"{self.provider} {self.model} (max_retries={self._max_retries})"
+        # APITimeoutError subclasses APIConnectionError, so it is checked first.
+        if isinstance(err, anthropic.APITimeoutError):
+            return f"{where}: request timeout after {self._timeout:g}s per attempt"
+        if isinstance(err, anthropic.APIConnectionError):
+            return _one_line(f"{where}: connection failed: {err.__cause__ or err}")
+        if isinstance(err, anthropic.APIStatusError):
+            return _one_line(f"{where}: HTTP {err.status_code} {_error_summary(err.body)}")
+        return _one_line(f"{where}: {type(err).__name__}: {err}")
+
+
+def _error_summary(body: object) -> str:
+    """`type: message` from the API's error envelope, else the start of whatever body came back."""
+    if isinstance(body, dict):
+        error = body.get("error")
+        if isinstance(error, dict) and ("type" in error or "message" in error):
+            return f"{error.get('type', 'error')}: {error.get('message', '')}"
+    return str(body)[:_BODY_EXCERPT_CHARS]
+
+
+def _one_line(text: str) -> str:
+    return " ".join(text.split())
