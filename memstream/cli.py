@@ -14,6 +14,8 @@ import urllib.request
 from pathlib import Path
 from typing import Any
 
+import msgspec
+
 from memstream.settings import Settings, SettingsError
 
 
@@ -153,6 +155,9 @@ def cmd_publish(args: argparse.Namespace, settings: Settings) -> int:
             ]
     except TurnError as exc:
         raise CliError(str(exc)) from None
+    # The project key hashes the absolute directory: resolve it here, where the
+    # relative path means something, not in a worker with another working directory.
+    turns = [msgspec.structs.replace(t, project=str(Path(t.project).resolve())) for t in turns]
     bootstrap = _bootstrap(settings)
     count = asyncio.run(publish(bootstrap, settings.topic_prefix, turns))
     print(f"published {count} turn{'s' if count != 1 else ''} to {settings.topic_prefix}.turns")

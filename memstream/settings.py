@@ -74,8 +74,9 @@ class Settings:
     embed_batch_window: float = field(default=0.05, metadata=_env("MEMSTREAM_EMBED_BATCH_WINDOW"))
 
     # --- serving -----------------------------------------------------------------------
-    #: MEMSTREAM_HTTP_HOST / MEMSTREAM_HTTP_PORT: the search API of ``memstream up``.
+    #: MEMSTREAM_HTTP_HOST: the address the search API of ``memstream up`` listens on.
     http_host: str = field(default="127.0.0.1", metadata=_env("MEMSTREAM_HTTP_HOST"))
+    #: MEMSTREAM_HTTP_PORT: the port of the search API.
     http_port: int = field(default=8765, metadata=_env("MEMSTREAM_HTTP_PORT"))
     #: MEMSTREAM_USER: the user identity for user-scoped memories (default: git email).
     user: str = field(default="", metadata=_env("MEMSTREAM_USER"))
@@ -103,6 +104,10 @@ class Settings:
         for name in ("partitions", "replication", "snapshot_messages", "summary_every", "embed_batch"):
             if getattr(self, name) < 1:
                 raise SettingsError(f"{_var(name)} must be at least 1, got {getattr(self, name)}")
+        if self.message_max_chars < 100 or self.snapshot_max_chars < 100:
+            raise SettingsError(
+                f"{_var('message_max_chars')} and {_var('snapshot_max_chars')} must be at least 100"
+            )
         if self.session_summary_cap < 1:
             raise SettingsError(f"{_var('session_summary_cap')} must be at least 1")
         if self.trace_exporter not in {"none", "console", "otlp"}:

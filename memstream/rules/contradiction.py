@@ -46,14 +46,18 @@ def parse_superseded(raw: str, candidates: Sequence[Memory]) -> tuple[list[str],
         data = load_json_reply(raw)
     except ValueError as exc:
         return [], [f"unparseable reply: {exc}"]
-    ids = data.get("superseded", []) if isinstance(data, dict) else data
+    if isinstance(data, dict) and "superseded" not in data:
+        return [], ["reply has no 'superseded' list"]
+    ids = data["superseded"] if isinstance(data, dict) else data
     if not isinstance(ids, list):
         return [], ["'superseded' is not a list"]
     chosen: list[str] = []
     warnings: list[str] = []
     for item in ids:
         value = str(item.get("id", "")) if isinstance(item, dict) else str(item)
-        if value in known and value not in chosen:
+        if value in chosen:
+            continue
+        if value in known:
             chosen.append(value)
         else:
             warnings.append(f"ignored id {value!r}: not one of the candidates")

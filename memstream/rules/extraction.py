@@ -87,12 +87,13 @@ def _first_json(text: str) -> Any:
         return json.loads(text)
     except json.JSONDecodeError:
         pass
-    # Prose around the JSON: take the outermost array or object.
-    for opener, closer in (("[", "]"), ("{", "}")):
-        start, end = text.find(opener), text.rfind(closer)
-        if 0 <= start < end:
+    # Prose around the JSON (which may hold brackets of its own): the first position
+    # where a whole array or object decodes wins.
+    decoder = json.JSONDecoder()
+    for start, char in enumerate(text):
+        if char in "[{":
             try:
-                return json.loads(text[start : end + 1])
+                return decoder.raw_decode(text, start)[0]
             except json.JSONDecodeError:
                 continue
     raise ValueError("no JSON array or object found")
@@ -116,7 +117,9 @@ def parse_facts(raw: str) -> ParseResult:
                 data = data[key]
                 break
         else:
-            data = [data] if "memory" in data or "content" in data else []
+            if "memory" not in data and "content" not in data:
+                return ParseResult([], [f"JSON object without memories (keys: {', '.join(sorted(data)) or 'none'})"])
+            data = [data]
     if not isinstance(data, list):
         return ParseResult([], [f"expected a JSON array, got {type(data).__name__}"])
 
@@ -131,7 +134,10 @@ def parse_facts(raw: str) -> ParseResult:
         else:
             warnings.append(f"item {i}: not a string or object, skipped")
             continue
-        text = str(text).strip()
+        if not isinstance(text, str):
+            warnings.append(f"item {i}: memory is a {type(text).__name__}, not text, skipped")
+            continue
+        text = text.strip()
         if not text:
             warnings.append(f"item {i}: empty memory, skipped")
             continue

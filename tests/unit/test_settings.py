@@ -1,0 +1,161 @@
+"""Settings.from_env with an explicit environment, validation and the settings table."""
+
+from __future__ import annotations
+
+from dataclasses import fields
+from pathlib import Path
+
+import pytest
+
+from memstream.settings import Settings, SettingsError, settings_table
+
+
+def test_defaults_from_an_empty_environment() -> None:
+    s = Settings.from_env({})
+    assert s.data_dir == Path(".memstream")
+    assert s.kafka_bootstrap == ""
+    assert s.topic_prefix == "memstream"
+    assert (s.partitions, s.replication) == (4, 1)
+    assert (s.anthropic_model, s.voyage_model) == ("claude-haiku-4-5", "voyage-code-3")
+    assert (s.llm_timeout, s.llm_retries) == (45.0, 2)
+    assert (s.snapshot_messages, s.snapshot_max_chars, s.message_max_chars) == (8, 12_000, 4_000)
+    assert (s.summary_every, s.session_summary_cap) == (5, 3)
+    assert (s.embed_batch, s.embed_batch_window) == (64, 0.05)
+    assert (s.http_host, s.http_port) == ("127.0.0.1", 8765)
+    assert (s.log_level, s.trace_exporter) == ("warning", "none")
+    assert s.api_url == "http://127.0.0.1:8765"
+    assert s.store_dir == Path(".memstream/qdrant")
+    assert s.runtime_file == Path(".memstream/runtime.json")
+
+
+def test_the_process_environment_is_not_read_when_one_is_given(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("MEMSTREAM_PARTITIONS", "9")
+    assert Settings.from_env({}).partitions == 4
+
+
+def test_each_kind_of_variable_is_parsed() -> None:
+    s = Settings.from_env(
+        {
+            "MEMSTREAM_DATA_DIR": "/tmp/ms-data",
+            "MEMSTREAM_KAFKA_BOOTSTRAP": "k1:9092,k2:9092",
+            "MEMSTREAM_PARTITIONS": "12",
+            "MEMSTREAM_LLM_TIMEOUT": "2.5",
+            "MEMSTREAM_EMBED_BATCH_WINDOW": "1",
+            "MEMSTREAM_HTTP_PORT": "9000",
+            "ANTHROPIC_API_KEY": "sk-test",
+            "MEMSTREAM_TRACE_EXPORTER": "console",
+        }
+    )
+    assert s.data_dir == Path("/tmp/ms-data")
+    assert isinstance(s.data_dir, Path)
+    assert s.kafka_bootstrap == "k1:9092,k2:9092"
+    assert s.partitions == 12 and isinstance(s.partitions, int)
+    assert s.llm_timeout == 2.5 and isinstance(s.llm_timeout, float)
+    assert s.embed_batch_window == 1.0 and isinstance(s.embed_batch_window, float)
+    assert s.http_port == 9000
+    assert s.anthropic_api_key == "sk-test"
+    assert s.trace_exporter == "console"
+    assert s.store_dir == Path("/tmp/ms-data/qdrant")
+
+
+@pytest.mark.parametrize("f", fields(Settings), ids=lambda f: f.metadata["env"])
+def test_every_variable_is_read(f: object) -> None:
+    name = f.metadata["env"]  # type: ignore[attr-defined]
+    default = f.default  # type: ignore[attr-defined]
+    raw, expected = {
+        int: ("700", 700),
+        float: ("0.75", 0.75),
+        str: ("console", "console") if name == "MEMSTREAM_TRACE_EXPORTER" else ("value-x", "value-x"),
+    }.get(type(default), ("/some/dir", Path("/some/dir")))
+    assert getattr(Settings.from_env({name: raw}), f.name) == expected  # type: ignore[attr-defined]
+
+
+def test_an_empty_variable_means_the_default() -> None:
+    assert Settings.from_env({"MEMSTREAM_PARTITIONS": "", "MEMSTREAM_TOPIC_PREFIX": ""}).partitions == 4
+
+
+@pytest.mark.parametrize(
+    ("name", "raw"),
+    [
+        ("MEMSTREAM_PARTITIONS", "four"),
+        ("MEMSTREAM_HTTP_PORT", "80.5"),
+        ("MEMSTREAM_LLM_RETRIES", "2x"),
+        ("MEMSTREAM_LLM_TIMEOUT", "soon"),
+        ("MEMSTREAM_EMBED_BATCH_WINDOW", "1,5"),
+    ],
+)
+def test_an_invalid_number_names_the_variable(name: str, raw: str) -> None:
+    with pytest.raises(SettingsError, match=name) as info:
+        Settings.from_env({name: raw})
+    assert repr(raw) in str(info.value)
+
+
+@pytest.mark.parametrize(
+    "name",
+    ["MEMSTREAM_PARTITIONS", "MEMSTREAM_REPLICATION", "MEMSTREAM_SNAPSHOT_MESSAGES", "MEMSTREAM_SUMMARY_EVERY",
+     "MEMSTREAM_EMBED_BATCH", "MEMSTREAM_SESSION_SUMMARY_CAP"],
+)
+@pytest.mark.parametrize("raw", ["0", "-1"])
+def test_counts_below_one_are_rejected(name: str, raw: str) -> None:
+    with pytest.raises(SettingsError, match=name):
+        Settings.from_env({name: raw})
+
+
+def test_partitions_override_below_one_is_rejected() -> None:
+    with pytest.raises(SettingsError, match="MEMSTREAM_PARTITIONS"):
+        Settings.from_env({}, partitions=0)
+
+
+@pytest.mark.parametrize("exporter", ["jaeger", "OTLP", "off"])
+def test_a_bad_trace_exporter_is_rejected(exporter: str) -> None:
+    with pytest.raises(SettingsError, match="MEMSTREAM_TRACE_EXPORTER"):
+        Settings.from_env({"MEMSTREAM_TRACE_EXPORTER": exporter})
+
+
+@pytest.mark.parametrize("exporter", ["none", "console", "otlp"])
+def test_good_trace_exporters(exporter: str) -> None:
+    assert Settings.from_env({"MEMSTREAM_TRACE_EXPORTER": exporter}).trace_exporter == exporter
+
+
+def test_overrides_win_over_the_environment() -> None:
+    s = Settings.from_env(
+        {"MEMSTREAM_PARTITIONS": "8", "MEMSTREAM_TOPIC_PREFIX": "env"}, partitions=2, topic_prefix="override"
+    )
+    assert (s.partitions, s.topic_prefix) == (2, "override")
+
+
+def test_an_override_skips_parsing_a_bad_variable() -> None:
+    assert Settings.from_env({"MEMSTREAM_PARTITIONS": "bad"}, partitions=3).partitions == 3
+
+
+def test_embedded_broker_iff_no_bootstrap() -> None:
+    assert Settings.from_env({}).embedded_broker is True
+    assert Settings.from_env({"MEMSTREAM_KAFKA_BOOTSTRAP": "localhost:9092"}).embedded_broker is False
+    assert Settings.from_env({}, kafka_bootstrap="k:9092").embedded_broker is False
+
+
+def test_settings_error_is_a_value_error() -> None:
+    assert issubclass(SettingsError, ValueError)
+
+
+# --- settings_table ---
+
+
+def test_settings_table_lists_every_field_with_its_variable_and_default() -> None:
+    table = settings_table()
+    assert [row[0] for row in table] == [f.metadata["env"] for f in fields(Settings)]
+    assert [row[1] for row in table] == [str(f.default) for f in fields(Settings)]
+    assert len({row[0] for row in table}) == len(table)
+
+
+def test_settings_table_meanings_examples() -> None:
+    meanings = {name: meaning for name, _, meaning in settings_table()}
+    assert meanings["MEMSTREAM_PARTITIONS"] == "partitions of every keyed topic (consolidation always has 1)."
+    assert meanings["ANTHROPIC_API_KEY"] == "enables extraction with Claude. Empty: raw mode (no inference)."
+    assert meanings["MEMSTREAM_KAFKA_BOOTSTRAP"].startswith("``host:port[,host:port]`` of a Kafka cluster. Empty:")
+
+
+def test_settings_table_gives_every_variable_a_meaning() -> None:
+    empty = [name for name, _, meaning in settings_table() if not meaning.strip()]
+    assert empty == []
+

@@ -1,0 +1,182 @@
+"""Seed 000 step 1 and its privacy rule: memstream.rules.snapshot."""
+
+from __future__ import annotations
+
+import pytest
+
+from memstream.rules.snapshot import (
+    format_snapshot,
+    is_summary_turn,
+    last_exchange,
+    public_message,
+    snapshot_modes,
+    strip_private,
+    truncate,
+    window,
+)
+from schemas import Message
+
+MARK = " …[truncated]"
+
+
+# --- strip_private ---
+
+
+def test_strip_private_removes_a_single_span() -> None:
+    assert strip_private("use bun <private>token=abc123</private> for installs") == "use bun  for installs"
+
+
+def test_strip_private_removes_every_span() -> None:
+    text = "a <private>x</private> b <private>y</private> c"
+    assert strip_private(text) == "a  b  c"
+
+
+def test_strip_private_spans_lines() -> None:
+    text = "keep this\n<private>line one\nline two\n</private>\nand this"
+    assert strip_private(text) == "keep this\n\nand this"
+
+
+def test_strip_private_is_case_insensitive() -> None:
+    assert strip_private("a <PRIVATE>x</Private> b <PrIvAtE>y</pRiVaTe> c") == "a  b  c"
+
+
+def test_an_unclosed_private_tag_hides_everything_after_it() -> None:
+    assert strip_private("public part <private>secret\nmore secret") == "public part"
+
+
+def test_a_fully_private_text_becomes_empty() -> None:
+    assert strip_private("<private>all of it</private>") == ""
+    assert strip_private("  <private>a</private>\n <private>b</private>  ") == ""
+    assert strip_private("<private>never closed") == ""
+
+
+def test_a_stray_closing_tag_is_dropped() -> None:
+    assert strip_private("a </private> b") == "a  b"
+
+
+def test_text_without_private_spans_is_only_trimmed() -> None:
+    assert strip_private("  plain text  ") == "plain text"
+
+
+# --- public_message ---
+
+
+def test_public_message_keeps_role_and_strips_content() -> None:
+    assert public_message(Message("user", "hi <private>pw</private>there")) == Message("user", "hi there")
+
+
+def test_public_message_of_a_fully_private_message_is_none() -> None:
+    assert public_message(Message("assistant", "<private>only secrets</private>")) is None
+
+
+# --- window ---
+
+
+def test_window_keeps_the_last_n_public_messages() -> None:
+    history = [Message("user", f"m{i}") for i in range(8)]
+    result = window(history, Message("assistant", "new"), 8)
+    assert [m.content for m in result] == ["m1", "m2", "m3", "m4", "m5", "m6", "m7", "new"]
+
+
+def test_window_strips_private_spans_of_the_new_message() -> None:
+    result = window([Message("user", "q")], Message("assistant", "a <private>k</private>b"), 8)
+    assert result == [Message("user", "q"), Message("assistant", "a b")]
+
+
+def test_window_leaves_a_fully_private_message_out() -> None:
+    history = [Message("user", "one"), Message("assistant", "two")]
+    result = window(history, Message("user", "<private>secret</private>"), 2)
+    assert result == history
+
+
+def test_window_smaller_than_history() -> None:
+    history = [Message("user", "a"), Message("assistant", "b"), Message("user", "c")]
+    assert window(history, Message("assistant", "d"), 2) == [Message("user", "c"), Message("assistant", "d")]
+
+
+# --- format_snapshot / truncate ---
+
+
+def test_format_snapshot_writes_role_and_content_per_line() -> None:
+    messages = [Message("user", "How do we auth?"), Message("assistant", "JWT in httpOnly cookies.")]
+    text = format_snapshot(messages, message_max_chars=1000, max_chars=10_000)
+    assert text == "[user] How do we auth?\n[assistant] JWT in httpOnly cookies."
+
+
+def test_format_snapshot_truncates_each_message_with_the_marker() -> None:
+    long = "x" * 100
+    text = format_snapshot([Message("user", long), Message("assistant", "short")], message_max_chars=30, max_chars=10_000)
+    first, second = text.split("\n")
+    assert first == "[user] " + "x" * (30 - len(MARK)) + MARK
+    assert len(first) == len("[user] ") + 30
+    assert second == "[assistant] short"
+
+
+def test_truncate_leaves_text_at_the_limit_alone() -> None:
+    assert truncate("abcde", 5) == "abcde"
+    assert truncate("abcdef", 5 + len(MARK)) == "abcdef"
+    assert truncate("a" * 40, 20) == "a" * 7 + MARK
+
+
+def test_format_snapshot_total_limit_keeps_the_newest_text() -> None:
+    messages = [Message("user", "old" * 10), Message("assistant", "newest answer")]
+    full = format_snapshot(messages, message_max_chars=1000, max_chars=10_000)
+    text = format_snapshot(messages, message_max_chars=1000, max_chars=30)
+    assert len(text) == 30
+    assert text == full[-30:]
+    assert text.endswith("[assistant] newest answer")
+
+
+def test_format_snapshot_of_nothing_is_empty() -> None:
+    assert format_snapshot([], message_max_chars=10, max_chars=10) == ""
+
+
+# --- last_exchange ---
+
+
+def test_last_exchange_starts_at_the_final_user_message() -> None:
+    messages = [
+        Message("user", "first question"),
+        Message("assistant", "first answer"),
+        Message("user", "second question"),
+        Message("tool", "ls output"),
+        Message("assistant", "second answer"),
+    ]
+    assert last_exchange(messages, message_max_chars=1000) == (
+        "[user] second question\n[tool] ls output\n[assistant] second answer"
+    )
+
+
+def test_last_exchange_without_a_user_message_takes_everything() -> None:
+    messages = [Message("system", "boot"), Message("assistant", "hello")]
+    assert last_exchange(messages, message_max_chars=1000) == "[system] boot\n[assistant] hello"
+
+
+def test_last_exchange_truncates_messages() -> None:
+    messages = [Message("user", "q"), Message("assistant", "y" * 50)]
+    assert last_exchange(messages, message_max_chars=20) == "[user] q\n[assistant] " + "y" * 7 + MARK
+
+
+# --- summary turns and modes ---
+
+
+@pytest.mark.parametrize(("turn", "expected"), [(0, False), (1, False), (4, False), (5, True), (6, False), (10, True), (15, True)])
+def test_every_fifth_assistant_turn_is_a_summary_turn(turn: int, expected: bool) -> None:
+    assert is_summary_turn(turn, 5) is expected
+
+
+def test_summary_every_other_n() -> None:
+    assert [t for t in range(1, 10) if is_summary_turn(t, 3)] == [3, 6, 9]
+
+
+def test_raw_mode_only_ever_produces_raw() -> None:
+    assert snapshot_modes(1, raw=True, summary_every=5) == ["raw"]
+    assert snapshot_modes(5, raw=True, summary_every=5) == ["raw"]
+
+
+def test_normal_mode_adds_summary_every_nth_turn() -> None:
+    assert snapshot_modes(1, raw=False, summary_every=5) == ["normal"]
+    assert snapshot_modes(4, raw=False, summary_every=5) == ["normal"]
+    assert snapshot_modes(5, raw=False, summary_every=5) == ["normal", "summary"]
+    assert snapshot_modes(10, raw=False, summary_every=5) == ["normal", "summary"]
+    assert snapshot_modes(2, raw=False, summary_every=2) == ["normal", "summary"]
