@@ -37,10 +37,9 @@ async def measure(turns: int) -> None:
         running = await runner.start(settings)
         startup = time.monotonic() - began
         consumer = AIOKafkaConsumer(
-            topic_name(settings.topic_prefix, MEMORY_UPDATED), bootstrap_servers=running.bootstrap, auto_offset_reset="latest"
+            topic_name(settings.topic_prefix, MEMORY_UPDATED), bootstrap_servers=running.bootstrap, auto_offset_reset="earliest"
         )
         await consumer.start()
-        await consumer.getmany(timeout_ms=500)  # join before the first publish
         latencies: list[float] = []
         try:
             for i in range(turns):
@@ -53,10 +52,13 @@ async def measure(turns: int) -> None:
                 await publish(running.bootstrap, settings.topic_prefix, [user])
                 sent = time.monotonic()
                 await publish(running.bootstrap, settings.topic_prefix, [reply])
+                deadline = time.monotonic() + 60
                 while True:
+                    if time.monotonic() > deadline:
+                        raise SystemExit(f"turn {i}: no memory-updated event within 60 s")
                     batch = await consumer.getmany(timeout_ms=100)
                     events = [decode(m.value) for ms in batch.values() for m in ms]
-                    if any(isinstance(e, MemoryUpdated) and e.memory.session_id == f"b{i}" for e in events):
+                    if any(isinstance(e, MemoryUpdated) and f"Module {i} is built" in e.memory.text for e in events):
                         latencies.append(time.monotonic() - sent)
                         break
         finally:

@@ -17,6 +17,7 @@ from memstream import api
 from memstream.bootstrap import Providers
 from memstream.codec import register_codec
 from memstream.settings import Settings
+from memstream.transport import MemstreamApp
 from topics.binding import Topics, bind_topics
 
 #: Seconds a consumer-group join waits for members. Faust's default made a worker
@@ -37,7 +38,7 @@ class Pipeline:
 def build_app(settings: Settings, providers: Providers, bootstrap: str, *, web: bool = True) -> Pipeline:
     register_codec()
     settings.data_dir.mkdir(parents=True, exist_ok=True)
-    app = faust.App(
+    app = MemstreamApp(
         settings.topic_prefix,
         broker=[f"kafka://{server}" for server in bootstrap.split(",")],
         store="memory://",
@@ -56,9 +57,10 @@ def build_app(settings: Settings, providers: Providers, bootstrap: str, *, web: 
         web_in_thread=False,
         autodiscover=False,
     )
+    app.fetch_max_wait_ms = settings.effective_fetch_max_wait_ms
     topics = bind_topics(app, settings.topic_prefix, settings.partitions)
     dead_letters = DeadLetters(topics.dead_letters)
-    app.dead_letter_sink = dead_letters  # type: ignore[attr-defined]
+    app.dead_letter_sink = dead_letters
     for module in agents.ALL_AGENTS:
         module.register(app, topics, providers, dead_letters)
     setup_opentelemetry(app)

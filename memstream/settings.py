@@ -34,6 +34,9 @@ class Settings:
     partitions: int = field(default=4, metadata=_env("MEMSTREAM_PARTITIONS"))
     #: MEMSTREAM_REPLICATION: replication factor of created topics.
     replication: int = field(default=1, metadata=_env("MEMSTREAM_REPLICATION"))
+    #: MEMSTREAM_FETCH_MAX_WAIT_MS: longest a consumer fetch waits for data. 0: 20 ms on the
+    #: embedded broker (Tansu holds a fetch for the whole wait), 500 ms on Kafka.
+    fetch_max_wait_ms: int = field(default=0, metadata=_env("MEMSTREAM_FETCH_MAX_WAIT_MS"))
     #: MEMSTREAM_QDRANT_URL: a Qdrant server. Empty: Qdrant's engine in-process under data_dir.
     qdrant_url: str = field(default="", metadata=_env("MEMSTREAM_QDRANT_URL"))
     #: MEMSTREAM_QDRANT_API_KEY: API key for the Qdrant server, if it needs one.
@@ -118,6 +121,12 @@ class Settings:
     @property
     def embedded_broker(self) -> bool:
         return not self.kafka_bootstrap
+
+    @property
+    def effective_fetch_max_wait_ms(self) -> int:
+        if self.fetch_max_wait_ms > 0:
+            return self.fetch_max_wait_ms
+        return 20 if self.embedded_broker else 500
 
     @property
     def store_dir(self) -> Path:
