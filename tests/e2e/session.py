@@ -25,6 +25,8 @@ TURNS: list[tuple[str, str]] = [
 FACTS: dict[str, list[dict[str, str]]] = {
     "login endpoint is implemented": [
         {"memory": "Authentication uses JWT tokens stored in httpOnly cookies", "type": "architecture"},
+        # A paraphrase in the same reply: it reaches dedup before the first is stored.
+        {"memory": "Authentication uses JWT tokens kept in httpOnly cookies", "type": "architecture"},
         {"memory": "Progress: the login endpoint is implemented", "type": "progress"},
     ],
     "signup endpoint is implemented": [

@@ -103,7 +103,8 @@ async def test_session_becomes_typed_memories(run: Run) -> None:
     for m in active:
         by_type.setdefault(m.type, []).append(m)
 
-    # The repeated JWT fact refreshed the first one instead of adding a second.
+    # The paraphrase that arrived back to back, and the fact repeated a turn later, both
+    # refreshed the first memory instead of adding one.
     jwt = [m for m in everything if "JWT tokens" in m.text]
     assert len(jwt) == 1
     # A newer architecture fact superseded it: kept in the store, linked to its successor.
