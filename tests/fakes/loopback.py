@@ -1,0 +1,192 @@
+"""The plumbing shared by the fake APIs: an aiohttp server on loopback with recorded requests and a script.
+
+A fake serves aiohttp on its own event loop in a background thread: a sync test, an async test (whose loop it
+never blocks) and another process all reach it the same way, at its `base_url`. A subclass names itself, adds
+its routes and builds its API's error body; this class starts and stops the server, keeps the requests the
+subclass records, and plays back the failures and delays a test scripts with `fail_next` and `delay_next`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import socket
+import threading
+from collections import deque
+from dataclasses import dataclass
+from types import TracebackType
+from typing import Any, ClassVar, Generic, Self, TypeVar
+
+from aiohttp import web
+
+# Seconds the server thread may take to start or stop before the test is told it is stuck.
+_THREAD_DEADLINE_S = 10.0
+# Seconds in-flight handlers get to finish when the fake stops; delayed ones are woken at once anyway.
+_SHUTDOWN_GRACE_S = 1.0
+
+R = TypeVar("R")  # the subclass's RecordedRequest
+
+
+@dataclass(frozen=True)
+class _Fail:
+    status: int
+    retry_after: float | None
+
+
+@dataclass(frozen=True)
+class _Delay:
+    seconds: float
+
+
+class LoopbackFake(Generic[R]):
+    #: The class's name as tests know it, e.g. "FakeVoyage": in errors, and (as "fake-voyage") the thread's name.
+    name: ClassVar[str]
+
+    def __init__(self) -> None:
+        # Requests, script and any state a subclass guards with it are touched by the server thread and the test.
+        self._lock = threading.Lock()
+        self._requests: list[R] = []
+        self._script: deque[_Fail | _Delay] = deque()
+        self._sock: socket.socket | None = None
+        self._thread: threading.Thread | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._stopping: asyncio.Event | None = None
+        self._ready = threading.Event()
+        self._startup_error: BaseException | None = None
+
+    # --- what subclasses provide ---
+
+    def routes(self, app: web.Application) -> None:
+        """Add the API's routes, and a catch-all for unknown paths, to `app`."""
+        raise NotImplementedError
+
+    def error_body(self, status: int, message: str) -> dict[str, Any]:
+        """The JSON body the real API sends with an error `status`."""
+        raise NotImplementedError
+
+    # --- what tests use ---
+
+    @property
+    def requests(self) -> list[R]:
+        """Every request received that the fake recorded, oldest first."""
+        with self._lock:
+            return list(self._requests)
+
+    def fail_next(self, n: int, status: int = 500, *, retry_after: float | None = None) -> None:
+        """Answer the next `n` valid requests with `status` and the API's error body.
+
+        `retry_after` (seconds, fractions allowed so tests stay fast) is sent as the `retry-after`
+        header, which the SDK obeys instead of its own backoff.
+        """
+        with self._lock:
+            self._script.extend(_Fail(status, retry_after) for _ in range(n))
+
+    def delay_next(self, n: int, seconds: float) -> None:
+        """Hold each of the next `n` valid requests for `seconds` before answering normally."""
+        with self._lock:
+            self._script.extend(_Delay(seconds) for _ in range(n))
+
+    # --- lifecycle ---
+
+    def __enter__(self) -> Self:
+        self.start()
+        return self
+
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self.stop()
+
+    def start(self) -> None:
+        # Bound here, in the caller's thread, so the port is known before the server thread runs.
+        self._sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        self._sock.bind(("127.0.0.1", 0))
+        thread_name = "fake-" + self.name.removeprefix("Fake").lower()
+        self._thread = threading.Thread(target=self._run, name=thread_name, daemon=True)
+        self._thread.start()
+        if not self._ready.wait(_THREAD_DEADLINE_S):
+            raise RuntimeError(f"{self.name} did not start in time")
+        if self._startup_error is not None:
+            raise RuntimeError(f"{self.name} failed to start") from self._startup_error
+
+    def stop(self) -> None:
+        if self._thread is None:
+            return
+        if self._loop is not None and self._stopping is not None:
+            with contextlib.suppress(RuntimeError):  # the loop already ended
+                self._loop.call_soon_threadsafe(self._stopping.set)
+        self._thread.join(_THREAD_DEADLINE_S)
+        if self._sock is not None:
+            self._sock.close()
+        if self._thread.is_alive():
+            raise RuntimeError(f"{self.name} did not stop in time")
+        self._thread = None
+
+    def _run(self) -> None:
+        try:
+            asyncio.run(self._serve())
+        except BaseException as err:  # noqa: BLE001 - reported to start(), which waits on _ready
+            self._startup_error = err
+            self._ready.set()
+
+    async def _serve(self) -> None:
+        assert self._sock is not None
+        self._loop = asyncio.get_running_loop()
+        self._stopping = asyncio.Event()
+        app = web.Application()
+        self.routes(app)
+        # handler_cancellation: a client that timed out and hung up ends its handler, as on a real server.
+        runner = web.AppRunner(app, access_log=None, shutdown_timeout=_SHUTDOWN_GRACE_S, handler_cancellation=True)
+        await runner.setup()
+        try:
+            await web.SockSite(runner, self._sock).start()
+            self._ready.set()
+            await self._stopping.wait()
+        finally:
+            await runner.cleanup()
+
+    # --- helpers for the subclass's handlers ---
+
+    @property
+    def _root_url(self) -> str:
+        """`http://127.0.0.1:<port>`, with no path."""
+        if self._sock is None:
+            raise RuntimeError(f"{self.name} is not started")
+        host, port = self._sock.getsockname()[:2]
+        return f"http://{host}:{port}"
+
+    @staticmethod
+    async def _read_json(request: web.Request) -> object:
+        """The parsed request body, None when it was not JSON."""
+        try:
+            return json.loads(await request.read())
+        except ValueError:
+            return None
+
+    def _record(self, recorded: R) -> None:
+        with self._lock:
+            self._requests.append(recorded)
+
+    async def _scripted(self) -> web.Response | None:
+        """Plays the next scripted action: a failure's response, or None once a delay (or nothing) is done.
+
+        Called only for a valid request, so a rejected one does not use up a scripted failure or delay.
+        """
+        with self._lock:
+            action = self._script.popleft() if self._script else None
+        if isinstance(action, _Fail):
+            return self._error(action.status, f"scripted {action.status}", retry_after=action.retry_after)
+        if isinstance(action, _Delay):
+            await self._sleep(action.seconds)
+        return None
+
+    def _error(self, status: int, message: str, *, retry_after: float | None = None) -> web.Response:
+        headers = {"retry-after": f"{retry_after:g}"} if retry_after is not None else {}
+        return web.json_response(self.error_body(status, message), status=status, headers=headers)
+
+    async def _sleep(self, seconds: float) -> None:
+        # Wakes early when the fake stops, so a long scripted delay never holds up a test's teardown.
+        assert self._stopping is not None
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(self._stopping.wait(), seconds)
