@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
 
 import pytest
 
@@ -13,25 +12,9 @@ from memstream.rules.contradiction import (
     parse_superseded,
     prompt,
 )
-from schemas import MEMORY_TYPES, Memory
+from schemas import MEMORY_TYPES
 
-T0 = datetime(2025, 1, 1, tzinfo=UTC)
-
-
-def memory(id: str, type: str = "architecture", text: str = "", **fields: object) -> Memory:
-    values: dict[str, object] = {
-        "id": id,
-        "text": text or f"text of {id}",
-        "type": type,
-        "scope": "project",
-        "scope_key": "p_test",
-        "created_at": T0,
-        "updated_at": T0,
-        "content_hash": f"h-{id}",
-        "embedding_model": "test",
-    }
-    values.update(fields)
-    return Memory(**values)  # type: ignore[arg-type]
+from tests.unit.factories import T0, memory
 
 
 @pytest.mark.parametrize("kind", MEMORY_TYPES)

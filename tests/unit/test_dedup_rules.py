@@ -3,33 +3,16 @@
 from __future__ import annotations
 
 import math
-from datetime import UTC, datetime
 
 import pytest
 
 from memstream.embed.base import DistanceProfile
 from memstream.rules.dedup import Duplicate, cosine_distance, find_duplicate, remember, threshold
-from schemas import MEMORY_TYPES, STRUCTURAL_TYPES, Memory, RecentMemory, ScoredMemory
+from schemas import MEMORY_TYPES, STRUCTURAL_TYPES, RecentMemory, ScoredMemory
 
 #: Seed 000's values for voyage-code-3.
 PROFILE = DistanceProfile(0.12, 0.25, 0.35)
-T0 = datetime(2025, 1, 1, tzinfo=UTC)
-
-
-def memory(id: str, type: str = "architecture", text: str = "", **fields: object) -> Memory:
-    values: dict[str, object] = {
-        "id": id,
-        "text": text or f"text of {id}",
-        "type": type,
-        "scope": "project",
-        "scope_key": "p_test",
-        "created_at": T0,
-        "updated_at": T0,
-        "content_hash": f"h-{id}",
-        "embedding_model": "test",
-    }
-    values.update(fields)
-    return Memory(**values)  # type: ignore[arg-type]
+from tests.unit.factories import T0, memory
 
 
 def scored(id: str, distance: float, type: str = "architecture") -> ScoredMemory:
