@@ -6,9 +6,9 @@ its agent on the app. Agent bodies decode, call a pure rule from ``memstream.rul
 and send the results; an event they cannot process goes to the dead-letter topic.
 """
 
-from agents import age, contradiction, dedup, embed, extract, snapshot, store
+from agents import age, contradiction, dedup, embed, extract, park, snapshot, store
 
 #: In pipeline order.
-ALL_AGENTS = (snapshot, extract, embed, dedup, store, age, contradiction)
+ALL_AGENTS = (snapshot, extract, park, embed, dedup, store, age, contradiction)
 
 __all__ = ["ALL_AGENTS"]

@@ -1,90 +1,130 @@
-"""Extract agent: typed facts from a snapshot, by the LLM (or raw mode without one).
+"""Extract agent: typed facts from a snapshot, by the LLM provider chain (or raw mode).
 
 Consumes ``snapshots`` (key: session id). Emits ``facts`` (key: scope — the project, or
-the user for personal preferences). State: table ``extract-sessions`` — per session, the
-last turn extracted in each mode, so a redelivered snapshot is not extracted twice.
-An LLM failure dead-letters the snapshot with its reason: delayed, never silently dropped.
+the user for personal preferences), with confidence and entity triples; and ``parked``
+(key: session id) when every provider failed: the snapshot waits there for a retry and is
+dead-lettered with its reason only after ``MEMSTREAM_EXTRACT_ATTEMPTS`` attempts. State:
+table ``extract-sessions`` — per session, the snapshots already extracted (bounded), so a
+redelivery is not extracted twice while a parked one still is.
 """
 
 from __future__ import annotations
 
 import logging
+import random
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import faust
+import msgspec
 from faust.types import EventT
 
 from agents.base import DeadLetters, expect, guarded, state_table
 from memstream.bootstrap import Providers
 from memstream.identity import derived_id
+from memstream.llm.base import LLMError
+from memstream.rules.explicit import guess_type
 from memstream.rules.extraction import (
     PROMPT_VERSION,
     ExtractedFact,
+    ParseResult,
     extraction_prompt,
     parse_facts,
     raw_fact,
     system_prompt,
 )
+from memstream.rules.secrets import redact
 from memstream.tracing import stage_span
-from schemas import ExtractState, Fact, Snapshot
+from schemas import Entity, ExtractState, Fact, ParkedSnapshot, Snapshot
 from topics.binding import Topics
 
 STAGE = "extract"
 log = logging.getLogger(__name__)
+#: Snapshot ids remembered per session: enough to recognise any redelivery.
+DONE_KEEP = 64
+
+
+def explicit_facts(snapshot: Snapshot) -> list[ExtractedFact]:
+    facts = []
+    for text in snapshot.explicit:
+        kind, scope = guess_type(text)
+        facts.append(ExtractedFact(text=text, type=kind, scope=scope, confidence=1.0))
+    return facts
+
+
+def park_delay(attempt: int, base: float, cap: float) -> float:
+    """Seed 003's worker backoff: doubling from the base up to the cap, plus up to 0.5 s jitter."""
+    return min(cap, base * 2 ** max(0, attempt - 1)) + random.uniform(0, 0.5)
 
 
 def register(app: faust.App, topics: Topics, providers: Providers, sink: DeadLetters) -> faust.types.AgentT:
-    sessions = state_table(app, "extract-sessions", providers.settings.partitions)
+    settings = providers.settings
+    sessions = state_table(app, "extract-sessions", settings.partitions)
 
-    async def extract(snapshot: Snapshot) -> tuple[list[ExtractedFact], int]:
+    async def infer(snapshot: Snapshot) -> ParseResult:
+        """The LLM's facts for a snapshot; raises LLMError when every provider failed."""
         if snapshot.mode == "raw" or providers.llm is None:
             fact = raw_fact(snapshot.exchange)
-            return ([fact] if fact else []), 0
+            return ParseResult([fact] if fact else [], [])
         with stage_span("memstream.llm", mode=snapshot.mode, prompt_version=PROMPT_VERSION) as span:
             completion = await providers.llm.complete(
-                system_prompt(snapshot.mode), extraction_prompt(snapshot.text), max_tokens=2048
+                system_prompt(snapshot.mode), extraction_prompt(snapshot.text, snapshot.mode), max_tokens=2048
             )
             span.set_attribute("llm.provider", completion.provider)
             span.set_attribute("llm.model", completion.model)
             span.set_attribute("llm.input_tokens", completion.input_tokens)
             span.set_attribute("llm.output_tokens", completion.output_tokens)
         result = parse_facts(completion.text)
-        for warning in result.warnings:
-            log.warning("extraction warning for %s turn %d: %s", snapshot.session_id, snapshot.turn_index, warning)
-        facts = result.facts
         if snapshot.mode == "summary":
-            facts = [ExtractedFact(text=f.text, type="session-summary", scope="project") for f in facts[:1]]
-        return facts, len(result.warnings)
+            summaries = [msgspec.structs.replace(f, type="session-summary", scope="project") for f in result.facts[:1]]
+            return ParseResult(summaries, result.warnings, result.entities)
+        return result
+
+    async def park(snapshot: Snapshot, error: LLMError, event: EventT) -> None:
+        attempt = snapshot.attempt + 1
+        if attempt >= settings.extract_attempts:
+            await sink.dead_letter(STAGE, f"extraction failed {attempt} times; last: {error}", event.message)
+            return
+        delay = park_delay(attempt, settings.park_delay, settings.park_delay_max)
+        log.warning("parking snapshot %s (attempt %d) for %.1fs: %s", snapshot.snapshot_id, attempt, delay, error)
+        await topics.parked.send(
+            key=snapshot.session_id.encode(),
+            value=ParkedSnapshot(
+                snapshot=msgspec.structs.replace(snapshot, attempt=attempt),
+                not_before=datetime.now(UTC) + timedelta(seconds=delay),
+                reason=str(error)[:1000],
+            ),
+        )
 
     async def handle(value: Any, event: EventT) -> None:
         snapshot = expect(value, Snapshot)
         state: ExtractState = sessions.get(snapshot.session_id) or ExtractState()
-        if state.last_turn.get(snapshot.mode, 0) >= snapshot.turn_index:
+        if snapshot.snapshot_id in state.done:
             return  # redelivered: extracted already
-        with stage_span("memstream.extract", mode=snapshot.mode, session=snapshot.session_id):
-            facts, warnings = await extract(snapshot)
+        with stage_span("memstream.extract", mode=snapshot.mode, attempt=snapshot.attempt) as span:
+            try:
+                result = await infer(snapshot)
+            except LLMError as error:
+                span.set_attribute("extract.outcome", "parked")
+                await park(snapshot, error, event)
+                sessions[snapshot.session_id] = msgspec.structs.replace(state, parked=state.parked + 1)
+                return
+            for warning in result.warnings:
+                log.warning("extraction of %s: %s", snapshot.snapshot_id, warning)
+            gate = settings.min_fact_confidence
+            kept = [f for f in result.facts if f.confidence >= gate]
+            facts = explicit_facts(snapshot) + kept
+            entities = [_redacted_entity(e) for e in result.entities]
+            span.set_attribute("extract.facts", len(facts))
+            span.set_attribute("extract.gated", len(result.facts) - len(kept))
             for i, fact in enumerate(facts):
-                user_scoped = fact.scope == "user" and bool(snapshot.user_key)
-                scope_key = snapshot.user_key if user_scoped else snapshot.project_key
-                await topics.facts.send(
-                    key=scope_key.encode(),
-                    value=Fact(
-                        fact_id=derived_id(snapshot.snapshot_id, str(i)),
-                        text=fact.text,
-                        type=fact.type,  # type: ignore[arg-type]
-                        scope="user" if user_scoped else "project",
-                        scope_key=scope_key,
-                        project=snapshot.project,
-                        session_id=snapshot.session_id,
-                        source_chunk=snapshot.text,
-                        origin=snapshot.snapshot_id,
-                        ts=snapshot.ts,
-                    ),
-                )
+                await topics.facts.send(key=_scope_key(snapshot, fact).encode(), value=_fact(snapshot, fact, i, entities))
         sessions[snapshot.session_id] = ExtractState(
-            last_turn={**state.last_turn, snapshot.mode: snapshot.turn_index},
+            done=[*state.done, snapshot.snapshot_id][-DONE_KEEP:],
             facts=state.facts + len(facts),
-            warnings=state.warnings + warnings,
+            warnings=state.warnings + len(result.warnings),
+            gated=state.gated + len(result.facts) - len(kept),
+            parked=state.parked,
         )
 
     @app.agent(topics.snapshots, name=STAGE)
@@ -93,3 +133,33 @@ def register(app: faust.App, topics: Topics, providers: Providers, sink: DeadLet
 
     return extract_agent
 
+
+def _scope_key(snapshot: Snapshot, fact: ExtractedFact) -> str:
+    return snapshot.user_key if fact.scope == "user" and snapshot.user_key else snapshot.project_key
+
+
+def _fact(snapshot: Snapshot, fact: ExtractedFact, index: int, entities: list[Entity]) -> Fact:
+    scope_key = _scope_key(snapshot, fact)
+    return Fact(
+        fact_id=derived_id(snapshot.snapshot_id, str(index)),
+        text=redact(fact.text),
+        type=fact.type,  # type: ignore[arg-type]
+        scope="user" if scope_key == snapshot.user_key and scope_key else "project",
+        scope_key=scope_key,
+        project=snapshot.project,
+        session_id=snapshot.session_id,
+        source_chunk=snapshot.text,
+        origin=snapshot.snapshot_id,
+        confidence=fact.confidence,
+        entities=entities,
+        ts=snapshot.ts,
+    )
+
+
+def _redacted_entity(entity: Entity) -> Entity:
+    return Entity(
+        source=redact(entity.source),
+        relationship=redact(entity.relationship),
+        target=redact(entity.target),
+        confidence=entity.confidence,
+    )

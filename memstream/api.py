@@ -40,7 +40,9 @@ def register(app: faust.App, providers: Providers) -> None:
             {
                 "status": "ok",
                 "raw_mode": providers.raw_mode,
-                "llm": f"{providers.llm.provider}/{providers.llm.model}" if providers.llm else None,
+                "llm": [f"{llm.provider}/{llm.model}" for llm in getattr(providers.llm, "providers", [providers.llm])]
+                if providers.llm
+                else None,
                 "embedding_model": providers.embedder.model,
                 "memories": await providers.store.count(),
             }

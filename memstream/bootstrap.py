@@ -67,17 +67,57 @@ def build_store(settings: Settings, embedder: Embedder) -> MemoryStore:
 
 
 def build_llm(settings: Settings) -> LLM | None:
-    if not settings.anthropic_api_key:
-        return None
-    from memstream.llm.anthropic import AnthropicLLM
+    """The provider chain of every configured provider, primary first; None is raw mode."""
+    from memstream.llm.chain import ProviderChain, ordered
+    from memstream.llm.retry import RetryPolicy
 
-    return AnthropicLLM(
-        api_key=settings.anthropic_api_key,
-        base_url=settings.anthropic_base_url or None,
-        model=settings.anthropic_model,
-        timeout=settings.llm_timeout,
-        max_retries=settings.llm_retries,
+    retry = RetryPolicy(
+        max_retries=settings.llm_retries, base_delay=settings.llm_backoff, max_delay=settings.llm_backoff_max
     )
+    providers: list[LLM] = []
+    if settings.anthropic_api_key:
+        from memstream.llm.anthropic import AnthropicLLM
+
+        providers.append(
+            AnthropicLLM(
+                settings.anthropic_api_key,
+                base_url=settings.anthropic_base_url or None,
+                model=settings.anthropic_model,
+                timeout=settings.llm_timeout,
+                retry=retry,
+            )
+        )
+    if settings.xai_api_key:
+        from memstream.llm.xai import XaiLLM
+
+        providers.append(
+            XaiLLM(
+                settings.xai_api_key,
+                model=settings.xai_model,
+                api_host=settings.xai_host or None,
+                timeout=settings.llm_timeout,
+                retry=retry,
+            )
+        )
+    if settings.google_api_key:
+        from memstream.llm.google import GoogleLLM
+
+        providers.append(
+            GoogleLLM(
+                settings.google_api_key,
+                model=settings.google_model,
+                base_url=settings.google_base_url or None,
+                timeout=settings.llm_timeout,
+                retry=retry,
+            )
+        )
+    if settings.local_llm_url:
+        from memstream.llm.local import LocalLLM
+
+        providers.append(
+            LocalLLM(settings.local_llm_url, model=settings.local_llm_model, timeout=settings.llm_timeout, retry=retry)
+        )
+    return ProviderChain(ordered(providers, settings.llm_primary)) if providers else None
 
 
 def build_providers(

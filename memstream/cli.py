@@ -52,6 +52,17 @@ def _parser() -> argparse.ArgumentParser:
     pub.add_argument("--user", default="", help="user identity for user-scoped memories")
     pub.set_defaults(run=cmd_publish)
 
+    init = sub.add_parser("init", help="extract a project's foundational facts from its README and manifests")
+    init.add_argument("directory", nargs="?", default=".", help="the project directory (default: .)")
+    init.set_defaults(run=cmd_init)
+
+    remember = sub.add_parser("remember", help="store one memory directly, as 'remember that…' in a turn does")
+    remember.add_argument("text")
+    remember.add_argument("--project", "-p", default=".", help="project directory (default: .)")
+    remember.add_argument("--type", "-t", help="memory type (default: guessed from the wording)")
+    remember.add_argument("--scope", choices=("project", "user"), help="default: user for preferences")
+    remember.set_defaults(run=cmd_remember)
+
     search = sub.add_parser("search", help="semantic search over a project's memories")
     search.add_argument("query")
     search.add_argument("--project", "-p", default=".", help="project directory (default: .)")
@@ -107,7 +118,7 @@ def _banner(running: Any) -> str:
     )
     store = f"Qdrant server at {s.qdrant_url}" if s.qdrant_url else f"Qdrant edge (in-process) in {s.store_dir}"
     llm = (
-        f"{p.llm.provider} {p.llm.model}"
+        (p.llm.describe() if hasattr(p.llm, "describe") else f"{p.llm.provider} {p.llm.model}")
         if p.llm
         else "NONE — RAW MODE: turns are stored as conversation memories, no extraction.\n"
         "               Set ANTHROPIC_API_KEY for typed facts, summaries and contradiction checks."
@@ -186,6 +197,86 @@ def _git_email() -> str:
         return out.stdout.strip()
     except (OSError, subprocess.SubprocessError):
         return ""
+
+
+# --- init and remember ----------------------------------------------------------------
+
+
+def cmd_init(args: argparse.Namespace, settings: Settings) -> int:
+    from datetime import UTC, datetime
+
+    from memstream.identity import derived_id, project_key, user_key
+    from memstream.project_files import PROJECT_FILES, read_project_files
+    from memstream.publish import publish_events
+    from memstream.rules.secrets import redact
+    from schemas import Snapshot
+    from topics import SNAPSHOTS
+
+    directory = Path(args.directory).resolve()
+    if not directory.is_dir():
+        raise CliError(f"{directory} is not a directory")
+    files = read_project_files(directory)
+    if not files:
+        raise CliError(f"nothing to read in {directory}: none of {', '.join(PROJECT_FILES[:6])}, … exists")
+    key = project_key(str(directory))
+    snapshot = Snapshot(
+        snapshot_id=derived_id(key, "init", datetime.now(UTC).isoformat()),
+        session_id=f"init:{key}",
+        project=str(directory),
+        project_key=key,
+        user_key=user_key(settings.user or _git_email()),
+        mode="init",
+        text=redact(files),
+        turn_index=0,
+        ts=datetime.now(UTC),
+    )
+    asyncio.run(publish_events(_bootstrap(settings), settings.topic_prefix, SNAPSHOTS, [(snapshot.session_id, snapshot)]))
+    sections = files.count("=== ") // 2
+    print(f"published an init snapshot of {directory} ({sections} file{'s' if sections != 1 else ''}, {len(files)} characters)")
+    return 0
+
+
+def cmd_remember(args: argparse.Namespace, settings: Settings) -> int:
+    from datetime import UTC, datetime
+
+    from memstream.identity import derived_id, project_key, user_key
+    from memstream.publish import publish_events
+    from memstream.rules.explicit import guess_type
+    from memstream.rules.secrets import redact
+    from schemas import MEMORY_TYPES, Fact
+    from topics import FACTS
+
+    text = redact(args.text.strip())
+    if len(text) < 10:
+        raise CliError("a memory needs at least 10 characters")
+    guessed_type, guessed_scope = guess_type(text)
+    kind = args.type or guessed_type
+    if kind not in MEMORY_TYPES:
+        raise CliError(f"unknown type {kind!r} (expected one of: {', '.join(MEMORY_TYPES)})")
+    scope = args.scope or ("user" if kind == "preference" else guessed_scope if not args.type else "project")
+    project = str(Path(args.project).resolve())
+    if scope == "user":
+        identity = settings.user or _git_email()
+        if not identity:
+            raise CliError("a user-scoped memory needs MEMSTREAM_USER or a git user.email")
+        scope_key = user_key(identity)
+    else:
+        scope_key = project_key(project)
+    now = datetime.now(UTC)
+    fact = Fact(
+        fact_id=derived_id(scope_key, "remember", text, now.isoformat()),
+        text=text,
+        type=kind,  # type: ignore[arg-type]
+        scope=scope,  # type: ignore[arg-type]
+        scope_key=scope_key,
+        project=project,
+        origin="cli:remember",
+        confidence=1.0,
+        ts=now,
+    )
+    asyncio.run(publish_events(_bootstrap(settings), settings.topic_prefix, FACTS, [(scope_key, fact)]))
+    print(f"remembered ({kind}, {scope} scope): {text}")
+    return 0
 
 
 # --- search and block ----------------------------------------------------------------

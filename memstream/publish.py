@@ -14,7 +14,7 @@ from aiokafka import AIOKafkaProducer
 
 from memstream.tracing import stage_span
 from schemas import ROLES, Turn, encode
-from topics import TURNS, topic_name
+from topics import TURNS, TopicSpec, topic_name
 
 
 class TurnError(ValueError):
@@ -78,14 +78,21 @@ def read_jsonl(path: Path) -> list[Turn]:
 
 async def publish(bootstrap: str, prefix: str, turns: Sequence[Turn]) -> int:
     """Send turns keyed by session, in order, and wait until the broker has them all."""
+    return await publish_events(bootstrap, prefix, TURNS, [(turn.session_id, turn) for turn in turns])
+
+
+async def publish_events(
+    bootstrap: str, prefix: str, spec: TopicSpec, events: Sequence[tuple[str, msgspec.Struct]]
+) -> int:
+    """Send (key, event) pairs to one catalog topic, in order; each send starts a trace."""
     producer = AIOKafkaProducer(bootstrap_servers=bootstrap, client_id=f"{prefix}-publish", linger_ms=5)
     await producer.start()
     try:
-        topic = topic_name(prefix, TURNS)
-        for turn in turns:
-            with stage_span("memstream.publish", session=turn.session_id, role=turn.role):
-                await producer.send_and_wait(topic, encode(turn), key=turn.session_id.encode())
-        return len(turns)
+        topic = topic_name(prefix, spec)
+        for key, event in events:
+            with stage_span("memstream.publish", topic=topic, key=key):
+                await producer.send_and_wait(topic, encode(event), key=key.encode())
+        return len(events)
     finally:
         await producer.stop()
 

@@ -49,10 +49,40 @@ class Settings:
     anthropic_base_url: str = field(default="", metadata=_env("MEMSTREAM_ANTHROPIC_BASE_URL"))
     #: MEMSTREAM_ANTHROPIC_MODEL: the extraction model.
     anthropic_model: str = field(default="claude-haiku-4-5", metadata=_env("MEMSTREAM_ANTHROPIC_MODEL"))
-    #: MEMSTREAM_LLM_TIMEOUT: seconds per LLM request.
+    #: XAI_API_KEY: enables xAI (Grok) in the provider chain.
+    xai_api_key: str = field(default="", metadata=_env("XAI_API_KEY"))
+    #: MEMSTREAM_XAI_HOST: override the xAI API host (``host:port``; loopback hosts use plain gRPC).
+    xai_host: str = field(default="", metadata=_env("MEMSTREAM_XAI_HOST"))
+    #: MEMSTREAM_XAI_MODEL: the xAI extraction model.
+    xai_model: str = field(default="grok-4-1-fast-non-reasoning", metadata=_env("MEMSTREAM_XAI_MODEL"))
+    #: GOOGLE_API_KEY: enables Gemini in the provider chain.
+    google_api_key: str = field(default="", metadata=_env("GOOGLE_API_KEY"))
+    #: MEMSTREAM_GOOGLE_BASE_URL: override the Gemini API address (proxies, tests).
+    google_base_url: str = field(default="", metadata=_env("MEMSTREAM_GOOGLE_BASE_URL"))
+    #: MEMSTREAM_GOOGLE_MODEL: the Gemini extraction model.
+    google_model: str = field(default="gemini-3-flash-preview", metadata=_env("MEMSTREAM_GOOGLE_MODEL"))
+    #: MEMSTREAM_LOCAL_LLM_URL: an OpenAI-compatible endpoint such as Ollama's ``http://localhost:11434/v1``.
+    local_llm_url: str = field(default="", metadata=_env("MEMSTREAM_LOCAL_LLM_URL"))
+    #: MEMSTREAM_LOCAL_LLM_MODEL: the local model (seed 003's default).
+    local_llm_model: str = field(default="qwen3:4b", metadata=_env("MEMSTREAM_LOCAL_LLM_MODEL"))
+    #: MEMSTREAM_LLM_PRIMARY: the provider tried first: anthropic, xai, google or local.
+    llm_primary: str = field(default="anthropic", metadata=_env("MEMSTREAM_LLM_PRIMARY"))
+    #: MEMSTREAM_LLM_TIMEOUT: seconds per LLM request attempt.
     llm_timeout: float = field(default=45.0, metadata=_env("MEMSTREAM_LLM_TIMEOUT"))
-    #: MEMSTREAM_LLM_RETRIES: retries per LLM request (exponential backoff with jitter).
+    #: MEMSTREAM_LLM_RETRIES: retries per provider before falling back to the next one.
     llm_retries: int = field(default=2, metadata=_env("MEMSTREAM_LLM_RETRIES"))
+    #: MEMSTREAM_LLM_BACKOFF: seconds before the first retry; doubled each time, with full jitter.
+    llm_backoff: float = field(default=0.5, metadata=_env("MEMSTREAM_LLM_BACKOFF"))
+    #: MEMSTREAM_LLM_BACKOFF_MAX: the longest wait between two retries.
+    llm_backoff_max: float = field(default=8.0, metadata=_env("MEMSTREAM_LLM_BACKOFF_MAX"))
+    #: MEMSTREAM_EXTRACT_ATTEMPTS: extraction attempts of a snapshot (seed 003: 3) before it is dead-lettered.
+    extract_attempts: int = field(default=3, metadata=_env("MEMSTREAM_EXTRACT_ATTEMPTS"))
+    #: MEMSTREAM_PARK_DELAY: seconds a parked snapshot waits before its first retry (seed 003: 1).
+    park_delay: float = field(default=1.0, metadata=_env("MEMSTREAM_PARK_DELAY"))
+    #: MEMSTREAM_PARK_DELAY_MAX: the longest a parked snapshot waits (seed 003: 30).
+    park_delay_max: float = field(default=30.0, metadata=_env("MEMSTREAM_PARK_DELAY_MAX"))
+    #: MEMSTREAM_MIN_FACT_CONFIDENCE: facts below this confidence are not written (seed 003: 0.7).
+    min_fact_confidence: float = field(default=0.7, metadata=_env("MEMSTREAM_MIN_FACT_CONFIDENCE"))
     #: VOYAGE_API_KEY: enables voyage-code-3 embeddings (1024-d). Empty: the bundled model.
     voyage_api_key: str = field(default="", metadata=_env("VOYAGE_API_KEY"))
     #: MEMSTREAM_VOYAGE_BASE_URL: override the Voyage API address (proxies, tests).
@@ -113,6 +143,14 @@ class Settings:
             )
         if self.session_summary_cap < 1:
             raise SettingsError(f"{_var('session_summary_cap')} must be at least 1")
+        if self.llm_primary not in {"anthropic", "xai", "google", "local"}:
+            raise SettingsError(
+                f"{_var('llm_primary')} must be anthropic, xai, google or local, got {self.llm_primary!r}"
+            )
+        if not 0.0 <= self.min_fact_confidence <= 1.0:
+            raise SettingsError(f"{_var('min_fact_confidence')} must be between 0 and 1")
+        if self.extract_attempts < 1:
+            raise SettingsError(f"{_var('extract_attempts')} must be at least 1")
         if self.trace_exporter not in {"none", "console", "otlp"}:
             raise SettingsError(
                 f"{_var('trace_exporter')} must be none, console or otlp, got {self.trace_exporter!r}"

@@ -16,7 +16,7 @@ from schemas.memory import Memory, MemoryType, Scope
 Role = Literal["user", "assistant", "system", "tool"]
 ROLES: tuple[str, ...] = Role.__args__  # type: ignore[attr-defined]
 
-ExtractionMode = Literal["normal", "summary", "raw"]
+ExtractionMode = Literal["normal", "summary", "init", "raw"]
 
 
 class Event(msgspec.Struct, tag_field="schema", kw_only=True, frozen=True):
@@ -58,7 +58,28 @@ class Snapshot(Event, tag="snapshot.v1", kw_only=True):
     turn_index: int
     #: The user/assistant exchange that ended with this turn (for raw mode).
     exchange: str = ""
+    #: What the user explicitly asked to remember in this exchange ("remember that …").
+    explicit: list[str] = []
+    #: Extraction attempts already made (a parked snapshot comes back with attempt > 0).
+    attempt: int = 0
     ts: datetime
+
+
+class ParkedSnapshot(Event, tag="parked-snapshot.v1", kw_only=True):
+    """A snapshot whose extraction failed on every provider, waiting to be retried. Key: session."""
+
+    snapshot: Snapshot
+    not_before: datetime
+    reason: str
+
+
+class Entity(msgspec.Struct, frozen=True, kw_only=True):
+    """An entity triple of seed 003, carried on facts for later graph use."""
+
+    source: str
+    relationship: str
+    target: str
+    confidence: float = 1.0
 
 
 class Fact(Event, tag="fact.v1", kw_only=True):
@@ -74,6 +95,10 @@ class Fact(Event, tag="fact.v1", kw_only=True):
     source_chunk: str = ""
     #: Where the fact came from: a snapshot id, or ``condense:<memory id>``.
     origin: str = ""
+    #: The model's confidence in the fact (seed 003); explicit requests are 1.0.
+    confidence: float = 1.0
+    #: Entity triples extracted with the fact's snapshot.
+    entities: list[Entity] = []
     ts: datetime
 
 
@@ -157,6 +182,7 @@ class DeadLetter(Event, tag="dead-letter.v1", kw_only=True):
 AnyEvent = (
     Turn
     | Snapshot
+    | ParkedSnapshot
     | Fact
     | EmbeddedFact
     | CreateMemory
@@ -179,6 +205,7 @@ __all__ = [
     "DeadLetter",
     "DeleteMemory",
     "EmbeddedFact",
+    "Entity",
     "Event",
     "ExtractionMode",
     "Fact",
@@ -186,6 +213,7 @@ __all__ = [
     "MemoryOp",
     "MemoryUpdated",
     "Message",
+    "ParkedSnapshot",
     "RefreshMemory",
     "ROLES",
     "Role",

@@ -21,11 +21,19 @@ class SessionState(State, tag="state.session.v1", kw_only=True):
 
 
 class ExtractState(State, tag="state.extract.v1", kw_only=True):
-    """Extract agent, per session: the last turn extracted per mode, and what it yielded."""
+    """Extract agent, per session: the snapshots already extracted (bounded), and what they yielded."""
 
-    last_turn: dict[str, int] = {}
+    done: list[str] = []
     facts: int = 0
     warnings: int = 0
+    gated: int = 0
+    parked: int = 0
+
+
+class ParkStats(State, tag="state.park.v1", kw_only=True):
+    """Park agent, per session: snapshots sent back for another extraction attempt."""
+
+    retried: int = 0
 
 
 class EmbedStats(State, tag="state.embed.v1", kw_only=True):
@@ -78,4 +86,4 @@ class ContradictionState(State, tag="state.contradiction.v1", kw_only=True):
     superseded: int = 0
 
 
-AnyState = SessionState | ExtractState | EmbedStats | DedupState | StoreStats | AgeState | ContradictionState
+AnyState = SessionState | ExtractState | ParkStats | EmbedStats | DedupState | StoreStats | AgeState | ContradictionState

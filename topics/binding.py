@@ -16,6 +16,7 @@ from topics.catalog import (
     FACTS,
     MEMORY_OPS,
     MEMORY_UPDATED,
+    PARKED,
     SNAPSHOTS,
     TURNS,
     TopicSpec,
@@ -50,6 +51,7 @@ class DeadLetteringTopic(faust.Topic):
 class Topics:
     turns: faust.TopicT
     snapshots: faust.TopicT
+    parked: faust.TopicT
     facts: faust.TopicT
     embedded: faust.TopicT
     memory_ops: faust.TopicT
@@ -72,6 +74,7 @@ def bind_topics(app: faust.App, prefix: str, partitions: int) -> Topics:
     return Topics(
         turns=bind(TURNS),
         snapshots=bind(SNAPSHOTS),
+        parked=bind(PARKED),
         facts=bind(FACTS),
         embedded=bind(EMBEDDED),
         memory_ops=bind(MEMORY_OPS),

@@ -11,6 +11,7 @@ from schemas import (
     DeadLetter,
     EmbeddedFact,
     Fact,
+    ParkedSnapshot,
     MemoryUpdated,
     Snapshot,
     Turn,
@@ -48,6 +49,13 @@ SNAPSHOTS = TopicSpec(
     value=Snapshot,
     config={"cleanup.policy": "delete", "retention.ms": str(7 * _DAY_MS)},
     doc="Privacy-stripped last-8-message snapshots, one per assistant turn (plus summary mode).",
+)
+PARKED = TopicSpec(
+    "parked",
+    key="session_id",
+    value=ParkedSnapshot,
+    config={"cleanup.policy": "delete", "retention.ms": str(7 * _DAY_MS)},
+    doc="Snapshots whose extraction failed on every provider, waiting for their retry.",
 )
 FACTS = TopicSpec(
     "facts",
@@ -97,6 +105,7 @@ DEAD_LETTERS = TopicSpec(
 ALL_TOPICS: tuple[TopicSpec, ...] = (
     TURNS,
     SNAPSHOTS,
+    PARKED,
     FACTS,
     EMBEDDED,
     MEMORY_OPS,

@@ -1,8 +1,9 @@
 """Claude through the Anthropic Messages API, behind the LLM interface.
 
-Retries are the SDK's own: it retries 408/409/429/5xx, dropped connections and timeouts with exponential
-backoff (0.5 s doubling to 8 s, with jitter) and obeys the server's `retry-after`. Whatever still fails
-after `max_retries` becomes an LLMError naming provider, model and cause — never an empty completion.
+The SDK's own retries are off: every provider retries through one RetryPolicy (memstream.llm.retry), so
+backoff is configured in one place. 408/409/429/5xx, dropped connections and timeouts are retryable;
+other errors are not. Whatever still fails becomes an LLMError naming provider, model and cause — never
+an empty completion.
 """
 
 from __future__ import annotations
@@ -10,13 +11,14 @@ from __future__ import annotations
 import anthropic
 
 from memstream.llm.base import Completion, LLMError
+from memstream.llm.retry import RetryPolicy, with_retries
 
 # A fast, low-cost model: memory extraction is short prompts with structured answers.
 DEFAULT_MODEL = "claude-haiku-4-5"
 # Seconds one HTTP attempt may take (connect, send, wait for the whole answer) before the SDK gives it up.
 DEFAULT_TIMEOUT_S = 60.0
-# Attempts after the first; the SDK's backoff between them adds at most ~3.5 s, plus any retry-after.
-DEFAULT_MAX_RETRIES = 3
+# Status codes worth another attempt: timeouts, conflicts, rate limits and server errors.
+_RETRYABLE_STATUS = frozenset({408, 409, 429})
 # How much of an unrecognised error body goes into an LLMError: enough to see the cause, not a page.
 _BODY_EXCERPT_CHARS = 200
 
@@ -31,7 +33,7 @@ class AnthropicLLM:
         model: str = DEFAULT_MODEL,
         base_url: str | None = None,
         timeout: float = DEFAULT_TIMEOUT_S,
-        max_retries: int = DEFAULT_MAX_RETRIES,
+        retry: RetryPolicy = RetryPolicy(),
     ) -> None:
         """Raises LLMError at once when `api_key` is blank.
 
@@ -46,13 +48,18 @@ class AnthropicLLM:
             raise LLMError(f"{self.provider} {model}: no API key configured")
         self.model = model
         self._timeout = timeout
-        self._max_retries = max_retries
+        self._retry = retry
         # An empty base_url (an unset setting) must mean "the SDK's default", not a relative URL.
         self._client = anthropic.AsyncAnthropic(
-            api_key=api_key, base_url=base_url or None, timeout=timeout, max_retries=max_retries
+            api_key=api_key, base_url=base_url or None, timeout=timeout, max_retries=0
         )
 
     async def complete(self, system: str, prompt: str, *, max_tokens: int = 1024) -> Completion:
+        return await with_retries(
+            lambda: self._complete_once(system, prompt, max_tokens), self._retry, what=f"{self.provider} {self.model}"
+        )
+
+    async def _complete_once(self, system: str, prompt: str, max_tokens: int) -> Completion:
         try:
             message = await self._client.messages.create(
                 model=self.model,
@@ -62,7 +69,7 @@ class AnthropicLLM:
                 messages=[{"role": "user", "content": prompt}],
             )
         except anthropic.AnthropicError as err:
-            raise LLMError(self._describe(err)) from err
+            raise LLMError(self._describe(err), retryable=_retryable(err)) from err
         text = "".join(block.text for block in message.content if block.type == "text")
         return Completion(
             text=text,
@@ -77,8 +84,7 @@ class AnthropicLLM:
 
     def _describe(self, err: anthropic.AnthropicError) -> str:
         """One log line: who failed, and why, in the terms the API used."""
-        # The SDK does not say how many attempts it made (a 401 gets one), so the limit is named instead.
-        where = f"{self.provider} {self.model} (max_retries={self._max_retries})"
+        where = f"{self.provider} {self.model}"
         # APITimeoutError subclasses APIConnectionError, so it is checked first.
         if isinstance(err, anthropic.APITimeoutError):
             return f"{where}: request timeout after {self._timeout:g}s per attempt"
@@ -87,6 +93,13 @@ class AnthropicLLM:
         if isinstance(err, anthropic.APIStatusError):
             return _one_line(f"{where}: HTTP {err.status_code} {_error_summary(err.body)}")
         return _one_line(f"{where}: {type(err).__name__}: {err}")
+
+
+def _retryable(err: anthropic.AnthropicError) -> bool:
+    if isinstance(err, anthropic.APIStatusError):
+        return err.status_code in _RETRYABLE_STATUS or err.status_code >= 500
+    # Timeouts and dropped connections may work next time; anything else is a bug or bad input.
+    return isinstance(err, anthropic.APIConnectionError)
 
 
 def _error_summary(body: object) -> str:

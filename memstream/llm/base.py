@@ -16,7 +16,15 @@ class Completion(msgspec.Struct, frozen=True):
 
 
 class LLMError(RuntimeError):
-    """A provider failed after its retries; the message names the provider and why."""
+    """A provider call failed; the message names the provider, the model and why.
+
+    ``retryable`` says whether the same call may succeed later (429, 5xx, timeouts,
+    dropped connections) or never will (bad key, bad request).
+    """
+
+    def __init__(self, message: str, *, retryable: bool = True):
+        super().__init__(message)
+        self.retryable = retryable
 
 
 class LLM(Protocol):

@@ -11,61 +11,41 @@ from typing import Any
 
 import msgspec
 
-from schemas import MEMORY_TYPES, USER_SCOPED_TYPES
+from memstream.rules.prompts import (  # noqa: F401 - the prompts are part of this stage's surface
+    CONDENSE_SYSTEM,
+    INIT_SYSTEM,
+    NORMAL_SYSTEM,
+    PROMPT_VERSION,
+    SUMMARY_SYSTEM,
+    TYPE_GUIDE,
+    extraction_prompt,
+    system_prompt,
+)
 
-#: Bump when a prompt changes, so a replay can tell which prompt produced a fact.
-PROMPT_VERSION = "extract.v1"
+from schemas import MEMORY_TYPES, USER_SCOPED_TYPES, Entity
 
 #: Type given to facts whose type is missing or unknown; plain string arrays get it too (seed 000).
 FALLBACK_TYPE = "learned-pattern"
 
-TYPE_GUIDE = """\
-- project-brief: core project definition, goals, scope
-- architecture: system design, patterns, component relationships
-- tech-context: stack, tools, build commands, constraints
-- product-context: why the project exists, problems solved, target users
-- progress: current state of work (only the latest survives)
-- session-summary: what was worked on in a session
-- error-solution: bug fixes, gotchas, approaches that worked or failed
-- preference: the user's cross-project personal preferences (user scope)
-- learned-pattern: reusable patterns
-- project-config: config preferences, run commands, environment setup
-- conversation: raw conversation context (rarely used)"""
-
-NORMAL_SYSTEM = f"""\
-You extract durable memories from a coding agent's conversation.
-Return ONLY a JSON array. Each item: {{"memory": "<one atomic, self-contained fact>", "type": "<type>"}}.
-Add "scope": "user" only for personal preferences that apply across projects.
-Types:
-{TYPE_GUIDE}
-Skip greetings, ephemeral details and anything already obvious from code. If nothing is worth
-keeping, return [].
-Example: [{{"memory": "Auth uses JWT stored in httpOnly cookies, not localStorage", "type": "architecture"}},
-{{"memory": "User prefers bun over npm for all installs", "type": "preference", "scope": "user"}}]"""
-
-SUMMARY_SYSTEM = """\
-You summarize a coding agent's session for its future self.
-Return ONLY a JSON array with one item: {"memory": "<summary>", "type": "session-summary"}.
-The summary covers what was worked on, decisions made and progress achieved, in at most 5 sentences."""
-
-CONDENSE_SYSTEM = """\
-You condense an old session summary into one reusable lesson for future sessions on this project.
-Return ONLY a JSON array with one item: {"memory": "<the lesson>", "type": "learned-pattern"}."""
-
-
-def extraction_prompt(snapshot_text: str) -> str:
-    return f"Conversation:\n{snapshot_text}\n\nReturn the JSON array now."
-
+#: Seed 003's validation caps.
+MAX_FACTS = 20
+MIN_FACT_CHARS = 10
+MAX_FACT_CHARS = 2_000
+MAX_ENTITIES = 50
+#: A fact without a confidence passes the default write gate (0.7), but not a stricter one.
+DEFAULT_CONFIDENCE = 0.8
 
 class ExtractedFact(msgspec.Struct, frozen=True):
     text: str
     type: str
     scope: str  # "project" | "user"
+    confidence: float = DEFAULT_CONFIDENCE
 
 
 class ParseResult(msgspec.Struct, frozen=True):
     facts: list[ExtractedFact]
     warnings: list[str]
+    entities: list[Entity] = []
 
 
 _THINK = re.compile(r"<think>.*?</think>", re.DOTALL | re.IGNORECASE)
@@ -105,13 +85,19 @@ def load_json_reply(raw: str) -> Any:
 
 
 def parse_facts(raw: str) -> ParseResult:
-    """Read an LLM reply into facts, tolerating fences, ``<think>``, wrappers and strings."""
+    """Read an LLM reply into validated facts and entities (seeds 000 and 003).
+
+    Tolerates ``<think>`` blocks, fences, prose, plain string arrays (learned-pattern) and
+    wrapped objects; applies the caps; never raises: what it cannot use becomes a warning.
+    """
     warnings: list[str] = []
     try:
         data = load_json_reply(raw)
     except ValueError as exc:
         return ParseResult([], [f"unparseable reply: {exc}"])
+    raw_entities: Any = []
     if isinstance(data, dict):
+        raw_entities = data.get("entities", [])
         for key in ("memories", "facts", "items", "results"):
             if isinstance(data.get(key), list):
                 data = data[key]
@@ -122,41 +108,82 @@ def parse_facts(raw: str) -> ParseResult:
             data = [data]
     if not isinstance(data, list):
         return ParseResult([], [f"expected a JSON array, got {type(data).__name__}"])
+    if len(data) > MAX_FACTS:
+        warnings.append(f"{len(data)} facts, keeping the first {MAX_FACTS}")
+        data = data[:MAX_FACTS]
+    facts = [fact for i, item in enumerate(data) if (fact := _fact(i, item, warnings)) is not None]
+    return ParseResult(facts, warnings, _entities(raw_entities, warnings))
 
-    facts: list[ExtractedFact] = []
-    for i, item in enumerate(data):
-        if isinstance(item, str):
-            text, kind, scope = item, FALLBACK_TYPE, ""
-        elif isinstance(item, dict):
-            text = item.get("memory") or item.get("content") or item.get("fact") or ""
-            kind = str(item.get("type") or "")
-            scope = str(item.get("scope") or "")
-        else:
-            warnings.append(f"item {i}: not a string or object, skipped")
+
+def _fact(i: int, item: Any, warnings: list[str]) -> ExtractedFact | None:
+    if isinstance(item, str):
+        text, kind, scope, confidence = item, FALLBACK_TYPE, "", None
+    elif isinstance(item, dict):
+        text = item.get("memory") or item.get("content") or item.get("fact") or ""
+        kind = str(item.get("type") or "")
+        scope = str(item.get("scope") or "")
+        confidence = item.get("confidence")
+    else:
+        warnings.append(f"item {i}: not a string or object, skipped")
+        return None
+    if not isinstance(text, str):
+        warnings.append(f"item {i}: memory is a {type(text).__name__}, not text, skipped")
+        return None
+    text = text.strip()
+    if not text:
+        warnings.append(f"item {i}: empty memory, skipped")
+        return None
+    if len(text) < MIN_FACT_CHARS:
+        warnings.append(f"item {i}: {len(text)} characters is too short for a fact, skipped")
+        return None
+    if len(text) > MAX_FACT_CHARS:
+        warnings.append(f"item {i}: {len(text)} characters, truncated to {MAX_FACT_CHARS}")
+        text = text[:MAX_FACT_CHARS]
+    if kind not in MEMORY_TYPES:
+        if kind:
+            warnings.append(f"item {i}: unknown type {kind!r}, using {FALLBACK_TYPE}")
+        kind = FALLBACK_TYPE
+    if scope not in ("project", "user"):
+        scope = "user" if kind in USER_SCOPED_TYPES else "project"
+    return ExtractedFact(text=text, type=kind, scope=scope, confidence=_confidence(i, confidence, warnings))
+
+
+def _confidence(i: int, value: Any, warnings: list[str]) -> float:
+    if value is None:
+        return DEFAULT_CONFIDENCE
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        warnings.append(f"item {i}: confidence {value!r} is not a number, using {DEFAULT_CONFIDENCE}")
+        return DEFAULT_CONFIDENCE
+    return min(1.0, max(0.0, float(value)))
+
+
+def _entities(items: Any, warnings: list[str]) -> list[Entity]:
+    if not isinstance(items, list):
+        warnings.append("'entities' is not a list, ignored")
+        return []
+    if len(items) > MAX_ENTITIES:
+        warnings.append(f"{len(items)} entities, keeping the first {MAX_ENTITIES}")
+        items = items[:MAX_ENTITIES]
+    entities: list[Entity] = []
+    for i, item in enumerate(items):
+        fields = [item.get(k) if isinstance(item, dict) else None for k in ("source", "relationship", "target")]
+        if not all(isinstance(f, str) and f.strip() for f in fields):
+            warnings.append(f"entity {i}: needs non-empty source, relationship and target, skipped")
             continue
-        if not isinstance(text, str):
-            warnings.append(f"item {i}: memory is a {type(text).__name__}, not text, skipped")
-            continue
-        text = text.strip()
-        if not text:
-            warnings.append(f"item {i}: empty memory, skipped")
-            continue
-        if kind not in MEMORY_TYPES:
-            if kind:
-                warnings.append(f"item {i}: unknown type {kind!r}, using {FALLBACK_TYPE}")
-            kind = FALLBACK_TYPE
-        if scope not in ("project", "user"):
-            scope = "user" if kind in USER_SCOPED_TYPES else "project"
-        facts.append(ExtractedFact(text=text, type=kind, scope=scope))
-    return ParseResult(facts, warnings)
+        source, relationship, target = (str(f).strip() for f in fields)
+        entities.append(
+            Entity(
+                source=source,
+                relationship=relationship,
+                target=target,
+                confidence=_confidence(i, item.get("confidence"), warnings),
+            )
+        )
+    return entities
 
 
 #: A conversation memory (raw mode) keeps at most this much of the exchange.
 CONVERSATION_MAX_CHARS = 2_000
-
-
-def system_prompt(mode: str) -> str:
-    return SUMMARY_SYSTEM if mode == "summary" else NORMAL_SYSTEM
 
 
 def raw_fact(exchange: str) -> ExtractedFact | None:
@@ -166,4 +193,4 @@ def raw_fact(exchange: str) -> ExtractedFact | None:
         return None
     if len(text) > CONVERSATION_MAX_CHARS:
         text = text[: CONVERSATION_MAX_CHARS - 1] + "…"
-    return ExtractedFact(text=text, type="conversation", scope="project")
+    return ExtractedFact(text=text, type="conversation", scope="project", confidence=1.0)

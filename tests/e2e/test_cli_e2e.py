@@ -85,17 +85,33 @@ def test_quickstart_publish_search_block_and_ctrl_c(up: tuple[subprocess.Popen[s
 
     deadline = time.monotonic() + DEADLINE
     hits: list[dict[str, object]] = []
-    while time.monotonic() < deadline and len(hits) < 4:
+    while time.monotonic() < deadline and len(hits) < 5:
         result = cli(env, "search", "how do I run the tests", "--project", "demo-shop", "--json", cwd=tmp_path)
         assert result.returncode == 0, result.stderr
         hits = json.loads(result.stdout)["results"]
-    assert len(hits) == 4  # four exchanges, one conversation memory each (raw mode)
+    # Four exchanges, one conversation memory each (raw mode), and the explicit
+    # "Remember that I prefer bun…" as a user-scoped preference.
+    assert sorted(str(hit["type"]) for hit in hits) == ["conversation"] * 4 + ["preference"]
     assert "uv run pytest -q" in str(hits[0]["text"])
+    preference = next(hit for hit in hits if hit["type"] == "preference")
+    assert preference["text"] == "I prefer bun over npm for all installs" and preference["scope"] == "user"
     assert all("hunter2" not in str(hit["text"]) for hit in hits)
+
+    remembered = cli(env, "remember", "The staging database is restored nightly at 02:00", "--project", "demo-shop", cwd=tmp_path)
+    assert remembered.returncode == 0, remembered.stderr
+    assert remembered.stdout.strip() == "remembered (tech-context, project scope): The staging database is restored nightly at 02:00"
+    deadline = time.monotonic() + DEADLINE
+    found: list[dict[str, object]] = []
+    while time.monotonic() < deadline and not found:
+        result = cli(env, "search", "when is staging restored", "--project", "demo-shop", "--json", cwd=tmp_path)
+        found = [h for h in json.loads(result.stdout)["results"] if "restored nightly" in str(h["text"])]
+    assert found and found[0]["type"] == "tech-context"
 
     block = cli(env, "block", "--project", "demo-shop", cwd=tmp_path)
     assert block.returncode == 0, block.stderr
-    assert block.stdout.startswith("[MEMORY]\n## Last Session\n")
+    assert block.stdout.startswith("[MEMORY]\n## Tech Context\n- The staging database is restored nightly at 02:00\n")
+    assert "\n## Last Session\n- [user] " in block.stdout
+    assert "## User Preferences\n- I prefer bun over npm for all installs" in block.stdout
 
     runtime = json.loads((Path(env["MEMSTREAM_DATA_DIR"]) / "runtime.json").read_text())
     process.send_signal(signal.SIGINT)

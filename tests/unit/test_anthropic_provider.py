@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 
 from memstream.llm.anthropic import AnthropicLLM
+from memstream.llm.retry import RetryPolicy
 from memstream.llm.base import LLMError
 from tests.fakes.anthropic_server import FakeAnthropic
 
@@ -44,7 +45,8 @@ async def make_llm(fake: FakeAnthropic) -> AsyncIterator[MakeLLM]:
 
     def make(**overrides: Any) -> AnthropicLLM:
         options: dict[str, Any] = {"api_key": API_KEY, "model": MODEL, "base_url": fake.base_url}
-        options.update({"max_retries": 0, **overrides})
+        retries = overrides.pop("max_retries", 0)
+        options.update({"retry": RetryPolicy(max_retries=retries, base_delay=0.01), **overrides})
         llm = AnthropicLLM(options.pop("api_key"), **options)
         made.append(llm)
         return llm
@@ -162,7 +164,7 @@ async def test_unreachable_server_raises_llm_error() -> None:
     with socket.socket() as probe:  # a port that was free a moment ago, with nothing listening on it
         probe.bind(("127.0.0.1", 0))
         port = probe.getsockname()[1]
-    llm = AnthropicLLM(API_KEY, base_url=f"http://127.0.0.1:{port}", max_retries=0, timeout=2.0)
+    llm = AnthropicLLM(API_KEY, base_url=f"http://127.0.0.1:{port}", retry=RetryPolicy(max_retries=0), timeout=2.0)
     try:
         with pytest.raises(LLMError, match="connection failed"):
             await llm.complete(SYSTEM, QUESTION)

@@ -8,7 +8,9 @@ import pytest
 
 from memstream.rules.extraction import (
     CONVERSATION_MAX_CHARS,
+    DEFAULT_CONFIDENCE,
     FALLBACK_TYPE,
+    INIT_SYSTEM,
     NORMAL_SYSTEM,
     SUMMARY_SYSTEM,
     ExtractedFact,
@@ -34,6 +36,8 @@ def test_plain_json_array_of_objects() -> None:
     result = parse_facts(SEED_REPLY)
     assert result.facts == SEED_FACTS
     assert result.warnings == []
+    assert [f.confidence for f in result.facts] == [DEFAULT_CONFIDENCE, DEFAULT_CONFIDENCE]
+    assert result.entities == []
 
 
 @pytest.mark.parametrize("opener", ["```json", "```", "```JSON", "``` json"])
@@ -56,8 +60,8 @@ def test_think_blocks_are_stripped() -> None:
 
 
 def test_think_block_with_json_inside_is_ignored() -> None:
-    result = parse_facts('<THINK>\n["draft"]\n</THINK>["final"]')
-    assert result.facts == [ExtractedFact("final", FALLBACK_TYPE, "project")]
+    result = parse_facts('<THINK>\n["draft fact, not the answer"]\n</THINK>["final fact from the answer"]')
+    assert result.facts == [ExtractedFact("final fact from the answer", FALLBACK_TYPE, "project")]
 
 
 def test_think_then_fence() -> None:
@@ -73,8 +77,8 @@ def test_prose_around_the_json() -> None:
 
 
 def test_prose_with_brackets_around_the_json() -> None:
-    reply = 'Here are the facts [2 found]:\n[{"memory": "a", "type": "progress"}, {"memory": "b", "type": "progress"}]'
-    assert [f.text for f in parse_facts(reply).facts] == ["a", "b"]
+    reply = 'Here are the facts [2 found]:\n[{"memory": "first progress note", "type": "progress"}, {"memory": "second progress note", "type": "progress"}]'
+    assert [f.text for f in parse_facts(reply).facts] == ["first progress note", "second progress note"]
 
 
 def test_plain_string_array_becomes_learned_patterns() -> None:
@@ -116,18 +120,18 @@ def test_unknown_type_is_coerced_to_learned_pattern_with_a_warning() -> None:
 
 
 def test_missing_type_is_learned_pattern_without_warning() -> None:
-    result = parse_facts('[{"memory": "Prefer small PRs"}, {"memory": "Second", "type": ""}]')
+    result = parse_facts('[{"memory": "Prefer small PRs"}, {"memory": "Second fact without a type", "type": ""}]')
     assert result.facts == [
         ExtractedFact("Prefer small PRs", "learned-pattern", "project"),
-        ExtractedFact("Second", "learned-pattern", "project"),
+        ExtractedFact("Second fact without a type", "learned-pattern", "project"),
     ]
     assert result.warnings == []
 
 
 @pytest.mark.parametrize("kind", MEMORY_TYPES)
 def test_default_scope_is_user_for_preference_only(kind: str) -> None:
-    result = parse_facts(json.dumps([{"memory": "m", "type": kind}]))
-    assert result.facts == [ExtractedFact("m", kind, "user" if kind == "preference" else "project")]
+    result = parse_facts(json.dumps([{"memory": "A memory of this type", "type": kind}]))
+    assert result.facts == [ExtractedFact("A memory of this type", kind, "user" if kind == "preference" else "project")]
 
 
 def test_explicit_scope_is_honoured() -> None:
@@ -136,30 +140,32 @@ def test_explicit_scope_is_honoured() -> None:
             [
                 {"memory": "tabs in this repo", "type": "preference", "scope": "project"},
                 {"memory": "always answer tersely", "type": "learned-pattern", "scope": "user"},
-                {"memory": "odd scope", "type": "preference", "scope": "global"},
+                {"memory": "odd scope value", "type": "preference", "scope": "global"},
             ]
         )
     )
     assert [(f.text, f.scope) for f in result.facts] == [
         ("tabs in this repo", "project"),
         ("always answer tersely", "user"),
-        ("odd scope", "user"),
+        ("odd scope value", "user"),
     ]
 
 
 def test_memory_text_is_trimmed() -> None:
-    assert parse_facts('["  padded  "]').facts == [ExtractedFact("padded", "learned-pattern", "project")]
+    assert parse_facts('["  padded memory text \\n "]').facts == [
+        ExtractedFact("padded memory text", "learned-pattern", "project")
+    ]
 
 
 def test_empty_and_blank_items_are_skipped_with_warnings() -> None:
-    result = parse_facts('["", "   ", {"memory": ""}, {"memory": null, "type": "progress"}, {"type": "progress"}, "kept"]')
-    assert result.facts == [ExtractedFact("kept", "learned-pattern", "project")]
+    result = parse_facts('["", "   ", {"memory": ""}, {"memory": null, "type": "progress"}, {"type": "progress"}, "kept memory"]')
+    assert result.facts == [ExtractedFact("kept memory", "learned-pattern", "project")]
     assert result.warnings == [f"item {i}: empty memory, skipped" for i in range(5)]
 
 
 def test_non_string_non_object_items_are_skipped_with_warnings() -> None:
-    result = parse_facts('[1, null, true, ["nested"], "kept"]')
-    assert result.facts == [ExtractedFact("kept", "learned-pattern", "project")]
+    result = parse_facts('[1, null, true, ["nested"], "kept memory"]')
+    assert result.facts == [ExtractedFact("kept memory", "learned-pattern", "project")]
     assert result.warnings == [f"item {i}: not a string or object, skipped" for i in range(4)]
 
 
@@ -229,9 +235,16 @@ def test_non_text_memory_values_are_skipped(raw: str) -> None:
 
 
 def test_raw_fact_is_one_conversation_memory() -> None:
+    # Raw mode stores what was said, not an inference: full confidence.
     assert raw_fact("  [user] hi\n[assistant] hello  ") == ExtractedFact(
-        "[user] hi\n[assistant] hello", "conversation", "project"
+        "[user] hi\n[assistant] hello", "conversation", "project", 1.0
     )
+
+
+def test_raw_fact_of_a_short_exchange_is_kept() -> None:
+    # The 10-character minimum is for extracted facts, not raw conversation memories.
+    fact = raw_fact("hi")
+    assert fact is not None and fact.text == "hi" and fact.confidence == 1.0
 
 
 def test_raw_fact_at_the_limit_is_kept_whole() -> None:
@@ -259,8 +272,15 @@ def test_raw_fact_of_nothing_is_none(exchange: str) -> None:
 def test_system_prompt_per_mode() -> None:
     assert system_prompt("normal") == NORMAL_SYSTEM
     assert system_prompt("summary") == SUMMARY_SYSTEM
-    assert NORMAL_SYSTEM != SUMMARY_SYSTEM
+    assert system_prompt("init") == INIT_SYSTEM
+    assert len({NORMAL_SYSTEM, SUMMARY_SYSTEM, INIT_SYSTEM}) == 3
     assert '"type": "session-summary"' in SUMMARY_SYSTEM
+
+
+@pytest.mark.parametrize("mode", ["raw", "", "NORMAL", "condense"])
+def test_system_prompt_of_a_mode_without_one_raises(mode: str) -> None:
+    with pytest.raises(ValueError, match="no extraction prompt"):
+        system_prompt(mode)
 
 
 def test_normal_prompt_names_all_eleven_types() -> None:

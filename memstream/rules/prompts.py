@@ -1,0 +1,97 @@
+"""The extraction prompts, one per mode of seed 000 (normal, summary, init) plus condensation.
+
+Bump PROMPT_VERSION whenever a prompt changes: facts carry it, so a replay can tell
+which prompt produced what.
+"""
+
+from __future__ import annotations
+
+PROMPT_VERSION = "extract.v2"
+
+#: Seed 003: input longer than this is truncated before the prompt is built (newest text kept).
+MAX_INPUT_CHARS = 12_000
+
+TYPE_GUIDE = """\
+- project-brief: core project definition, goals, scope
+- architecture: system design, patterns, component relationships
+- tech-context: stack, tools, build commands, constraints
+- product-context: why the project exists, problems solved, target users
+- progress: current state of work (only the latest survives, so state it completely)
+- session-summary: what was worked on in a session (summary mode only)
+- error-solution: bug fixes, gotchas, approaches that worked or failed
+- preference: the user's cross-project personal preferences (scope "user")
+- learned-pattern: reusable patterns and lessons
+- project-config: config preferences, run commands, environment setup
+- conversation: raw conversation context (rarely used)"""
+
+_ANSWER_SHAPE = """\
+Return ONLY a JSON object, no prose:
+{"memories": [{"memory": "<one atomic, self-contained fact>", "type": "<type>", "confidence": <0..1>,
+               "scope": "project" | "user"}],
+ "entities": [{"source": "<entity>", "relationship": "<verb phrase>", "target": "<entity>", "confidence": <0..1>}]}"""
+
+NORMAL_SYSTEM = f"""\
+You extract durable memories from a coding agent's conversation, so its next session starts informed.
+Each memory is one atomic fact that makes sense on its own, months later, without the conversation.
+Types:
+{TYPE_GUIDE}
+Confidence is how sure you are the fact is true and lasting (0.9+ stated outright, 0.5 inferred).
+Skip greetings, ephemeral details (what is being typed right now), secrets and anything obvious from code.
+If the user explicitly asks to remember something ("remember that…", "note that…", "save this:…"),
+always include it with confidence 1.0.
+If nothing is worth keeping, return {{"memories": [], "entities": []}}.
+{_ANSWER_SHAPE}
+
+Example conversation:
+[user] Why do logins fail on Safari?
+[assistant] Safari blocks third-party cookies; I moved the JWT to an httpOnly first-party cookie and the
+login works now. I ran `bun test` and all 112 tests pass.
+Example answer:
+{{"memories": [
+  {{"memory": "Auth uses JWT stored in first-party httpOnly cookies, not localStorage", "type": "architecture", "confidence": 0.95}},
+  {{"memory": "Safari login failures came from third-party cookie blocking; fixed by using a first-party cookie", "type": "error-solution", "confidence": 0.9}},
+  {{"memory": "Tests run with `bun test`", "type": "project-config", "confidence": 0.9}},
+  {{"memory": "User prefers bun over npm for all installs", "type": "preference", "scope": "user", "confidence": 0.6}}],
+ "entities": [{{"source": "auth", "relationship": "uses", "target": "JWT", "confidence": 0.95}}]}}"""
+
+SUMMARY_SYSTEM = f"""\
+You summarize a coding agent's session for its future self.
+The summary covers what was worked on, decisions made and progress achieved, in at most 5 sentences.
+{_ANSWER_SHAPE}
+Return exactly one memory of type "session-summary".
+Example answer:
+{{"memories": [{{"memory": "Worked on checkout: fixed the currency KeyError for old carts (defaults to EUR), \
+added a regression test; next is password reset.", "type": "session-summary", "confidence": 0.9}}], "entities": []}}"""
+
+INIT_SYSTEM = f"""\
+You read a project's files (README, manifests, configs) and extract its foundational facts:
+what it is and for whom (project-brief, product-context), how it is built (architecture, tech-context)
+and how to run, test and configure it (project-config). Only facts the files state.
+{_ANSWER_SHAPE}
+Example answer:
+{{"memories": [{{"memory": "demo-shop is an online shop API for small merchants", "type": "project-brief", "confidence": 0.9}},
+  {{"memory": "The API is written in Python 3.12 with FastAPI and PostgreSQL", "type": "tech-context", "confidence": 0.95}},
+  {{"memory": "Run the tests with `uv run pytest -q`", "type": "project-config", "confidence": 0.95}}],
+ "entities": [{{"source": "demo-shop", "relationship": "built with", "target": "FastAPI", "confidence": 0.95}}]}}"""
+
+CONDENSE_SYSTEM = """\
+You condense an old session summary into one reusable lesson for future sessions on this project.
+Return ONLY a JSON array with one item: {"memory": "<the lesson>", "type": "learned-pattern"}."""
+
+_SYSTEMS = {"normal": NORMAL_SYSTEM, "summary": SUMMARY_SYSTEM, "init": INIT_SYSTEM}
+
+
+def system_prompt(mode: str) -> str:
+    """The system prompt of an extraction mode; ValueError for a mode without one (raw)."""
+    try:
+        return _SYSTEMS[mode]
+    except KeyError:
+        raise ValueError(f"no extraction prompt for mode {mode!r}") from None
+
+
+def extraction_prompt(text: str, mode: str = "normal") -> str:
+    """The user message: the snapshot (or project files), newest text kept within the cap."""
+    if len(text) > MAX_INPUT_CHARS:
+        text = text[len(text) - MAX_INPUT_CHARS :]
+    label = "Project files" if mode == "init" else "Conversation"
+    return f"{label}:\n{text}\n\nReturn the JSON object now."

@@ -1,0 +1,176 @@
+"""Extraction fidelity end to end: provider fallback, parking and dead-lettering after an
+outage, init mode, explicit memories and secret redaction — on the real embedded broker,
+store and embedder, with fake Anthropic and OpenAI-compatible (local) servers."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import AsyncIterator
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import pytest
+import pytest_asyncio
+
+from memstream import runner
+from memstream.identity import project_key
+from memstream.publish import make_turn, publish
+from schemas import DeadLetter, Memory
+from tests.e2e.conftest import eventually, read_topic, start_pipeline, values
+from tests.fakes.anthropic_server import FakeAnthropic
+from tests.fakes.openai_server import FakeOpenAI
+from topics import ALL_TOPICS, DEAD_LETTERS, PARKED, TURNS, topic_name
+
+pytestmark = [pytest.mark.e2e, pytest.mark.asyncio(loop_scope="module")]
+
+ANTHROPIC_KEY = "sk-ant-api03-" + "Q" * 86 + "AA"  # a realistic key shape, to prove it is redacted
+
+
+def answer(request: dict[str, Any]) -> str:
+    """A model that states one fact about the newest assistant line, or the project files."""
+    system = str(request.get("system", ""))
+    content = request["messages"][-1]["content"]
+    prompt = content if isinstance(content, str) else " ".join(b.get("text", "") for b in content)
+    if "project's files" in system:
+        return json.dumps({"memories": [{"memory": "Tiny converts CSV files to JSON from the command line", "type": "project-brief", "confidence": 0.95}]})
+    if "supersede" in system.lower() or "summarize" in system.lower():
+        return '{"superseded": []}' if "supersede" in system.lower() else "[]"
+    lines = [line for line in prompt.splitlines() if line.startswith("[assistant]")]
+    last = lines[-1].removeprefix("[assistant] ") if lines else ""
+    return json.dumps(
+        {
+            "memories": [
+                {"memory": f"Session note: {last}", "type": "learned-pattern", "confidence": 0.9},
+                {"memory": f"Unsure guess about {last}", "type": "learned-pattern", "confidence": 0.3},
+            ],
+            "entities": [{"source": "session", "relationship": "mentions", "target": last[:20]}],
+        }
+    )
+
+
+def openai_answer(body: dict[str, Any]) -> str:
+    messages = body["messages"]
+    system = next((m["content"] for m in messages if m["role"] == "system"), "")
+    return answer({"system": system, "messages": [messages[-1]]}) .replace("Session note:", "Local note:")
+
+
+class Run:
+    def __init__(self, running: runner.Running, claude: FakeAnthropic, local: FakeOpenAI, root: Path):
+        self.running, self.claude, self.local, self.root = running, claude, local, root
+
+    def topic(self, spec: Any) -> str:
+        return topic_name(self.running.settings.topic_prefix, spec)
+
+    async def session(self, name: str, project: Path, *turns: tuple[str, str]) -> None:
+        start = datetime(2026, 11, 2, 9, 0, tzinfo=UTC)
+        await publish(
+            self.running.bootstrap,
+            self.running.settings.topic_prefix,
+            [
+                make_turn(session_id=name, project=str(project), role=role, content=text, ts=start + timedelta(seconds=i))
+                for i, (role, text) in enumerate(turns)
+            ],
+        )
+
+    async def memories(self, project: Path) -> list[Memory]:
+        return await self.running.providers.store.list([project_key(str(project))])
+
+    async def memory_with(self, project: Path, text: str) -> Memory:
+        async def find() -> Memory | None:
+            return next((m for m in await self.memories(project) if text in m.text), None)
+
+        return await eventually(find, what=f"a memory containing {text!r}")
+
+
+@pytest_asyncio.fixture(loop_scope="module", scope="module")
+async def run(tmp_module_dir: Path) -> AsyncIterator[Run]:
+    with FakeAnthropic(answer, api_key="sk-test") as claude, FakeOpenAI(openai_answer) as local:
+        running = await start_pipeline(
+            tmp_module_dir / "data",
+            anthropic_api_key="sk-test",
+            anthropic_base_url=claude.base_url,
+            local_llm_url=local.base_url,
+            llm_retries=0,
+            extract_attempts=3,
+            park_delay=0.1,
+            park_delay_max=0.5,
+        )
+        try:
+            yield Run(running, claude, local, tmp_module_dir)
+        finally:
+            await running.stop()
+
+
+async def test_the_next_provider_answers_when_the_primary_fails(run: Run, spans: Any) -> None:
+    project = run.root / "fallback"
+    run.claude.fail_next(1, status=500)
+    await run.session("fb", project, ("user", "Which port?"), ("assistant", "The API listens on port 8080."))
+    memory = await run.memory_with(project, "Local note: The API listens on port 8080")
+    # The write gate (0.7) kept the confident fact and dropped the 0.3 guess.
+    assert all("Unsure guess" not in m.text for m in await run.memories(project))
+    assert memory.type == "learned-pattern"
+    calls = [s for s in spans.get_finished_spans() if s.name == "memstream.llm.call"]
+    outcomes = {(s.attributes["llm.provider"], s.attributes["llm.outcome"]) for s in calls}
+    assert {("anthropic", "error"), ("local", "ok")} <= outcomes
+    ok = next(s for s in calls if s.attributes["llm.provider"] == "local" and s.attributes["llm.outcome"] == "ok")
+    assert ok.attributes["llm.output_tokens"] > 0 and ok.attributes["llm.latency_ms"] >= 0
+
+
+async def test_an_outage_parks_the_snapshot_and_a_retry_extracts_it(run: Run) -> None:
+    project = run.root / "parked"
+    run.claude.fail_next(1, status=529)
+    run.local.fail_next(1, status=503)
+    await run.session("pk", project, ("user", "Where are logs?"), ("assistant", "Logs are shipped to Loki."))
+    await run.memory_with(project, "Session note: Logs are shipped to Loki")
+    parked = await read_topic(run.running.bootstrap, run.topic(PARKED), until=lambda rs: len(rs) >= 1)
+    (first, *_) = [v for v in values(parked) if v.snapshot.session_id == "pk"]
+    assert first.snapshot.attempt == 1 and "all LLM providers failed" in first.reason
+
+
+async def test_a_persistent_outage_is_dead_lettered_with_its_reason(run: Run) -> None:
+    project = run.root / "dead"
+    run.claude.fail_next(3, status=500)
+    run.local.fail_next(3, status=500)
+    await run.session("dl", project, ("user", "Cache?"), ("assistant", "The cache is Redis 7."))
+    records = await read_topic(
+        run.running.bootstrap,
+        run.topic(DEAD_LETTERS),
+        until=lambda rs: any(b'"stage":"extract"' in r.value for r in rs),
+    )
+    (letter,) = [v for v in values(records) if isinstance(v, DeadLetter) and v.stage == "extract"]
+    assert "extraction failed 3 times" in letter.reason and "HTTP 500" in letter.reason
+    assert b"The cache is Redis 7." in letter.payload  # the snapshot, ready to re-drive
+    assert not [m for m in await run.memories(project)]
+
+
+async def test_a_new_project_is_initialised_from_its_files(run: Run) -> None:
+    project = run.root / "tiny"
+    project.mkdir()
+    (project / "README.md").write_text("# Tiny\n\nTiny converts CSV files to JSON.\n")
+    (project / "pyproject.toml").write_text('[project]\nname = "tiny"\n')
+    await run.session("init", project, ("user", "Hello"), ("assistant", "Hi, ready to work on Tiny."))
+    memory = await run.memory_with(project, "Tiny converts CSV files to JSON from the command line")
+    assert memory.type == "project-brief"
+    init_prompts = [r for r in run.claude.requests if "project's files" in r.system]
+    assert init_prompts and "=== README.md ===" in init_prompts[0].user_text
+
+
+async def test_explicit_requests_and_secrets(run: Run) -> None:
+    project = run.root / "explicit"
+    await run.session(
+        "ex",
+        project,
+        ("user", f"Remember that the staging cluster runs in eu-west-1. Also: export ANTHROPIC_API_KEY={ANTHROPIC_KEY}"),
+        ("assistant", "Noted. I set DATABASE_URL=postgres://app:s3cretPassw0rd@db:5432/shop in the env file."),
+    )
+    explicit = await run.memory_with(project, "The staging cluster runs in eu-west-1")
+    assert explicit.type != "conversation"
+    for request in [*run.claude.requests, *run.local.requests]:
+        assert ANTHROPIC_KEY not in json.dumps(request.body) and "s3cretPassw0rd" not in json.dumps(request.body)
+    for spec in ALL_TOPICS:
+        if spec in (TURNS, DEAD_LETTERS):
+            continue
+        records = await read_topic(run.running.bootstrap, run.topic(spec), until=lambda rs: True, timeout=2)
+        for record in records:
+            assert ANTHROPIC_KEY.encode() not in record.value and b"s3cretPassw0rd" not in record.value, spec.name
