@@ -231,7 +231,7 @@ def cmd_init(args: argparse.Namespace, settings: Settings) -> int:
         ts=datetime.now(UTC),
     )
     asyncio.run(publish_events(_bootstrap(settings), settings.topic_prefix, SNAPSHOTS, [(snapshot.session_id, snapshot)]))
-    sections = files.count("=== ") // 2
+    sections = sum(1 for line in files.splitlines() if line.startswith("=== ") and line.endswith(" ==="))
     print(f"published an init snapshot of {directory} ({sections} file{'s' if sections != 1 else ''}, {len(files)} characters)")
     return 0
 

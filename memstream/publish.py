@@ -12,6 +12,7 @@ from pathlib import Path
 import msgspec
 from aiokafka import AIOKafkaProducer
 
+from memstream.logs import quiet_payload_loggers
 from memstream.tracing import stage_span
 from schemas import ROLES, Turn, encode
 from topics import TURNS, TopicSpec, topic_name
@@ -85,6 +86,7 @@ async def publish_events(
     bootstrap: str, prefix: str, spec: TopicSpec, events: Sequence[tuple[str, msgspec.Struct]]
 ) -> int:
     """Send (key, event) pairs to one catalog topic, in order; each send starts a trace."""
+    quiet_payload_loggers()
     producer = AIOKafkaProducer(bootstrap_servers=bootstrap, client_id=f"{prefix}-publish", linger_ms=5)
     await producer.start()
     try:

@@ -18,6 +18,7 @@ import faust
 from memstream.app import Pipeline, build_app
 from memstream.bootstrap import Providers, build_providers
 from memstream.broker import EmbeddedBroker
+from memstream.logs import quiet_payload_loggers
 from memstream.settings import Settings
 from topics.admin import ensure_topics
 
@@ -25,8 +26,6 @@ log = logging.getLogger(__name__)
 
 #: How long a worker may take to join its group and recover its tables.
 READY_TIMEOUT_SECONDS = 90.0
-
-
 class _Worker(faust.Worker):
     """A Faust worker that tells when it is ready and leaves signals to its owner."""
 
@@ -77,6 +76,7 @@ async def start(
     """Start broker (embedded default), topics, providers and the Faust worker; wait until ready."""
     began = time.monotonic()
     timings: dict[str, float] = {}
+    quiet_payload_loggers()
     settings.data_dir.mkdir(parents=True, exist_ok=True)
     broker: EmbeddedBroker | None = None
     if settings.embedded_broker:

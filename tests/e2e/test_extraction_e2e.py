@@ -174,3 +174,28 @@ async def test_explicit_requests_and_secrets(run: Run) -> None:
         records = await read_topic(run.running.bootstrap, run.topic(spec), until=lambda rs: True, timeout=2)
         for record in records:
             assert ANTHROPIC_KEY.encode() not in record.value and b"s3cretPassw0rd" not in record.value, spec.name
+
+
+async def test_memstream_init_command_extracts_foundational_facts(run: Run) -> None:
+    import asyncio
+    import os
+    import sys
+
+    project = run.root / "tiny-cli"
+    project.mkdir()
+    (project / "README.md").write_text("# Tiny\n\nTiny converts CSV files to JSON.\n")
+    env = {
+        **os.environ,
+        "MEMSTREAM_KAFKA_BOOTSTRAP": run.running.bootstrap,
+        "MEMSTREAM_TOPIC_PREFIX": run.running.settings.topic_prefix,
+        "MEMSTREAM_DATA_DIR": str(run.root / "cli-data"),
+    }
+    process = await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "memstream.cli", "init", str(project),
+        env=env, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
+    )
+    out, err = await process.communicate()
+    assert process.returncode == 0, err.decode()
+    assert out.decode().startswith(f"published an init snapshot of {project} (1 file, ")
+    memory = await run.memory_with(project, "Tiny converts CSV files to JSON from the command line")
+    assert memory.type == "project-brief" and memory.session_id == f"init:{project_key(str(project))}"

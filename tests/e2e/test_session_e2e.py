@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 import urllib.parse
 import urllib.request
 from collections.abc import AsyncIterator
@@ -51,8 +52,25 @@ class Run:
         return await self.store.list([self.project_key, self.user_key], include_superseded=include_superseded)
 
 
+class _Collect(logging.Handler):
+    def __init__(self) -> None:
+        super().__init__(level=logging.DEBUG)
+        self.lines: list[str] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.lines.append(self.format(record))
+
+
+LOGS = _Collect()
+
+
 @pytest_asyncio.fixture(loop_scope="module", scope="module")
 async def run(tmp_module_dir: Path) -> AsyncIterator[Run]:
+    # Every log line the pipeline writes while the session runs, at every level.
+    root = logging.getLogger()
+    previous = root.level
+    root.addHandler(LOGS)
+    root.setLevel(logging.DEBUG)
     with FakeAnthropic(session.respond, api_key="sk-test") as fake:
         running = await start_pipeline(
             tmp_module_dir / "data",
@@ -75,6 +93,8 @@ async def run(tmp_module_dir: Path) -> AsyncIterator[Run]:
             yield Run(running, fake, project)
         finally:
             await running.stop()
+            root.removeHandler(LOGS)
+            root.setLevel(previous)
 
 
 async def settled(run: Run) -> list[Memory]:
@@ -142,7 +162,7 @@ async def test_downstream_consumer_sees_every_change(run: Run) -> None:
     assert {r.key.decode() for r in records} <= {run.project_key, run.user_key}
 
 
-async def test_private_text_never_leaves_the_snapshot_stage(run: Run) -> None:
+async def test_private_text_never_leaves_the_snapshot_stage(run: Run, spans: Any) -> None:
     await settled(run)
     assert all("hunter2" not in json.dumps(r.body) for r in run.fake.requests)
     for spec in ALL_TOPICS:
@@ -151,6 +171,10 @@ async def test_private_text_never_leaves_the_snapshot_stage(run: Run) -> None:
         records = await read_topic(run.running.bootstrap, run.topic(spec), until=lambda rs: True, timeout=2)
         assert all(b"hunter2" not in (r.value or b"") for r in records), spec.name
     assert all("hunter2" not in m.text + m.source_chunk for m in await run.memories(include_superseded=True))
+    # Nor any span attribute, nor any log line, at any level.
+    for span in spans.get_finished_spans():
+        assert "hunter2" not in json.dumps({k: str(v) for k, v in (span.attributes or {}).items()}), span.name
+    assert LOGS.lines and not [line for line in LOGS.lines if "hunter2" in line]
 
 
 async def test_search_and_block_over_http(run: Run) -> None:
