@@ -20,7 +20,7 @@ from schemas import DeadLetter, Memory
 from tests.e2e.conftest import eventually, read_topic, start_pipeline, values
 from tests.fakes.anthropic_server import FakeAnthropic
 from tests.fakes.openai_server import FakeOpenAI
-from topics import ALL_TOPICS, DEAD_LETTERS, PARKED, TURNS, topic_name
+from topics import ALL_TOPICS, DEAD_LETTERS, FACTS, PARKED, TURNS, topic_name
 
 pytestmark = [pytest.mark.e2e, pytest.mark.asyncio(loop_scope="module")]
 
@@ -110,6 +110,10 @@ async def test_the_next_provider_answers_when_the_primary_fails(run: Run, spans:
     # The write gate (0.7) kept the confident fact and dropped the 0.3 guess.
     assert all("Unsure guess" not in m.text for m in await run.memories(project))
     assert memory.type == "learned-pattern"
+    # Entity triples ride on the fact events, for later graph use.
+    facts = await read_topic(run.running.bootstrap, run.topic(FACTS), until=lambda rs: any(b"Local note" in r.value for r in rs))
+    (fact,) = [v for v in values(facts) if "Local note: The API listens" in v.text]
+    assert [(e.source, e.relationship) for e in fact.entities] == [("session", "mentions")] and fact.confidence == 0.9
     calls = [s for s in spans.get_finished_spans() if s.name == "memstream.llm.call"]
     outcomes = {(s.attributes["llm.provider"], s.attributes["llm.outcome"]) for s in calls}
     assert {("anthropic", "error"), ("local", "ok")} <= outcomes
