@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime
 from typing import Any, TypeVar
@@ -11,6 +12,7 @@ from typing import Any, TypeVar
 import faust
 from faust.types import EventT, Message
 
+from memstream import metrics
 from memstream.codec import CODEC_NAME
 from schemas import DeadLetter
 
@@ -28,6 +30,7 @@ class DeadLetters:
 
     async def dead_letter(self, stage: str, reason: str, message: Message | None) -> None:
         self.count += 1
+        metrics.DEAD_LETTERS.labels(stage).inc()
         log.warning("dead-lettered by %s: %s", stage, reason)
         record = DeadLetter(
             stage=stage,
@@ -56,14 +59,22 @@ async def guarded(
     handle: Callable[[Any, EventT], Awaitable[None]],
 ) -> None:
     """Run ``handle`` on every event; a failure dead-letters that event and the partition moves on."""
+    processed = metrics.EVENTS_PROCESSED.labels(stage)
+    failed = metrics.EVENTS_FAILED.labels(stage)
+    seconds = metrics.STAGE_SECONDS.labels(stage)
     async for event in stream.events():
+        started = time.perf_counter()
         try:
             await handle(event.value, event)
+            processed.inc()
         except asyncio.CancelledError:
             raise
         except Exception as exc:
+            failed.inc()
             log.debug("%s failed", stage, exc_info=True)
             await sink.dead_letter(stage, f"{type(exc).__name__}: {exc}", event.message)
+        finally:
+            seconds.observe(time.perf_counter() - started)
 
 
 class StateTable(faust.Table):

@@ -15,6 +15,7 @@ import logging
 import faust
 
 from agents.base import DeadLetters, state_table
+from memstream import metrics
 from memstream.bootstrap import Providers
 from memstream.tracing import span_from_headers, stage_span
 from schemas import EmbeddedFact, EmbedStats, Fact
@@ -44,9 +45,11 @@ def register(app: faust.App, topics: Topics, providers: Providers, sink: DeadLet
         except asyncio.CancelledError:
             raise
         except Exception as exc:
+            metrics.EVENTS_FAILED.labels(STAGE).inc(len(facts))
             for _, event in facts:
                 await sink.dead_letter(STAGE, f"embedding failed: {type(exc).__name__}: {exc}", event.message)
             return
+        metrics.EVENTS_PROCESSED.labels(STAGE).inc(len(facts))
         per_scope: dict[str, int] = {}
         for (fact, event), vector in zip(facts, vectors, strict=True):
             with span_from_headers("memstream.embed", event.message.headers, model=embedder.model):

@@ -15,11 +15,26 @@ from faust.web import Request, Response, View
 
 from memstream.bootstrap import Providers
 from memstream.identity import project_key, user_key
-from memstream import recall
+from memstream import metrics, recall
 
 
 class ApiError(ValueError):
     pass
+
+
+def update_lag(app: faust.App) -> None:
+    """Consumer lag per assigned partition: the partition's end minus the next offset to read."""
+    try:
+        consumer = app.consumer
+        for tp in consumer.assignment():
+            highwater = consumer.highwater(tp)
+            read = consumer._read_offset.get(tp)  # Faust keeps no public "position"
+            if highwater is None:
+                continue
+            lag = max(0, highwater - (read + 1 if read is not None else 0))
+            metrics.CONSUMER_LAG.labels(tp.topic, str(tp.partition)).set(lag)
+    except Exception:  # metrics never break serving
+        return
 
 
 def _scope_args(request: Request, providers: Providers) -> tuple[str, str]:
@@ -47,6 +62,12 @@ def register(app: faust.App, providers: Providers) -> None:
                 "memories": await providers.store.count(),
             }
         )
+
+    @app.page("/metrics")
+    async def prometheus(self: View, request: Request) -> Response:
+        update_lag(app)
+        # aiohttp refuses parameters in content_type; Prometheus reads plain text as format 0.0.4.
+        return self.bytes(metrics.exposition(), content_type="text/plain")
 
     @app.page("/search")
     async def search(self: View, request: Request) -> Response:

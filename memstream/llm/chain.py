@@ -9,6 +9,7 @@ from __future__ import annotations
 import time
 from collections.abc import Sequence
 
+from memstream import metrics
 from memstream.llm.base import LLM, Completion, LLMError
 from memstream.tracing import stage_span
 
@@ -54,11 +55,15 @@ class ProviderChain:
                     span.set_attribute("llm.error", str(err)[:500])
                     span.set_attribute("llm.latency_ms", round((time.monotonic() - started) * 1000, 1))
                     failures.append(str(err))
+                    metrics.record_llm_call(llm.provider, llm.model, "error")
                     continue
                 span.set_attribute("llm.outcome", "ok")
                 span.set_attribute("llm.latency_ms", round((time.monotonic() - started) * 1000, 1))
                 span.set_attribute("llm.input_tokens", completion.input_tokens)
                 span.set_attribute("llm.output_tokens", completion.output_tokens)
+                metrics.record_llm_call(
+                    llm.provider, completion.model, "ok", completion.input_tokens, completion.output_tokens
+                )
                 return completion
         raise LLMUnavailable("all LLM providers failed: " + " | ".join(failures))
 

@@ -252,3 +252,26 @@ async def test_undecodable_payload_is_dead_lettered_and_the_stage_moves_on(run: 
 
 async def _async(value: Any) -> Any:
     return value
+
+
+async def test_prometheus_metrics_cover_stages_llm_and_lag(run: Run) -> None:
+    await settled(run)
+    url = f"{run.running.settings.api_url}/metrics"
+
+    def fetch() -> str:
+        with urllib.request.urlopen(url, timeout=30) as response:
+            return response.read().decode()
+
+    text = await asyncio.to_thread(fetch)
+    samples = {
+        line.split(" ")[0]: float(line.split(" ")[1])
+        for line in text.splitlines()
+        if line and not line.startswith("#")
+    }
+    for stage in ("snapshot", "extract", "embed", "dedup", "store", "age", "contradiction"):
+        assert samples[f'memstream_events_processed_total{{stage="{stage}"}}'] > 0, stage
+    assert samples['memstream_llm_calls_total{outcome="ok",provider="anthropic"}'] > 0
+    assert samples['memstream_llm_tokens_total{kind="input",provider="anthropic"}'] > 0
+    assert samples['memstream_llm_cost_usd_total{provider="anthropic"}'] > 0
+    assert any(name.startswith("memstream_consumer_lag{") for name in samples)
+    assert any(name.startswith('memstream_stage_seconds_bucket{le="0.1",stage="dedup"}') for name in samples)

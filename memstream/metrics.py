@@ -1,0 +1,53 @@
+"""Prometheus metrics: per-stage throughput, errors, latency and lag; LLM calls, tokens, cost.
+
+Served at GET /metrics by ``memstream up``. The names are a contract with the Grafana
+dashboard in deploy/grafana and the autoscalers in helm/: change them together.
+"""
+
+from __future__ import annotations
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
+
+REGISTRY = CollectorRegistry(auto_describe=True)
+
+EVENTS_PROCESSED = Counter(
+    "memstream_events_processed", "Events a stage handled", ["stage"], registry=REGISTRY
+)
+EVENTS_FAILED = Counter(
+    "memstream_events_failed", "Events a stage could not handle (dead-lettered)", ["stage"], registry=REGISTRY
+)
+DEAD_LETTERS = Counter("memstream_dead_letters", "Events sent to the dead-letter topic", ["stage"], registry=REGISTRY)
+STAGE_SECONDS = Histogram(
+    "memstream_stage_seconds",
+    "Time a stage spent on one event",
+    ["stage"],
+    buckets=(0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30),
+    registry=REGISTRY,
+)
+CONSUMER_LAG = Gauge(
+    "memstream_consumer_lag", "Messages behind the partition's end", ["topic", "partition"], registry=REGISTRY
+)
+LLM_CALLS = Counter("memstream_llm_calls", "LLM calls by provider and outcome", ["provider", "outcome"], registry=REGISTRY)
+LLM_TOKENS = Counter("memstream_llm_tokens", "LLM tokens by provider and kind", ["provider", "kind"], registry=REGISTRY)
+LLM_COST = Counter("memstream_llm_cost_usd", "Estimated LLM cost in US dollars", ["provider"], registry=REGISTRY)
+
+#: US dollars per million (input, output) tokens, for the cost estimate; unknown models cost 0.
+PRICES_PER_MILLION: dict[str, tuple[float, float]] = {
+    "claude-haiku-4-5": (1.0, 5.0),
+    "grok-4-1-fast-non-reasoning": (0.2, 0.5),
+    "gemini-3-flash-preview": (0.5, 3.0),
+}
+
+
+def record_llm_call(provider: str, model: str, outcome: str, input_tokens: int = 0, output_tokens: int = 0) -> None:
+    LLM_CALLS.labels(provider, outcome).inc()
+    if input_tokens or output_tokens:
+        LLM_TOKENS.labels(provider, "input").inc(input_tokens)
+        LLM_TOKENS.labels(provider, "output").inc(output_tokens)
+        price = next((p for name, p in PRICES_PER_MILLION.items() if model.startswith(name)), (0.0, 0.0))
+        LLM_COST.labels(provider).inc((input_tokens * price[0] + output_tokens * price[1]) / 1_000_000)
+
+
+def exposition() -> bytes:
+    """The registry in Prometheus text format."""
+    return generate_latest(REGISTRY)
