@@ -3,6 +3,8 @@
 GET /health             what runs, with which providers
 GET /search?q=&project= semantic search over a project's (and the user's) memories
 GET /block?project=&q=  the [MEMORY] block, as text
+GET /memories           every stored memory, superseded ones included
+GET /metrics            Prometheus metrics
 """
 
 from __future__ import annotations
@@ -27,6 +29,8 @@ def update_lag(app: faust.App) -> None:
     try:
         consumer = app.consumer
         for tp in consumer.assignment():
+            if tp.topic.endswith("-changelog"):  # table changelogs are only read on recovery
+                continue
             highwater = consumer.highwater(tp)
             read = consumer._read_offset.get(tp)  # Faust keeps no public "position"
             if highwater is None:
@@ -68,6 +72,16 @@ def register(app: faust.App, providers: Providers) -> None:
         update_lag(app)
         # aiohttp refuses parameters in content_type; Prometheus reads plain text as format 0.0.4.
         return self.bytes(metrics.exposition(), content_type="text/plain")
+
+    @app.page("/memories")
+    async def memories(self: View, request: Request) -> Response:
+        """Every stored memory, superseded ones included (for replays and audits), newest first."""
+        try:
+            limit = max(1, min(int(request.query.get("limit", "10000")), 100_000))
+        except ValueError:
+            return error(self, "'limit' must be a whole number")
+        stored = await providers.store.list(None, include_superseded=True, limit=limit)
+        return self.json({"memories": [msgspec.to_builtins(m) for m in stored]})
 
     @app.page("/search")
     async def search(self: View, request: Request) -> Response:

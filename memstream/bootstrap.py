@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import logging
 from dataclasses import dataclass
 
@@ -54,16 +55,31 @@ def build_embedder(settings: Settings) -> Embedder:
     return BundledEmbedder()
 
 
-def build_store(settings: Settings, embedder: Embedder) -> MemoryStore:
+def active_collection(settings: Settings, embedding_model: str) -> str | None:
+    """The collection to serve: the setting, else the one a replay switched to, else the default."""
+    if settings.store_collection:
+        return settings.store_collection
+    try:
+        return str(json.loads(settings.active_collections_file.read_text())[embedding_model])
+    except (FileNotFoundError, KeyError, ValueError):
+        return None
+
+
+def build_store(settings: Settings, embedder: Embedder, *, collection: str | None = None) -> MemoryStore:
+    collection = collection or active_collection(settings, embedder.model)
     if settings.qdrant_url:
         from memstream.store.qdrant import QdrantServerStore
 
         return QdrantServerStore(
-            embedder.model, embedder.dim, url=settings.qdrant_url, api_key=settings.qdrant_api_key or None
+            embedder.model,
+            embedder.dim,
+            url=settings.qdrant_url,
+            api_key=settings.qdrant_api_key or None,
+            collection=collection,
         )
     from memstream.store.edge import EdgeStore
 
-    return EdgeStore(settings.store_dir, embedder.model, embedder.dim)
+    return EdgeStore(settings.store_dir, embedder.model, embedder.dim, collection=collection)
 
 
 def build_llm(settings: Settings) -> LLM | None:

@@ -63,6 +63,17 @@ def _parser() -> argparse.ArgumentParser:
     remember.add_argument("--scope", choices=("project", "user"), help="default: user for preferences")
     remember.set_defaults(run=cmd_remember)
 
+    replay = sub.add_parser(
+        "replay", help="reprocess history from the turns topic into a shadow collection, and say what changed"
+    )
+    replay.add_argument("--name", required=True, help="names the shadow topics and collection (e.g. v2)")
+    where = replay.add_mutually_exclusive_group()
+    where.add_argument("--from-beginning", action="store_true", help="from the first turn kept (default)")
+    where.add_argument("--from-time", help="from this ISO time, e.g. 2026-11-01T00:00:00Z")
+    where.add_argument("--from-offset", type=int, help="from this offset in every partition")
+    replay.add_argument("--switch", action="store_true", help="then make the shadow collection the live one")
+    replay.set_defaults(run=cmd_replay)
+
     search = sub.add_parser("search", help="semantic search over a project's memories")
     search.add_argument("query")
     search.add_argument("--project", "-p", default=".", help="project directory (default: .)")
@@ -276,6 +287,38 @@ def cmd_remember(args: argparse.Namespace, settings: Settings) -> int:
     )
     asyncio.run(publish_events(_bootstrap(settings), settings.topic_prefix, FACTS, [(scope_key, fact)]))
     print(f"remembered ({kind}, {scope} scope): {text}")
+    return 0
+
+
+# --- replay -----------------------------------------------------------------------
+
+
+def cmd_replay(args: argparse.Namespace, settings: Settings) -> int:
+    from datetime import datetime
+
+    from memstream.replay import ReplayError, Start, replay
+    from memstream.runner import read_runtime_file
+
+    start = Start()
+    if args.from_time:
+        try:
+            start = Start(timestamp=datetime.fromisoformat(args.from_time.replace("Z", "+00:00")))
+        except ValueError:
+            raise CliError(f"--from-time {args.from_time!r} is not an ISO time") from None
+    elif args.from_offset is not None:
+        if args.from_offset < 0:
+            raise CliError("--from-offset must be 0 or more")
+        start = Start(offset=args.from_offset)
+    runtime = read_runtime_file(settings)
+    api_url = str(runtime["api_url"]) if runtime else settings.api_url
+    logging.basicConfig(level=settings.log_level.upper(), format="%(levelname)s %(name)s: %(message)s")
+    try:
+        summary = asyncio.run(
+            replay(settings, name=args.name, bootstrap=_bootstrap(settings), api_url=api_url, start=start, switch=args.switch)
+        )
+    except ReplayError as exc:
+        raise CliError(str(exc)) from None
+    print(summary.render())
     return 0
 
 

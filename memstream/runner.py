@@ -11,6 +11,7 @@ import logging
 import os
 import time
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import faust
@@ -31,6 +32,8 @@ class _Worker(faust.Worker):
 
     def __init__(self, app: faust.App, **kwargs: Any):
         super().__init__(app, **kwargs)
+        # Faust's spinner writes cursor escapes to stdout even when quiet; `up` prints its own banner.
+        self.spinner = None
         self.ready = asyncio.Event()
 
     def install_signal_handlers(self) -> None:
@@ -53,6 +56,7 @@ class Running:
     worker: _Worker
     started_in: float
     timings: dict[str, float] = field(default_factory=dict)
+    announced: bool = True
 
     @property
     def providers(self) -> Providers:
@@ -67,11 +71,17 @@ class Running:
             finally:
                 if self.broker is not None:
                     self.broker.stop()
-                _remove_runtime_file(self.settings)
+                if self.announced:
+                    _remove_runtime_file(self.settings)
 
 
 async def start(
-    settings: Settings, providers: Providers | None = None, *, web: bool = True, loglevel: str | None = None
+    settings: Settings,
+    providers: Providers | None = None,
+    *,
+    web: bool = True,
+    loglevel: str | None = None,
+    announce: bool = True,
 ) -> Running:
     """Start broker (embedded default), topics, providers and the Faust worker; wait until ready."""
     began = time.monotonic()
@@ -109,8 +119,9 @@ async def start(
         if broker is not None:
             broker.stop()
         raise
-    running = Running(settings, bootstrap, pipeline, broker, worker, time.monotonic() - began, timings)
-    _write_runtime_file(running)
+    running = Running(settings, bootstrap, pipeline, broker, worker, time.monotonic() - began, timings, announce)
+    if announce:  # a replay's shadow pipeline shares the data dir but is not what `up` serves
+        _write_runtime_file(running)
     return running
 
 
@@ -136,7 +147,19 @@ def read_runtime_file(settings: Settings) -> dict[str, Any] | None:
     """What a running ``memstream up`` wrote about itself, if it is still alive."""
     try:
         data = json.loads(settings.runtime_file.read_text())
-        os.kill(int(data["pid"]), 0)
-        return data
+        pid = int(data["pid"])
+        os.kill(pid, 0)
     except (FileNotFoundError, ValueError, KeyError, ProcessLookupError, PermissionError):
         return None
+    # A container restarted after a crash reuses low pids: a file naming this very process,
+    # or a process that is not memstream, was left behind and means nothing.
+    if pid == os.getpid() or not _is_memstream(pid):
+        return None
+    return data
+
+
+def _is_memstream(pid: int) -> bool:
+    try:
+        return b"memstream" in Path(f"/proc/{pid}/cmdline").read_bytes()
+    except OSError:
+        return True  # no /proc (not Linux): trust the pid

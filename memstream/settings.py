@@ -39,6 +39,9 @@ class Settings:
     fetch_max_wait_ms: int = field(default=0, metadata=_env("MEMSTREAM_FETCH_MAX_WAIT_MS"))
     #: MEMSTREAM_QDRANT_URL: a Qdrant server. Empty: Qdrant's engine in-process under data_dir.
     qdrant_url: str = field(default="", metadata=_env("MEMSTREAM_QDRANT_URL"))
+    #: MEMSTREAM_STORE_COLLECTION: the collection to serve; empty: the one `memstream replay --switch`
+    #: made active, else ``memories__<embedding model>``.
+    store_collection: str = field(default="", metadata=_env("MEMSTREAM_STORE_COLLECTION"))
     #: MEMSTREAM_QDRANT_API_KEY: API key for the Qdrant server, if it needs one.
     qdrant_api_key: str = field(default="", metadata=_env("MEMSTREAM_QDRANT_API_KEY"))
 
@@ -169,6 +172,11 @@ class Settings:
     @property
     def store_dir(self) -> Path:
         return self.data_dir / "qdrant"
+
+    @property
+    def active_collections_file(self) -> Path:
+        """Which collection serves each embedding model, as ``memstream replay --switch`` set it."""
+        return self.data_dir / "active-collections.json"
 
     @property
     def runtime_file(self) -> Path:

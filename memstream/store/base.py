@@ -74,12 +74,12 @@ class MemoryStore(Protocol):
 
     async def list(
         self,
-        scope_keys: Sequence[str],
+        scope_keys: Sequence[str] | None,
         *,
         types: Sequence[str] | None = None,
         include_superseded: bool = False,
         limit: int = 1000,
     ) -> list[Memory]:
-        """Memories in the given scopes, newest ``updated_at`` first."""
+        """Memories in the given scopes (None: every scope), newest ``updated_at`` first."""
 
     async def count(self, scope_keys: Sequence[str] | None = None, *, include_superseded: bool = True) -> int: ...

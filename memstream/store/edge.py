@@ -74,10 +74,11 @@ def _filter(
 class EdgeStore:
     """Memories of one embedding model in an on-disk shard at ``root / collection_name(model)``."""
 
-    def __init__(self, root: Path, embedding_model: str, dim: int) -> None:
+    def __init__(self, root: Path, embedding_model: str, dim: int, *, collection: str | None = None) -> None:
         self.embedding_model = embedding_model
         self.dim = dim
-        self.path = Path(root) / collection_name(embedding_model)
+        self.collection = collection or collection_name(embedding_model)
+        self.path = Path(root) / self.collection
         self._shard: EdgeShard | None = None
         self._executor: ThreadPoolExecutor | None = None
 

@@ -60,6 +60,7 @@ class QdrantServerStore:
         api_key: str | None = None,
         location: str | None = None,
         client: AsyncQdrantClient | None = None,
+        collection: str | None = None,
     ) -> None:
         """Connect by ``url``/``api_key`` or ``location``, or share an open ``client``.
 
@@ -67,7 +68,7 @@ class QdrantServerStore:
         """
         self.embedding_model = embedding_model
         self.dim = dim
-        self.collection = collection_name(embedding_model)
+        self.collection = collection or collection_name(embedding_model)
         self._url, self._api_key, self._location = url, api_key, location
         self._shared = client
         self._client: AsyncQdrantClient | None = None

@@ -1,0 +1,245 @@
+"""Replay: reprocess history from the turns topic into a shadow collection.
+
+The live pipeline is left alone. A shadow pipeline (its own topics, consumer group and
+collection: ``<prefix>.replay-<name>.*`` and ``<collection>__<name>``) runs in this process
+with whatever model, prompt or settings this process has; the turns from the chosen start
+are copied into its turns topic, keyed and ordered as before. Memory ids derive from
+content, so a replay is safe to repeat. At the end it says what changed against the live
+memories, and ``switch`` makes the shadow collection the one ``memstream up`` serves.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import json
+import sys
+import time
+import urllib.request
+from collections.abc import Callable
+from datetime import datetime
+from typing import Any
+
+import msgspec
+from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
+
+from memstream import metrics, runner
+from memstream.bootstrap import active_collection, build_embedder, build_providers, build_store
+from memstream.logs import quiet_payload_loggers
+from memstream.settings import Settings
+from memstream.store.base import collection_name
+from schemas import Memory
+from topics import ALL_TOPICS, TURNS, topic_name
+
+#: How long the shadow pipeline must stay idle, with nothing left to read, to count as drained.
+IDLE_SECONDS = 2.0
+
+
+class ReplayError(RuntimeError):
+    """The replay cannot run; the message says why."""
+
+
+@dataclasses.dataclass(frozen=True)
+class Start:
+    """Where the replay starts: the beginning, a time, or an offset in every partition."""
+
+    timestamp: datetime | None = None
+    offset: int | None = None
+
+
+@dataclasses.dataclass
+class Summary:
+    turns: int
+    collection: str
+    added: list[Memory]
+    removed: list[Memory]
+    changed: list[tuple[Memory, Memory]]
+    unchanged: int
+    seconds: float
+    switched: bool = False
+
+    def render(self) -> str:
+        lines = [
+            f"replayed {self.turns} turns into {self.collection} in {self.seconds:.1f}s",
+            f"  added:     {len(self.added)}",
+            f"  removed:   {len(self.removed)}",
+            f"  changed:   {len(self.changed)}",
+            f"  unchanged: {self.unchanged}",
+        ]
+        lines += [f"  + [{m.type}] {m.text[:100]}" for m in self.added[:5]]
+        lines += [f"  - [{m.type}] {m.text[:100]}" for m in self.removed[:5]]
+        lines += [f"  ~ [{new.type}] {new.text[:100]}" for _, new in self.changed[:5]]
+        lines.append(
+            f"switched: memstream up now serves {self.collection} (restart it to pick the switch up)"
+            if self.switched
+            else "live collection unchanged; run again with --switch to serve the shadow collection"
+        )
+        return "\n".join(lines)
+
+
+def compare(live: list[Memory], shadow: list[Memory]) -> tuple[list[Memory], list[Memory], list[tuple[Memory, Memory]], int]:
+    """(added, removed, changed, unchanged) going from the live memories to the shadow ones."""
+    before = {m.id: m for m in live}
+    after = {m.id: m for m in shadow}
+    added = [m for i, m in after.items() if i not in before]
+    removed = [m for i, m in before.items() if i not in after]
+    changed = [
+        (before[i], m)
+        for i, m in after.items()
+        if i in before and (m.text, m.type, m.superseded_by) != (before[i].text, before[i].type, before[i].superseded_by)
+    ]
+    return added, removed, changed, len(after) - len(added) - len(changed)
+
+
+_last_shown: dict[str, tuple[int, int]] = {}
+
+
+def progress_bar(label: str, done: int, total: int, *, width: int = 30) -> None:
+    """A one-line progress bar on stderr, redrawn only when it changes."""
+    if _last_shown.get(label) == (done, total):
+        return
+    _last_shown[label] = (done, total)
+    filled = width * done // total if total else width
+    sys.stderr.write(f"\r{label:<16} [{'#' * filled}{'.' * (width - filled)}] {done}/{total}")
+    if done >= total:
+        sys.stderr.write("\n")
+    sys.stderr.flush()
+
+
+async def copy_turns(
+    bootstrap: str, source: str, target: str, start: Start, report: Callable[[int, int], None]
+) -> int:
+    """Copy the source topic's records from ``start`` to its current end into ``target``."""
+    consumer = AIOKafkaConsumer(bootstrap_servers=bootstrap, enable_auto_commit=False, auto_offset_reset="earliest")
+    producer = AIOKafkaProducer(bootstrap_servers=bootstrap, linger_ms=5)
+    await consumer.start()
+    await producer.start()
+    try:
+        partitions = consumer.partitions_for_topic(source) or set()
+        if not partitions:
+            await consumer.force_metadata_update()  # type: ignore[attr-defined]
+            partitions = consumer.partitions_for_topic(source) or set()
+        tps = [TopicPartition(source, p) for p in sorted(partitions)]
+        if not tps:
+            raise ReplayError(f"topic {source} does not exist or has no partitions")
+        consumer.assign(tps)
+        ends = await consumer.end_offsets(tps)
+        begins = await consumer.beginning_offsets(tps)
+        firsts = await _first_offsets(consumer, tps, begins, ends, start)
+        for tp in tps:
+            consumer.seek(tp, firsts[tp])
+        total = sum(max(0, ends[tp] - firsts[tp]) for tp in tps)
+        copied = 0
+        report(copied, total)
+        pending = {tp for tp in tps if firsts[tp] < ends[tp]}
+        while pending:
+            batch = await consumer.getmany(*pending, timeout_ms=1000)
+            for tp, records in batch.items():
+                for record in records:
+                    if record.offset >= ends[tp]:
+                        break
+                    await producer.send(target, record.value, key=record.key)
+                    copied += 1
+                if await consumer.position(tp) >= ends[tp]:
+                    pending.discard(tp)
+            report(copied, total)
+        await producer.flush()
+        return copied
+    finally:
+        await consumer.stop()
+        await producer.stop()
+
+
+async def _first_offsets(
+    consumer: AIOKafkaConsumer, tps: list[TopicPartition], begins: dict[Any, int], ends: dict[Any, int], start: Start
+) -> dict[Any, int]:
+    if start.offset is not None:
+        return {tp: min(max(start.offset, begins[tp]), ends[tp]) for tp in tps}
+    if start.timestamp is not None:
+        found = await consumer.offsets_for_times({tp: int(start.timestamp.timestamp() * 1000) for tp in tps})
+        return {tp: (found[tp].offset if found.get(tp) else ends[tp]) for tp in tps}
+    return dict(begins)
+
+
+async def drained(running: runner.Running, copied: int, report: Callable[[int, int], None], timeout: float) -> None:
+    """Wait until the shadow pipeline has taken every copied turn and has nothing left to read."""
+    snapshot_done = metrics.EVENTS_PROCESSED.labels("snapshot")
+    base = snapshot_done._value.get()  # the counter is process-wide; count this replay's share
+    consumer = running.pipeline.app.consumer
+    sources = {topic_name(running.settings.topic_prefix, spec) for spec in ALL_TOPICS}
+    deadline = time.monotonic() + timeout
+    idle_since: float | None = None
+    while time.monotonic() < deadline:
+        done = int(snapshot_done._value.get() - base)
+        report(min(done, copied), copied)
+        lag = 0
+        for tp in consumer.assignment():
+            if tp.topic not in sources:  # table changelogs are only read on recovery
+                continue
+            high = consumer.highwater(tp)
+            read = consumer._read_offset.get(tp)  # Faust keeps no public position
+            if high is not None:
+                lag += max(0, high - (read + 1 if read is not None else 0))
+        if done >= copied and lag == 0:
+            idle_since = idle_since or time.monotonic()
+            if time.monotonic() - idle_since >= IDLE_SECONDS:
+                return
+        else:
+            idle_since = None
+        await asyncio.sleep(0.2)
+    raise ReplayError(f"the shadow pipeline did not drain within {timeout:.0f}s")
+
+
+def live_memories(api_url: str) -> list[Memory]:
+    with urllib.request.urlopen(f"{api_url}/memories?limit=100000", timeout=60) as response:
+        data = json.loads(response.read())
+    return [msgspec.convert(m, Memory) for m in data["memories"]]
+
+
+async def replay(
+    settings: Settings,
+    *,
+    name: str,
+    bootstrap: str,
+    api_url: str,
+    start: Start = Start(),
+    switch: bool = False,
+    timeout: float = 3600.0,
+    report: Callable[[str, int, int], None] = progress_bar,
+) -> Summary:
+    began = time.monotonic()
+    quiet_payload_loggers()
+    embedder = build_embedder(settings)
+    live_collection = active_collection(settings, embedder.model) or collection_name(embedder.model)
+    collection = f"{collection_name(embedder.model)}__{name}"
+    if collection == live_collection:
+        raise ReplayError(f"{collection} is the live collection already; choose another --name")
+    shadow = dataclasses.replace(settings, topic_prefix=f"{settings.topic_prefix}.replay-{name}", kafka_bootstrap=bootstrap)
+    providers = build_providers(shadow, embedder=embedder, store=build_store(shadow, embedder, collection=collection))
+    running = await runner.start(shadow, providers, web=False, announce=False)
+    try:
+        copied = await copy_turns(
+            bootstrap,
+            topic_name(settings.topic_prefix, TURNS),
+            topic_name(shadow.topic_prefix, TURNS),
+            start,
+            lambda done, total: report("copying turns", done, total),
+        )
+        await drained(running, copied, lambda done, total: report("reprocessing", done, total), timeout)
+        shadow_memories = await providers.store.list(None, include_superseded=True, limit=1_000_000)
+    finally:
+        await running.stop()
+    added, removed, changed, unchanged = compare(await asyncio.to_thread(live_memories, api_url), shadow_memories)
+    if switch:
+        _switch(settings, embedder.model, collection)
+    return Summary(copied, collection, added, removed, changed, unchanged, time.monotonic() - began, switched=switch)
+
+
+def _switch(settings: Settings, embedding_model: str, collection: str) -> None:
+    path = settings.active_collections_file
+    try:
+        active = json.loads(path.read_text())
+    except (FileNotFoundError, ValueError):
+        active = {}
+    active[embedding_model] = collection
+    path.write_text(json.dumps(active, indent=2))
