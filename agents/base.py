@@ -11,6 +11,7 @@ from typing import Any, TypeVar
 
 import faust
 from faust.types import EventT, Message
+from opentelemetry import trace
 
 from memstream import metrics
 from memstream.codec import CODEC_NAME
@@ -100,3 +101,67 @@ def state_table(app: faust.App, name: str, partitions: int, *, use_partitioner: 
         use_partitioner=use_partitioner,
     )
     return app.tables.add(table)  # type: ignore[return-value]
+
+
+async def guarded_by_key(
+    stream: faust.StreamT,
+    stage: str,
+    sink: DeadLetters,
+    handle: Callable[[Any, EventT], Awaitable[None]],
+    *,
+    limit: int,
+) -> None:
+    """Like :func:`guarded`, but events of different keys run concurrently (at most ``limit``
+    at a time) while events of one key still run one after another, in order.
+
+    For stages that wait on an LLM: one session's snapshots stay in order, and a slow call
+    no longer holds up every other session on the partition. Each event is acked only when
+    its handling is done, so a crash redelivers what was in flight (Faust commits only the
+    contiguous acked prefix of a partition).
+    """
+    processed = metrics.EVENTS_PROCESSED.labels(stage)
+    failed = metrics.EVENTS_FAILED.labels(stage)
+    seconds = metrics.STAGE_SECONDS.labels(stage)
+    in_flight = metrics.IN_FLIGHT.labels(stage)
+    slots = asyncio.Semaphore(limit)
+    tails: dict[Any, asyncio.Task[None]] = {}
+
+    async def run(event: EventT, previous: asyncio.Task[None] | None, process_span: trace.Span) -> None:
+        try:
+            if previous is not None:
+                await asyncio.wait([previous])  # order within a key; its outcome is its own
+            started = time.perf_counter()
+            try:
+                await handle(event.value, event)
+                processed.inc()
+            except Exception as exc:
+                failed.inc()
+                log.debug("%s failed", stage, exc_info=True)
+                await sink.dead_letter(stage, f"{type(exc).__name__}: {exc}", event.message)
+            finally:
+                seconds.observe(time.perf_counter() - started)
+        finally:
+            event.ack()
+            in_flight.dec()
+            slots.release()
+            # Faust's OpenTelemetry sensor ends its "{topic} process" span only when the
+            # stream acks, which a noack stream never does: end it when the work is done.
+            process_span.end()
+
+    def forget(key: Any, task: asyncio.Task[None]) -> None:
+        if tails.get(key) is task:
+            del tails[key]
+
+    try:
+        async for event in stream.noack().events():
+            await slots.acquire()
+            in_flight.inc()
+            key = event.message.key
+            # The task copies this context: Faust's current event (which table writes use)
+            # and the trace span of this event.
+            task = asyncio.create_task(run(event, tails.get(key), trace.get_current_span()))
+            tails[key] = task
+            task.add_done_callback(lambda t, k=key: forget(k, t))
+    finally:
+        for task in list(tails.values()):
+            task.cancel()

@@ -15,7 +15,7 @@ from typing import Any
 import faust
 from faust.types import EventT
 
-from agents.base import DeadLetters, expect, guarded, state_table
+from agents.base import DeadLetters, expect, guarded_by_key, state_table
 from memstream.bootstrap import Providers
 from memstream.identity import derived_id
 from memstream.rules import contradiction as rules
@@ -78,6 +78,7 @@ def register(app: faust.App, topics: Topics, providers: Providers, sink: DeadLet
 
     @app.agent(topics.memory_updated, name=STAGE)
     async def contradiction(stream: faust.StreamT) -> None:
-        await guarded(stream, STAGE, sink, handle)
+        # Projects wait on the LLM side by side; one project's checks stay in order.
+        await guarded_by_key(stream, STAGE, sink, handle, limit=providers.settings.llm_concurrency)
 
     return contradiction

@@ -41,7 +41,8 @@ def register(app: faust.App, topics: Topics, providers: Providers, sink: DeadLet
             return
         try:
             with stage_span("memstream.embed.batch", size=len(facts), model=embedder.model):
-                vectors = await embedder.embed_documents([fact.text for fact, _ in facts])
+                with metrics.EMBED_SECONDS.time():
+                    vectors = await embedder.embed_documents([fact.text for fact, _ in facts])
         except asyncio.CancelledError:
             raise
         except Exception as exc:

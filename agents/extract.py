@@ -19,7 +19,7 @@ import faust
 import msgspec
 from faust.types import EventT
 
-from agents.base import DeadLetters, expect, guarded, state_table
+from agents.base import DeadLetters, expect, guarded_by_key, state_table
 from memstream.bootstrap import Providers
 from memstream.identity import derived_id
 from memstream.llm.base import LLMError
@@ -129,7 +129,8 @@ def register(app: faust.App, topics: Topics, providers: Providers, sink: DeadLet
 
     @app.agent(topics.snapshots, name=STAGE)
     async def extract_agent(stream: faust.StreamT) -> None:
-        await guarded(stream, STAGE, sink, handle)
+        # Sessions wait on the LLM side by side; each session's snapshots stay in order.
+        await guarded_by_key(stream, STAGE, sink, handle, limit=settings.llm_concurrency)
 
     return extract_agent
 

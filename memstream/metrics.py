@@ -24,8 +24,22 @@ STAGE_SECONDS = Histogram(
     buckets=(0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30),
     registry=REGISTRY,
 )
+EMBED_SECONDS = Histogram(
+    "memstream_embed_seconds",
+    "Time one embedding batch took",
+    buckets=(0.001, 0.005, 0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5),
+    registry=REGISTRY,
+)
+IN_FLIGHT = Gauge("memstream_in_flight", "Events a stage has read and not finished", ["stage"], registry=REGISTRY)
 CONSUMER_LAG = Gauge(
     "memstream_consumer_lag", "Messages behind the partition's end", ["topic", "partition"], registry=REGISTRY
+)
+LLM_SECONDS = Histogram(
+    "memstream_llm_seconds",
+    "Time one LLM provider call took",
+    ["provider"],
+    buckets=(0.01, 0.05, 0.1, 0.25, 0.5, 1, 2, 5, 10, 30, 60),
+    registry=REGISTRY,
 )
 LLM_CALLS = Counter("memstream_llm_calls", "LLM calls by provider and outcome", ["provider", "outcome"], registry=REGISTRY)
 LLM_TOKENS = Counter("memstream_llm_tokens", "LLM tokens by provider and kind", ["provider", "kind"], registry=REGISTRY)
@@ -39,8 +53,11 @@ PRICES_PER_MILLION: dict[str, tuple[float, float]] = {
 }
 
 
-def record_llm_call(provider: str, model: str, outcome: str, input_tokens: int = 0, output_tokens: int = 0) -> None:
+def record_llm_call(
+    provider: str, model: str, outcome: str, input_tokens: int = 0, output_tokens: int = 0, *, seconds: float = 0.0
+) -> None:
     LLM_CALLS.labels(provider, outcome).inc()
+    LLM_SECONDS.labels(provider).observe(seconds)
     if input_tokens or output_tokens:
         LLM_TOKENS.labels(provider, "input").inc(input_tokens)
         LLM_TOKENS.labels(provider, "output").inc(output_tokens)

@@ -180,7 +180,8 @@ async def drained(running: runner.Running, copied: int, report: Callable[[int, i
             read = consumer._read_offset.get(tp)  # Faust keeps no public position
             if high is not None:
                 lag += max(0, high - (read + 1 if read is not None else 0))
-        if done >= copied and lag == 0:
+        busy = sum(s.value for m in metrics.IN_FLIGHT.collect() for s in m.samples)
+        if done >= copied and lag == 0 and busy == 0:
             idle_since = idle_since or time.monotonic()
             if time.monotonic() - idle_since >= IDLE_SECONDS:
                 return

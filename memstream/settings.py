@@ -78,6 +78,8 @@ class Settings:
     llm_backoff: float = field(default=0.5, metadata=_env("MEMSTREAM_LLM_BACKOFF"))
     #: MEMSTREAM_LLM_BACKOFF_MAX: the longest wait between two retries.
     llm_backoff_max: float = field(default=8.0, metadata=_env("MEMSTREAM_LLM_BACKOFF_MAX"))
+    #: MEMSTREAM_LLM_CONCURRENCY: LLM-bound events in flight per stage (different sessions or projects).
+    llm_concurrency: int = field(default=64, metadata=_env("MEMSTREAM_LLM_CONCURRENCY"))
     #: MEMSTREAM_EXTRACT_ATTEMPTS: extraction attempts of a snapshot (seed 003: 3) before it is dead-lettered.
     extract_attempts: int = field(default=3, metadata=_env("MEMSTREAM_EXTRACT_ATTEMPTS"))
     #: MEMSTREAM_PARK_DELAY: seconds a parked snapshot waits before its first retry (seed 003: 1).
@@ -137,7 +139,7 @@ class Settings:
         return settings
 
     def validate(self) -> None:
-        for name in ("partitions", "replication", "snapshot_messages", "summary_every", "embed_batch"):
+        for name in ("partitions", "replication", "snapshot_messages", "summary_every", "embed_batch", "llm_concurrency"):
             if getattr(self, name) < 1:
                 raise SettingsError(f"{_var(name)} must be at least 1, got {getattr(self, name)}")
         if self.message_max_chars < 100 or self.snapshot_max_chars < 100:

@@ -55,14 +55,19 @@ class ProviderChain:
                     span.set_attribute("llm.error", str(err)[:500])
                     span.set_attribute("llm.latency_ms", round((time.monotonic() - started) * 1000, 1))
                     failures.append(str(err))
-                    metrics.record_llm_call(llm.provider, llm.model, "error")
+                    metrics.record_llm_call(llm.provider, llm.model, "error", seconds=time.monotonic() - started)
                     continue
                 span.set_attribute("llm.outcome", "ok")
                 span.set_attribute("llm.latency_ms", round((time.monotonic() - started) * 1000, 1))
                 span.set_attribute("llm.input_tokens", completion.input_tokens)
                 span.set_attribute("llm.output_tokens", completion.output_tokens)
                 metrics.record_llm_call(
-                    llm.provider, completion.model, "ok", completion.input_tokens, completion.output_tokens
+                    llm.provider,
+                    completion.model,
+                    "ok",
+                    completion.input_tokens,
+                    completion.output_tokens,
+                    seconds=time.monotonic() - started,
                 )
                 return completion
         raise LLMUnavailable("all LLM providers failed: " + " | ".join(failures))

@@ -1,0 +1,276 @@
+"""Pipeline benchmarks on the embedded default: throughput, order and latency.
+
+Each run starts the real pipeline (Tansu, Qdrant edge, Faust agents) with a fake
+Anthropic API on loopback that answers after a fixed latency, publishes sessions of
+user/assistant turns, and follows memory-updated like a downstream service would.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import json
+import statistics
+import tempfile
+import time
+import uuid
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
+
+from memstream import metrics, runner
+from memstream.bootstrap import build_providers
+from memstream.broker import free_port
+from memstream.embed.base import DistanceProfile
+from memstream.embed.bundled import BundledEmbedder
+from memstream.publish import make_turn
+from memstream.settings import Settings
+from schemas import MemoryUpdated, decode, encode
+from tests.fakes.anthropic_server import FakeAnthropic
+from topics import MEMORY_UPDATED, TURNS, topic_name
+
+#: One fact per assistant turn, tagged so its turn can be recognised downstream.
+_TAG = "bench-turn"
+
+
+class HashEmbedder:
+    """An instant embedder: unit vectors from a hash of the text, for overhead runs."""
+
+    model = "bench-hash-384"
+    dim = 384
+    profile = DistanceProfile(dedup_general=0.05, dedup_structural=0.05, contradiction=0.125)
+
+    def _vector(self, text: str) -> list[float]:
+        seed = int.from_bytes(hashlib.sha256(text.encode()).digest()[:8], "big")
+        v = np.random.default_rng(seed).standard_normal(self.dim).astype(np.float32)
+        return (v / np.linalg.norm(v)).tolist()
+
+    async def embed_documents(self, texts: Sequence[str]) -> list[list[float]]:
+        return [self._vector(t) for t in texts]
+
+    async def embed_query(self, text: str) -> list[float]:
+        return self._vector(text)
+
+    async def close(self) -> None:
+        pass
+
+
+class SlowAnthropic(FakeAnthropic):
+    """The fake Anthropic API, answering every request after ``latency`` seconds (concurrently)."""
+
+    def __init__(self, latency: float) -> None:
+        super().__init__(_respond, api_key="sk-bench")
+        self.latency = latency
+
+    async def _scripted(self) -> Any:
+        if self.latency:
+            await self._sleep(self.latency)
+        return None
+
+
+def _respond(request: dict[str, Any]) -> str:
+    system = str(request.get("system", ""))
+    if "supersede" in system.lower():
+        return '{"superseded": []}'
+    content = request["messages"][-1]["content"]
+    lines = [line for line in content.splitlines() if line.startswith("[assistant]")]
+    tag = lines[-1].split(_TAG, 1)[1].split()[0] if lines and _TAG in lines[-1] else "none"
+    return json.dumps({"memories": [{"memory": f"Fact recorded for {_TAG} {tag} in this project", "type": "learned-pattern", "confidence": 0.9}]})
+
+
+@dataclass
+class Result:
+    sessions: int
+    turns: int
+    seconds: float
+    turns_per_s: float
+    p50_ms: float
+    p99_ms: float
+    llm_ms_mean: float
+    embed_ms_mean: float
+    order_kept: bool
+
+
+async def run(
+    *, sessions: int, turns_per_session: int, llm_latency: float, embedder: str = "bundled", timeout: float = 600
+) -> Result:
+    """Publish ``sessions`` × ``turns_per_session`` assistant turns; wait for every fact's memory."""
+    with tempfile.TemporaryDirectory() as tmp, SlowAnthropic(llm_latency) as fake:
+        settings = Settings.from_env(
+            {},
+            data_dir=Path(tmp),
+            topic_prefix=f"bench{uuid.uuid4().hex[:6]}",
+            http_port=free_port(),
+            anthropic_api_key="sk-bench",
+            anthropic_base_url=fake.base_url,
+            llm_retries=0,
+            summary_every=10_000,
+        )
+        chosen = HashEmbedder() if embedder == "fake" else BundledEmbedder()
+        running = await runner.start(settings, build_providers(settings, embedder=chosen), web=False)
+        llm_before = _sum(metrics.LLM_SECONDS), _count(metrics.LLM_SECONDS)
+        embed_before = _sum(metrics.EMBED_SECONDS), _count(metrics.EMBED_SECONDS)
+        try:
+            sent, seen, order = await _drive(running, settings, sessions, turns_per_session, timeout)
+        finally:
+            await running.stop()
+    llm_calls = _count(metrics.LLM_SECONDS) - llm_before[1]
+    embeds = _count(metrics.EMBED_SECONDS) - embed_before[1]
+    latencies = [seen[key] - sent[key] for key in seen]
+    total = sessions * turns_per_session
+    span = max(seen.values()) - min(sent.values())
+    quantiles = statistics.quantiles(latencies, n=100) if len(latencies) > 1 else latencies * 99
+    return Result(
+        sessions=sessions,
+        turns=total,
+        seconds=span,
+        turns_per_s=total / span,
+        p50_ms=statistics.median(latencies) * 1000,
+        p99_ms=quantiles[98] * 1000,
+        llm_ms_mean=(_sum(metrics.LLM_SECONDS) - llm_before[0]) / max(1, llm_calls) * 1000,
+        embed_ms_mean=(_sum(metrics.EMBED_SECONDS) - embed_before[0]) / max(1, embeds) * 1000,
+        order_kept=order,
+    )
+
+
+async def _drive(
+    running: runner.Running, settings: Settings, sessions: int, turns: int, timeout: float
+) -> tuple[dict[str, float], dict[str, float], bool]:
+    consumer = AIOKafkaConsumer(
+        topic_name(settings.topic_prefix, MEMORY_UPDATED), bootstrap_servers=running.bootstrap, auto_offset_reset="earliest"
+    )
+    producer = AIOKafkaProducer(bootstrap_servers=running.bootstrap, linger_ms=5)
+    await consumer.start()
+    await producer.start()
+    sent: dict[str, float] = {}
+    seen: dict[str, float] = {}
+    last_turn: dict[str, int] = {}
+    order_kept = True
+    start = datetime.now(UTC)
+    try:
+        turns_topic = topic_name(settings.topic_prefix, TURNS)
+        for t in range(turns):
+            for s in range(sessions):
+                session = f"s{s}"
+                project = f"/bench/project-{s}"
+                ts = start + timedelta(seconds=t)
+                user = make_turn(session_id=session, project=project, role="user", content=f"question {t}", ts=ts)
+                reply = make_turn(
+                    session_id=session, project=project, role="assistant", content=f"answer {_TAG} {s}.{t} done", ts=ts
+                )
+                await producer.send(turns_topic, encode(user), key=session.encode())
+                sent[f"{s}.{t}"] = time.monotonic()
+                await producer.send(turns_topic, encode(reply), key=session.encode())
+        await producer.flush()
+        deadline = time.monotonic() + timeout
+        while len(seen) < sessions * turns:
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"{len(seen)} of {sessions * turns} turns became memories within {timeout}s")
+            batch = await consumer.getmany(timeout_ms=200)
+            now = time.monotonic()
+            for records in batch.values():
+                for record in records:
+                    event = decode(record.value)
+                    if not isinstance(event, MemoryUpdated) or event.change != "created" or _TAG not in event.memory.text:
+                        continue
+                    key = event.memory.text.split(_TAG, 1)[1].split()[0]
+                    seen.setdefault(key, now)
+                    s, t = key.split(".")
+                    if int(t) < last_turn.get(s, -1):
+                        order_kept = False
+                    last_turn[s] = max(last_turn.get(s, -1), int(t))
+    finally:
+        await consumer.stop()
+        await producer.stop()
+    return sent, seen, order_kept
+
+
+def _sum(histogram: Any) -> float:
+    return sum(s.value for m in histogram.collect() for s in m.samples if s.name.endswith("_sum"))
+
+
+def _count(histogram: Any) -> float:
+    return sum(s.value for m in histogram.collect() for s in m.samples if s.name.endswith("_count"))
+
+
+async def run_sequential(*, turns: int, embedder: str = "bundled", timeout: float = 120) -> dict[str, float]:
+    """One turn at a time, each published after the previous one's memory arrived.
+
+    The pipeline's own share is each latency minus the mean LLM call and embedding batch
+    times measured over the same run: the two outside services on the turn's path.
+    """
+    with tempfile.TemporaryDirectory() as tmp, SlowAnthropic(0.0) as fake:
+        settings = Settings.from_env(
+            {},
+            data_dir=Path(tmp),
+            topic_prefix=f"bench{uuid.uuid4().hex[:6]}",
+            http_port=free_port(),
+            anthropic_api_key="sk-bench",
+            anthropic_base_url=fake.base_url,
+            llm_retries=0,
+            summary_every=10_000,
+        )
+        chosen = HashEmbedder() if embedder == "fake" else BundledEmbedder()
+        running = await runner.start(settings, build_providers(settings, embedder=chosen), web=False)
+        llm_before = _sum(metrics.LLM_SECONDS), _count(metrics.LLM_SECONDS)
+        embed_before = _sum(metrics.EMBED_SECONDS), _count(metrics.EMBED_SECONDS)
+        latencies: list[float] = []
+        try:
+            consumer = AIOKafkaConsumer(
+                topic_name(settings.topic_prefix, MEMORY_UPDATED), bootstrap_servers=running.bootstrap, auto_offset_reset="earliest"
+            )
+            producer = AIOKafkaProducer(bootstrap_servers=running.bootstrap)
+            await consumer.start()
+            await producer.start()
+            try:
+                turns_topic = topic_name(settings.topic_prefix, TURNS)
+                for i in range(turns):
+                    session, project = f"q{i}", f"/bench/sequential-{i}"
+                    now = datetime.now(UTC)
+                    await producer.send_and_wait(
+                        turns_topic, encode(make_turn(session_id=session, project=project, role="user", content="q", ts=now)), key=session.encode()
+                    )
+                    reply = make_turn(session_id=session, project=project, role="assistant", content=f"a {_TAG} {i}.0 done", ts=now)
+                    sent = time.monotonic()
+                    await producer.send_and_wait(turns_topic, encode(reply), key=session.encode())
+                    deadline = sent + timeout
+                    while not await _arrived(consumer, f"{_TAG} {i}.0 "):
+                        if time.monotonic() > deadline:
+                            raise TimeoutError(f"turn {i} did not become a memory within {timeout}s")
+                    latencies.append(time.monotonic() - sent)
+            finally:
+                await consumer.stop()
+                await producer.stop()
+        finally:
+            await running.stop()
+    llm_ms = (_sum(metrics.LLM_SECONDS) - llm_before[0]) / max(1, _count(metrics.LLM_SECONDS) - llm_before[1]) * 1000
+    embed_ms = (_sum(metrics.EMBED_SECONDS) - embed_before[0]) / max(1, _count(metrics.EMBED_SECONDS) - embed_before[1]) * 1000
+    ms = sorted(x * 1000 for x in latencies)
+    own = sorted(max(0.0, x - llm_ms - embed_ms) for x in ms)
+    return {
+        "p50_ms": statistics.median(ms),
+        "p99_ms": _p99(ms),
+        "llm_ms": llm_ms,
+        "embed_ms": embed_ms,
+        "own_p50_ms": statistics.median(own),
+        "own_p99_ms": _p99(own),
+    }
+
+
+async def _arrived(consumer: AIOKafkaConsumer, needle: str) -> bool:
+    batch = await consumer.getmany(timeout_ms=100)
+    for records in batch.values():
+        for record in records:
+            event = decode(record.value)
+            if isinstance(event, MemoryUpdated) and needle in event.memory.text + " ":
+                return True
+    return False
+
+
+def _p99(sorted_ms: list[float]) -> float:
+    return statistics.quantiles(sorted_ms, n=100)[98] if len(sorted_ms) > 1 else sorted_ms[0]

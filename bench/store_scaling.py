@@ -1,0 +1,228 @@
+"""How EdgeStore (the embedded Qdrant Edge shard) scales: load rate, single-upsert latency and
+filtered search latency at 10k and 100k synthetic memories.
+
+    .venv/bin/python -m bench.store_scaling [--sizes 10000 100000] [--searches 200]
+
+Target: filtered search p95 < 10 ms at 100k.
+
+The store is used exactly as the pipeline uses it: ``EdgeStore.upsert`` one memory at a time
+(there is no batch upsert), every shard call on its one single-thread executor, and no
+``optimize()`` call (EdgeStore never makes one), so searches run on whatever segments the
+shard has after the load. The load submits ``LOAD_WINDOW`` upserts at a time with
+``asyncio.gather``; the executor still runs them one by one, the window only keeps it busy.
+``upsert_per_s`` is points over the time spent awaiting those upserts (building the synthetic
+Memory structs is excluded; encoding them to payload, inside ``upsert``, is included).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import hashlib
+import os
+import platform
+import resource
+import tempfile
+import time
+from collections.abc import Sequence
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from memstream.identity import memory_id, project_key
+from memstream.store.edge import EdgeStore
+from schemas import Memory
+from schemas.memory import MEMORY_TYPES
+
+MODEL = "bench-scaling"
+SCOPES = 20
+SUPERSEDED_FRACTION = 0.05
+#: Upserts in flight at once during the load.
+LOAD_WINDOW = 256
+#: Single upserts timed one by one after the load.
+EXTRA_UPSERTS = 500
+#: Queries run before the timed ones (first-touch of mmaps and indexes), not counted.
+WARMUP_SEARCHES = 10
+SEARCH_LIMIT = 5
+TARGET = "filtered search p95 < 10 ms at 100k"
+T0 = datetime(2025, 1, 1, tzinfo=UTC)
+
+
+def _unit_vectors(rng: np.random.Generator, n: int, dim: int) -> np.ndarray:
+    v = rng.standard_normal((n, dim), dtype=np.float32)
+    v /= np.linalg.norm(v, axis=1, keepdims=True)
+    return v
+
+
+def _memory(i: int, scope_key: str, type_: str, superseded_by: str | None, tag: str) -> Memory:
+    text = f"{tag} synthetic memory {i}: module m{i % 997} is built with target t{i % 101}."
+    content_hash = hashlib.sha256(text.encode()).hexdigest()
+    at = T0 + timedelta(seconds=i)
+    return Memory(
+        id=memory_id(scope_key, content_hash),
+        text=text,
+        type=type_,  # type: ignore[arg-type]
+        scope="project",
+        scope_key=scope_key,
+        source_chunk=f"user: how is module m{i % 997} built?",
+        created_at=at,
+        updated_at=at,
+        content_hash=content_hash,
+        embedding_model=MODEL,
+        session_id=f"s{i % 500}",
+        project=f"/bench/project-{scope_key}",
+        superseded_by=superseded_by,
+    )
+
+
+def _memories(rng: np.random.Generator, start: int, n: int, scopes: Sequence[str], tag: str) -> list[Memory]:
+    scope_idx = rng.integers(0, len(scopes), n)
+    type_idx = rng.integers(0, len(MEMORY_TYPES), n)
+    superseded = rng.random(n) < SUPERSEDED_FRACTION
+    out = []
+    for j in range(n):
+        i = start + j
+        # The superseding memory need not exist for the filter; a stable fake id will do.
+        by = memory_id(scopes[scope_idx[j]], f"newer-{tag}-{i}") if superseded[j] else None
+        out.append(_memory(i, scopes[scope_idx[j]], MEMORY_TYPES[type_idx[j]], by, tag))
+    return out
+
+
+def _pct(samples_s: Sequence[float], q: float) -> float:
+    return float(np.percentile(np.asarray(samples_s) * 1000.0, q))
+
+
+def _peak_rss_mb() -> float:
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    # Linux reports KiB, macOS bytes.
+    return peak / (1024 * 1024) if platform.system() == "Darwin" else peak / 1024
+
+
+async def _measure_one(size: int, dim: int, searches: int, seed: int, root: Path) -> dict[str, Any]:
+    rng = np.random.default_rng([seed, size])
+    scopes = [project_key(f"/bench/project-{k}") for k in range(SCOPES)]
+    store = EdgeStore(root, MODEL, dim)
+    await store.open()
+    try:
+        # -- load ------------------------------------------------------------------
+        load_s = 0.0
+        for start in range(0, size, LOAD_WINDOW):
+            n = min(LOAD_WINDOW, size - start)
+            batch = _memories(rng, start, n, scopes, "load")
+            vectors = _unit_vectors(rng, n, dim).tolist()
+            began = time.perf_counter()
+            await asyncio.gather(*(store.upsert(m, v) for m, v in zip(batch, vectors, strict=True)))
+            load_s += time.perf_counter() - began
+
+        # -- single upserts on the loaded shard, one at a time ------------------------
+        extra = _memories(rng, size, EXTRA_UPSERTS, scopes, "extra")
+        extra_vectors = _unit_vectors(rng, EXTRA_UPSERTS, dim).tolist()
+        upsert_lat: list[float] = []
+        for m, v in zip(extra, extra_vectors, strict=True):
+            began = time.perf_counter()
+            await store.upsert(m, v)
+            upsert_lat.append(time.perf_counter() - began)
+
+        # -- filtered search -------------------------------------------------------------
+        queries = _unit_vectors(rng, WARMUP_SEARCHES + searches, dim).tolist()
+        search_lat: list[float] = []
+        hits = 0
+        for q_i, query in enumerate(queries):
+            scope = scopes[int(rng.integers(0, SCOPES))]
+            types = None
+            if q_i % 2 == 1:
+                picked = rng.choice(len(MEMORY_TYPES), size=3, replace=False)
+                types = [MEMORY_TYPES[int(t)] for t in picked]
+            began = time.perf_counter()
+            found = await store.search(query, [scope], limit=SEARCH_LIMIT, types=types, include_superseded=False)
+            elapsed = time.perf_counter() - began
+            if q_i >= WARMUP_SEARCHES:
+                search_lat.append(elapsed)
+                hits += len(found)
+            if any(r.memory.scope_key != scope or not r.memory.active for r in found):
+                raise AssertionError("filtered search returned a memory outside its filter")
+
+        info = await store._run(lambda s: s.info())  # read-only: what the search ran on
+    finally:
+        await store.close()
+
+    return {
+        "size": size,
+        "upsert_per_s": size / load_s,
+        "upsert_p50_ms": _pct(upsert_lat, 50),
+        "upsert_p95_ms": _pct(upsert_lat, 95),
+        "search_p50_ms": _pct(search_lat, 50),
+        "search_p95_ms": _pct(search_lat, 95),
+        "search_p99_ms": _pct(search_lat, 99),
+        "peak_rss_mb": _peak_rss_mb(),
+        "load_s": load_s,
+        "points": info.points_count,
+        "segments": info.segments_count,
+        "indexed_vectors": info.indexed_vectors_count,
+        "mean_hits": hits / max(1, len(search_lat)),
+    }
+
+
+async def measure(
+    sizes: Sequence[int] = (10_000, 100_000), dim: int = 384, searches: int = 200, seed: int = 0
+) -> list[dict[str, Any]]:
+    """One row per size, each on a fresh shard in its own temporary directory.
+
+    ``peak_rss_mb`` is the process's peak so far (``ru_maxrss`` never goes down), so a row
+    for a later size covers every size before it too.
+    """
+    rows = []
+    for size in sizes:
+        with tempfile.TemporaryDirectory(prefix="memstream-bench-") as tmp:
+            rows.append(await _measure_one(size, dim, searches, seed, Path(tmp)))
+    return rows
+
+
+COLUMNS = (
+    ("size", "{:>8,}"),
+    ("upsert_per_s", "{:>12,.0f}"),
+    ("upsert_p50_ms", "{:>13.3f}"),
+    ("upsert_p95_ms", "{:>13.3f}"),
+    ("search_p50_ms", "{:>13.3f}"),
+    ("search_p95_ms", "{:>13.3f}"),
+    ("search_p99_ms", "{:>13.3f}"),
+    ("peak_rss_mb", "{:>11.0f}"),
+    ("segments", "{:>8}"),
+    ("indexed_vectors", "{:>15,}"),
+)
+
+
+def format_table(rows: Sequence[dict[str, Any]]) -> str:
+    header = " ".join(f"{name:>{len(fmt.format(rows[0][name]))}}" for name, fmt in COLUMNS) if rows else ""
+    lines = [header]
+    lines += [" ".join(fmt.format(row[name]) for name, fmt in COLUMNS) for row in rows]
+    return "\n".join(lines)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--sizes", type=int, nargs="+", default=[10_000, 100_000])
+    parser.add_argument("--dim", type=int, default=384)
+    parser.add_argument("--searches", type=int, default=200)
+    parser.add_argument("--seed", type=int, default=0)
+    args = parser.parse_args()
+
+    rows = asyncio.run(measure(tuple(args.sizes), args.dim, args.searches, args.seed))
+    print(f"machine: {platform.platform()}, {platform.processor() or platform.machine()}, "
+          f"{os.cpu_count()} CPUs, Python {platform.python_version()}")
+    print(f"EdgeStore, dim={args.dim}, {SCOPES} project scopes, {len(MEMORY_TYPES)} types, "
+          f"~{SUPERSEDED_FRACTION:.0%} superseded; load window {LOAD_WINDOW}, "
+          f"{EXTRA_UPSERTS} timed single upserts, {args.searches} searches "
+          f"(scope + active, types on half, limit {SEARCH_LIMIT}) after {WARMUP_SEARCHES} warm-up")
+    print(format_table(rows))
+    print(f"target: {TARGET}")
+    at_100k = [r for r in rows if r["size"] >= 100_000]
+    if at_100k:
+        p95 = at_100k[-1]["search_p95_ms"]
+        print(f"  {'met' if p95 < 10 else 'MISSED'}: p95 {p95:.3f} ms at {at_100k[-1]['size']:,}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,21 @@
+"""The store scaling bench runs end to end at a toy size (no timing thresholds)."""
+
+from __future__ import annotations
+
+from bench.store_scaling import format_table, measure
+
+TIMED = ("upsert_per_s", "upsert_p50_ms", "upsert_p95_ms", "search_p50_ms", "search_p95_ms", "search_p99_ms")
+
+
+async def test_measure_small() -> None:
+    rows = await measure(sizes=(300,), searches=20)
+
+    assert len(rows) == 1
+    row = rows[0]
+    assert row["size"] == 300
+    for key in TIMED:
+        assert row[key] > 0, key
+    assert row["peak_rss_mb"] > 0
+    # The load plus the timed single upserts all landed.
+    assert row["points"] == 300 + 500
+    assert "300" in format_table(rows)
