@@ -4,7 +4,7 @@ VENV ?= .venv
 PYTHON ?= python3
 STAMP := $(VENV)/.installed-stamp
 
-.PHONY: up test clean
+.PHONY: up test bench clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -19,6 +19,11 @@ up: $(STAMP)
 ## Run the whole test suite against the same real components.
 test: $(STAMP)
 	$(VENV)/bin/python -m pytest -q -p no:cacheprovider
+
+## Measure: throughput, latency, store scaling, and mem0 side by side (installs the bench extra).
+bench: $(STAMP)
+	$(VENV)/bin/python -m pip install --quiet -e '.[test,bench]'
+	$(VENV)/bin/python -m bench.harness
 
 clean:
 	rm -rf $(VENV) .memstream *.egg-info

@@ -176,7 +176,8 @@ async def _drive(
             for records in batch.values():
                 for record in records:
                     event = decode(record.value)
-                    if not isinstance(event, MemoryUpdated) or event.change != "created" or _TAG not in event.memory.text:
+                    # A near-identical fact refreshes the memory before it instead of creating one.
+                    if not isinstance(event, MemoryUpdated) or event.change not in ("created", "refreshed") or _TAG not in event.memory.text:
                         continue
                     key = event.memory.text.split(_TAG, 1)[1].split()[0]
                     seen.setdefault(key, now)

@@ -1,7 +1,7 @@
 """The benchmark harness: one command, one table, with the machine it ran on.
 
-    .venv/bin/python -m bench            # the full run (several minutes on 2 cores)
-    .venv/bin/python -m bench --quick    # tiny inputs, to check the harness works
+    .venv/bin/python -m bench.harness            # the full run (several minutes on 2 cores)
+    .venv/bin/python -m bench.harness --quick    # tiny inputs, to check the harness works
 
 a. overhead throughput: instant fake LLM, real and fake embedder
 b. LLM-bound throughput: fake LLM answering after 1 s, 1 / 10 / 100 concurrent sessions
@@ -59,7 +59,9 @@ async def main(quick: bool, skip_mem0: bool, skip_store: bool) -> None:
         else:
             sessions, turns = (2, 2) if quick else (10, 3)
             ours = await pipeline.run(sessions=sessions, turns_per_session=turns, llm_latency=0.0, embedder="bundled")
-            theirs = await mem0_side_by_side.compare_input(sessions, turns)
+            theirs = await mem0_side_by_side.run_mem0(
+                mem0_side_by_side.synthetic_turns(sessions, turns), llm_latency=0.0, concurrency=sessions
+            )
             rows.append(("e. mem0 (same LLM, embedder, Qdrant)", f"{theirs['turns_per_s']:,.1f} turns/s, p50 {theirs['p50_ms']:.0f} ms", "mem0ai adding the same turns"))
             rows.append(("e. memstream / mem0", f"throughput ×{ours.turns_per_s / theirs['turns_per_s']:.1f}", "target ≥ ×20"))
 
@@ -76,5 +78,5 @@ if __name__ == "__main__":
     parser.add_argument("--skip-mem0", action="store_true")
     parser.add_argument("--skip-store", action="store_true")
     args = parser.parse_args()
-    logging.basicConfig(level=logging.ERROR)
+    logging.basicConfig(level=logging.WARNING)
     asyncio.run(main(args.quick, args.skip_mem0, args.skip_store))
