@@ -16,6 +16,7 @@ from memstream.llm.anthropic import AnthropicLLM
 from memstream.llm.retry import RetryPolicy
 from memstream.llm.base import LLMError
 from tests.fakes.anthropic_server import FakeAnthropic
+from tests.unit.llm_clients import client_factory
 
 API_KEY = "sk-ant-test-0000"
 MODEL = "claude-haiku-4-5"
@@ -41,19 +42,8 @@ def fake() -> Iterator[FakeAnthropic]:
 @pytest.fixture
 async def make_llm(fake: FakeAnthropic) -> AsyncIterator[MakeLLM]:
     """Builds clients pointed at the fake (overrides by keyword) and closes them all after the test."""
-    made: list[AnthropicLLM] = []
-
-    def make(**overrides: Any) -> AnthropicLLM:
-        options: dict[str, Any] = {"api_key": API_KEY, "model": MODEL, "base_url": fake.base_url}
-        retries = overrides.pop("max_retries", 0)
-        options.update({"retry": RetryPolicy(max_retries=retries, base_delay=0.01), **overrides})
-        llm = AnthropicLLM(options.pop("api_key"), **options)
-        made.append(llm)
-        return llm
-
-    yield make
-    for llm in made:
-        await llm.close()
+    async with client_factory(AnthropicLLM, "api_key", api_key=API_KEY, model=MODEL, base_url=fake.base_url) as make:
+        yield make
 
 
 async def test_completion_returns_text_model_and_token_counts(make_llm: MakeLLM) -> None:

@@ -13,6 +13,7 @@ from memstream.llm.base import LLMError
 from memstream.llm.google import GoogleLLM
 from memstream.llm.retry import RetryPolicy
 from tests.fakes.google_server import FakeGoogle
+from tests.unit.llm_clients import client_factory
 
 API_KEY = "AIza-test-0000"
 MODEL = "gemini-3-flash-preview"
@@ -39,19 +40,8 @@ def fake() -> Iterator[FakeGoogle]:
 @pytest.fixture
 async def make_llm(fake: FakeGoogle) -> AsyncIterator[MakeLLM]:
     """Builds clients pointed at the fake (overrides by keyword) and closes them all after the test."""
-    made: list[GoogleLLM] = []
-
-    def make(**overrides: Any) -> GoogleLLM:
-        options: dict[str, Any] = {"api_key": API_KEY, "model": MODEL, "base_url": fake.base_url}
-        retries = overrides.pop("max_retries", 0)
-        options.update({"retry": RetryPolicy(max_retries=retries, base_delay=0.01), **overrides})
-        llm = GoogleLLM(options.pop("api_key"), **options)
-        made.append(llm)
-        return llm
-
-    yield make
-    for llm in made:
-        await llm.close()
+    async with client_factory(GoogleLLM, "api_key", api_key=API_KEY, model=MODEL, base_url=fake.base_url) as make:
+        yield make
 
 
 async def test_completion_returns_text_model_and_token_counts(make_llm: MakeLLM) -> None:

@@ -13,6 +13,7 @@ from memstream.llm.base import LLMError
 from memstream.llm.local import LocalLLM
 from memstream.llm.retry import RetryPolicy
 from tests.fakes.openai_server import FakeOpenAI
+from tests.unit.llm_clients import client_factory
 
 MODEL = "qwen3:4b"
 # What the server reports as the model that answered: proof the Completion's model comes from the response.
@@ -38,19 +39,8 @@ def fake() -> Iterator[FakeOpenAI]:
 @pytest.fixture
 async def make_llm(fake: FakeOpenAI) -> AsyncIterator[MakeLLM]:
     """Builds clients pointed at the fake (overrides by keyword) and closes them all after the test."""
-    made: list[LocalLLM] = []
-
-    def make(**overrides: Any) -> LocalLLM:
-        options: dict[str, Any] = {"base_url": fake.base_url, "model": MODEL}
-        retries = overrides.pop("max_retries", 0)
-        options.update({"retry": RetryPolicy(max_retries=retries, base_delay=0.01), **overrides})
-        llm = LocalLLM(options.pop("base_url"), **options)
-        made.append(llm)
-        return llm
-
-    yield make
-    for llm in made:
-        await llm.close()
+    async with client_factory(LocalLLM, "base_url", base_url=fake.base_url, model=MODEL) as make:
+        yield make
 
 
 async def test_completion_returns_text_model_and_token_counts(make_llm: MakeLLM) -> None:

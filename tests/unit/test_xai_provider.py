@@ -14,6 +14,7 @@ from memstream.llm.base import LLMError
 from memstream.llm.retry import RetryPolicy
 from memstream.llm.xai import XaiLLM
 from tests.fakes.xai_server import FakeXai, system_text, user_text
+from tests.unit.llm_clients import client_factory
 
 API_KEY = "xai-test-0000"
 MODEL = "grok-4-1-fast-non-reasoning"
@@ -38,19 +39,8 @@ def fake() -> Iterator[FakeXai]:
 @pytest.fixture
 async def make_llm(fake: FakeXai) -> AsyncIterator[MakeLLM]:
     """Builds clients pointed at the fake (overrides by keyword) and closes them all after the test."""
-    made: list[XaiLLM] = []
-
-    def make(**overrides: Any) -> XaiLLM:
-        options: dict[str, Any] = {"api_key": API_KEY, "model": MODEL, "api_host": fake.api_host}
-        retries = overrides.pop("max_retries", 0)
-        options.update({"retry": RetryPolicy(max_retries=retries, base_delay=0.01), **overrides})
-        llm = XaiLLM(options.pop("api_key"), **options)
-        made.append(llm)
-        return llm
-
-    yield make
-    for llm in made:
-        await llm.close()
+    async with client_factory(XaiLLM, "api_key", api_key=API_KEY, model=MODEL, api_host=fake.api_host) as make:
+        yield make
 
 
 async def test_completion_returns_text_model_and_token_counts(make_llm: MakeLLM) -> None:
