@@ -17,7 +17,7 @@ from typing import Any
 
 from aiohttp import web
 
-from tests.fakes.loopback import LoopbackFake
+from tests.fakes.loopback import LoopbackFake, text_of_blocks, word_count
 
 # Given the parsed request body (system, messages, model, max_tokens), returns the assistant's text.
 Responder = Callable[[dict[str, Any]], str]
@@ -35,24 +35,10 @@ ERROR_TYPES: dict[int, str] = {
 }
 
 
-def _text_of(content: object) -> str:
-    """Message content is a string or a list of blocks; only text blocks count."""
-    if isinstance(content, str):
-        return content
-    if isinstance(content, list):
-        return " ".join(b.get("text", "") for b in content if isinstance(b, dict) and b.get("type") == "text")
-    return ""
-
-
-def _word_count(text: str) -> int:
-    # Words stand in for tokens: tests need counts that are stable and predictable, not exact.
-    return len(text.split())
-
-
 def echo(request_json: dict[str, Any]) -> str:
     """The default responder: answers with the last user message."""
     users = [m for m in request_json.get("messages", []) if isinstance(m, dict) and m.get("role") == "user"]
-    return _text_of(users[-1].get("content")) if users else ""
+    return text_of_blocks(users[-1].get("content")) if users else ""
 
 
 @dataclass(frozen=True)
@@ -69,7 +55,7 @@ class RecordedRequest:
 
     @property
     def system(self) -> str:
-        return _text_of(self.body.get("system", ""))
+        return text_of_blocks(self.body.get("system", ""))
 
     @property
     def user_text(self) -> str:
@@ -147,8 +133,8 @@ class FakeAnthropic(LoopbackFake[RecordedRequest]):
             text = self._responder(body)
         except Exception as err:  # noqa: BLE001 - shown as the API's own 500, so the test sees why
             return self._error(500, f"responder failed: {err!r}")
-        input_words = _word_count(recorded.system) + sum(
-            _word_count(_text_of(m.get("content"))) for m in body["messages"] if isinstance(m, dict)
+        input_words = word_count(recorded.system) + sum(
+            word_count(text_of_blocks(m.get("content"))) for m in body["messages"] if isinstance(m, dict)
         )
         n = next(self._ids)
         return web.json_response(
@@ -160,7 +146,7 @@ class FakeAnthropic(LoopbackFake[RecordedRequest]):
                 "content": [{"type": "text", "text": text}],
                 "stop_reason": "end_turn",
                 "stop_sequence": None,
-                "usage": {"input_tokens": input_words, "output_tokens": _word_count(text)},
+                "usage": {"input_tokens": input_words, "output_tokens": word_count(text)},
             },
             headers={"request-id": f"req_fake_{n:06d}"},
         )

@@ -16,7 +16,7 @@ from typing import Any
 
 from aiohttp import web
 
-from tests.fakes.loopback import LoopbackFake
+from tests.fakes.loopback import LoopbackFake, word_count
 
 # Given the parsed request body (contents, systemInstruction, generationConfig), returns the model's text.
 Responder = Callable[[dict[str, Any]], str]
@@ -40,11 +40,6 @@ def _text_of(content: object) -> str:
     if not isinstance(content, dict) or not isinstance(content.get("parts"), list):
         return ""
     return " ".join(p["text"] for p in content["parts"] if isinstance(p, dict) and isinstance(p.get("text"), str))
-
-
-def _word_count(text: str) -> int:
-    # Words stand in for tokens: tests need counts that are stable and predictable, not exact.
-    return len(text.split())
 
 
 def echo(request_json: dict[str, Any]) -> str:
@@ -169,10 +164,10 @@ class FakeGoogle(LoopbackFake[RecordedRequest]):
             text = self._responder(body)
         except Exception as err:  # noqa: BLE001 - shown as the API's own 500, so the test sees why
             return self._error(500, f"responder failed: {err!r}")
-        prompt_words = sum(_word_count(_text_of(c)) for c in contents)
+        prompt_words = sum(word_count(_text_of(c)) for c in contents)
         if recorded.system is not None:
-            prompt_words += _word_count(recorded.system)
-        output_words = _word_count(text)
+            prompt_words += word_count(recorded.system)
+        output_words = word_count(text)
         answer: dict[str, Any] = {
             "candidates": [
                 {"content": {"parts": [{"text": text}], "role": "model"}, "finishReason": "STOP", "index": 0}

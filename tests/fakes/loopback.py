@@ -190,3 +190,17 @@ class LoopbackFake(Generic[R]):
         assert self._stopping is not None
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(self._stopping.wait(), seconds)
+
+
+def word_count(text: str) -> int:
+    """Words stand in for tokens: tests need counts that are stable and predictable, not exact."""
+    return len(text.split())
+
+
+def text_of_blocks(content: object) -> str:
+    """Chat content is a string or a list of typed blocks (Anthropic, OpenAI); only text ones count."""
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        return " ".join(b.get("text", "") for b in content if isinstance(b, dict) and b.get("type") == "text")
+    return ""

@@ -17,7 +17,7 @@ from typing import Any
 
 from aiohttp import web
 
-from tests.fakes.loopback import LoopbackFake
+from tests.fakes.loopback import LoopbackFake, text_of_blocks, word_count
 
 # Given the parsed request body (model, messages, max_tokens), returns the assistant's text.
 Responder = Callable[[dict[str, Any]], str]
@@ -34,25 +34,11 @@ ERROR_KINDS: dict[int, tuple[str, str | None]] = {
 }
 
 
-def _text_of(content: object) -> str:
-    """Message content is a string or a list of parts; only text parts count."""
-    if isinstance(content, str):
-        return content
-    if isinstance(content, list):
-        return " ".join(p.get("text", "") for p in content if isinstance(p, dict) and p.get("type") == "text")
-    return ""
-
-
-def _word_count(text: str) -> int:
-    # Words stand in for tokens: tests need counts that are stable and predictable, not exact.
-    return len(text.split())
-
-
 def _messages_with(body: dict[str, Any], role: str) -> list[str]:
     messages = body.get("messages")
     if not isinstance(messages, list):
         return []
-    return [_text_of(m.get("content")) for m in messages if isinstance(m, dict) and m.get("role") == role]
+    return [text_of_blocks(m.get("content")) for m in messages if isinstance(m, dict) and m.get("role") == role]
 
 
 def echo(request_json: dict[str, Any]) -> str:
@@ -170,11 +156,11 @@ class FakeOpenAI(LoopbackFake[RecordedRequest]):
         }
         if self._usage:
             messages = [m for m in body["messages"] if isinstance(m, dict)]
-            prompt_words = sum(_word_count(_text_of(m.get("content"))) for m in messages)
+            prompt_words = sum(word_count(text_of_blocks(m.get("content"))) for m in messages)
             answer["usage"] = {
                 "prompt_tokens": prompt_words,
-                "completion_tokens": _word_count(text),
-                "total_tokens": prompt_words + _word_count(text),
+                "completion_tokens": word_count(text),
+                "total_tokens": prompt_words + word_count(text),
             }
         return web.json_response(answer)
 

@@ -23,6 +23,7 @@ from typing import Self
 
 import grpc
 from xai_sdk.proto import chat_pb2, chat_pb2_grpc, sample_pb2, usage_pb2
+from tests.fakes.loopback import word_count
 
 # Given the request proto (model, messages, max_tokens), returns the assistant's text.
 Responder = Callable[[chat_pb2.GetCompletionsRequest], str]
@@ -58,11 +59,6 @@ def user_text(request: chat_pb2.GetCompletionsRequest) -> str:
 def echo(request: chat_pb2.GetCompletionsRequest) -> str:
     """The default responder: answers with the last user message."""
     return user_text(request)
-
-
-def _word_count(text: str) -> int:
-    # Words stand in for tokens: tests need counts that are stable and predictable, not exact.
-    return len(text.split())
 
 
 @dataclass(frozen=True)
@@ -201,8 +197,8 @@ class FakeXai(chat_pb2_grpc.ChatServicer):
             text = self._responder(request)
         except Exception as err:  # noqa: BLE001 - shown as the API's own INTERNAL, so the test sees why
             context.abort(grpc.StatusCode.INTERNAL, f"responder failed: {err!r}")
-        prompt_tokens = sum(_word_count(_text_of(m)) for m in request.messages)
-        completion_tokens = _word_count(text)
+        prompt_tokens = sum(word_count(_text_of(m)) for m in request.messages)
+        completion_tokens = word_count(text)
         return chat_pb2.GetChatCompletionResponse(
             id=f"fake-{next(self._ids):06d}",
             model=request.model if self._served_model is None else self._served_model,
