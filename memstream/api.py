@@ -9,6 +9,9 @@ GET /metrics            Prometheus metrics
 
 from __future__ import annotations
 
+import logging
+from collections.abc import Sequence
+from datetime import UTC, datetime
 from typing import Any
 
 import faust
@@ -18,10 +21,28 @@ from faust.web import Request, Response, View
 from memstream.bootstrap import Providers
 from memstream.identity import project_key, user_key
 from memstream import metrics, recall
+from schemas import Memory, MemoryUsage
+from topics.binding import Topics
+
+log = logging.getLogger(__name__)
 
 
 class ApiError(ValueError):
     pass
+
+
+async def record_usage(topics: Topics, memories: Sequence[Memory]) -> None:
+    """Tell Phase 2 which rollouts (sessions) the returned memories came from (seed 004's usage)."""
+    rollouts = sorted({m.session_id for m in memories if m.session_id})
+    if not rollouts:
+        return
+    try:
+        await topics.consolidation.send(
+            key=b"usage",
+            value=MemoryUsage(rollout_ids=rollouts, memory_ids=[m.id for m in memories], ts=datetime.now(UTC)),
+        )
+    except Exception:  # usage is a ranking signal: never fail a search over it
+        log.warning("could not record memory usage", exc_info=True)
 
 
 def update_lag(app: faust.App) -> None:
@@ -49,7 +70,7 @@ def _scope_args(request: Request, providers: Providers) -> tuple[str, str]:
     return project_key(project), user_key(user)
 
 
-def register(app: faust.App, providers: Providers) -> None:
+def register(app: faust.App, providers: Providers, topics: Topics) -> None:
     def error(view: View, message: str, status: int = 400) -> Response:
         return view.json({"error": message}, status=status)
 
@@ -94,6 +115,7 @@ def register(app: faust.App, providers: Providers) -> None:
         except (ApiError, ValueError) as exc:
             return error(self, str(exc))
         hits = await recall.search(providers, query, project, user, limit=max(1, min(limit, 100)))
+        await record_usage(topics, [hit.memory for hit in hits])
         results: list[dict[str, Any]] = [
             {"distance": round(hit.distance, 4), **msgspec.to_builtins(hit.memory)} for hit in hits
         ]
@@ -105,5 +127,6 @@ def register(app: faust.App, providers: Providers) -> None:
             project, user = _scope_args(request, providers)
         except ApiError as exc:
             return error(self, str(exc))
-        text = await recall.block(providers, project, user, request.query.get("q", "").strip())
-        return self.text(text)
+        shown = await recall.block_memories(providers, project, user, request.query.get("q", "").strip())
+        await record_usage(topics, shown.memories)
+        return self.text(shown.text)

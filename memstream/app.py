@@ -65,5 +65,5 @@ def build_app(settings: Settings, providers: Providers, bootstrap: str, *, web: 
         module.register(app, topics, providers, dead_letters)
     setup_opentelemetry(app)
     if web:
-        api.register(app, providers)
+        api.register(app, providers, topics)
     return Pipeline(app=app, topics=topics, providers=providers, dead_letters=dead_letters)

@@ -1,4 +1,4 @@
-"""The read side: semantic search and the [MEMORY] block of seed 001.
+"""The read side: semantic search and the [MEMORY] block of seed 001 (plus Phase 2's summary).
 
 Superseded memories never appear here; they stay in the store for audit only.
 """
@@ -7,8 +7,10 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+import msgspec
+
 from memstream.bootstrap import Providers
-from schemas import Memory, ScoredMemory
+from schemas import CONSOLIDATED, Memory, ScoredMemory
 
 #: Seed 001: block sections and the memory types that fill them, in display order.
 SECTIONS: tuple[tuple[str, tuple[str, ...]], ...] = (
@@ -21,6 +23,8 @@ SECTIONS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("User Preferences", ("preference",)),
 )
 RELEVANT = "Relevant to Current Task"
+#: Phase 2's consolidated summary of the project (seed 004), shown first.
+CONSOLIDATED_TITLE = "Consolidated Memory"
 #: Most memories shown per section, newest first.
 SECTION_LIMIT = 10
 #: The latest session context shown under "Last Session".
@@ -40,11 +44,26 @@ async def search(
     return await providers.store.search(vector, scopes(project_key, user_key), limit=limit)
 
 
-def render_block(memories: Sequence[Memory], relevant: Sequence[ScoredMemory] = ()) -> str:
-    """The [MEMORY] block: one section per seed 001 row that has memories."""
+class Block(msgspec.Struct, frozen=True):
+    """A rendered [MEMORY] block and the memories it shows (their usage feeds Phase 2)."""
+
+    text: str
+    memories: list[Memory]
+
+
+def build_block(memories: Sequence[Memory], relevant: Sequence[ScoredMemory] = ()) -> Block:
+    """The [MEMORY] block: Phase 2's consolidated summary, then one section per seed 001 row
+    that has memories, then the semantic results."""
     lines = ["[MEMORY]"]
+    shown: list[Memory] = []
+    active = [m for m in memories if m.superseded_by is None]
+    consolidated = sorted((m for m in active if m.type == CONSOLIDATED), key=lambda m: m.updated_at, reverse=True)
+    if consolidated:
+        lines.append(f"## {CONSOLIDATED_TITLE}")
+        lines.append(consolidated[0].text)
+        shown.append(consolidated[0])
     for title, types in SECTIONS:
-        members = [m for m in memories if m.type in types and m.superseded_by is None]
+        members = [m for m in active if m.type in types]
         if title == "User Preferences":
             members = [m for m in members if m.scope == "user"] or members
         members.sort(key=lambda m: m.updated_at, reverse=True)
@@ -53,16 +72,26 @@ def render_block(memories: Sequence[Memory], relevant: Sequence[ScoredMemory] = 
         if members:
             lines.append(f"## {title}")
             lines.extend(f"- {m.text}" for m in members[:SECTION_LIMIT])
-    shown = [hit for hit in relevant if hit.memory.superseded_by is None]
-    if shown:
+            shown.extend(members[:SECTION_LIMIT])
+    hits = [hit for hit in relevant if hit.memory.superseded_by is None][:RELEVANT_LIMIT]
+    if hits:
         lines.append(f"## {RELEVANT}")
-        lines.extend(f"- [{hit.memory.type}] {hit.memory.text}" for hit in shown[:RELEVANT_LIMIT])
+        lines.extend(f"- [{hit.memory.type}] {hit.memory.text}" for hit in hits)
+        shown.extend(hit.memory for hit in hits)
     lines.append("[/MEMORY]")
-    return "\n".join(lines)
+    return Block(text="\n".join(lines), memories=shown)
+
+
+def render_block(memories: Sequence[Memory], relevant: Sequence[ScoredMemory] = ()) -> str:
+    return build_block(memories, relevant).text
+
+
+async def block_memories(providers: Providers, project_key: str, user_key: str = "", query: str = "") -> Block:
+    types = [CONSOLIDATED, *(t for _, section in SECTIONS for t in section)]
+    memories = await providers.store.list(scopes(project_key, user_key), types=types)
+    relevant = await search(providers, query, project_key, user_key, limit=RELEVANT_LIMIT) if query else []
+    return build_block(memories, relevant)
 
 
 async def block(providers: Providers, project_key: str, user_key: str = "", query: str = "") -> str:
-    types = [t for _, section in SECTIONS for t in section]
-    memories = await providers.store.list(scopes(project_key, user_key), types=types)
-    relevant = await search(providers, query, project_key, user_key, limit=RELEVANT_LIMIT) if query else []
-    return render_block(memories, relevant)
+    return (await block_memories(providers, project_key, user_key, query)).text

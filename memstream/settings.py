@@ -111,6 +111,36 @@ class Settings:
     #: MEMSTREAM_EMBED_BATCH_WINDOW: seconds the embed agent waits to fill a batch.
     embed_batch_window: float = field(default=0.05, metadata=_env("MEMSTREAM_EMBED_BATCH_WINDOW"))
 
+    # --- Phase 1 and Phase 2 (seed 004) -------------------------------------------------
+    #: MEMSTREAM_PHASE1_IDLE_SECONDS: a session is distilled once idle this long (never while active).
+    phase1_idle_seconds: float = field(default=900.0, metadata=_env("MEMSTREAM_PHASE1_IDLE_SECONDS"))
+    #: MEMSTREAM_PHASE1_MAX_AGE_DAYS: sessions last active longer ago than this are not distilled.
+    phase1_max_age_days: float = field(default=30.0, metadata=_env("MEMSTREAM_PHASE1_MAX_AGE_DAYS"))
+    #: MEMSTREAM_PHASE1_CONCURRENCY: Phase 1 LLM calls in flight per worker.
+    phase1_concurrency: int = field(default=4, metadata=_env("MEMSTREAM_PHASE1_CONCURRENCY"))
+    #: MEMSTREAM_PHASE1_SCAN_INTERVAL: seconds between two looks for idle sessions.
+    phase1_scan_interval: float = field(default=30.0, metadata=_env("MEMSTREAM_PHASE1_SCAN_INTERVAL"))
+    #: MEMSTREAM_PHASE1_SCAN_LIMIT: most sessions claimed per look (bounded work).
+    phase1_scan_limit: int = field(default=32, metadata=_env("MEMSTREAM_PHASE1_SCAN_LIMIT"))
+    #: MEMSTREAM_PHASE1_MAX_CHARS: most characters of a session kept for Phase 1; the oldest go first.
+    phase1_max_chars: int = field(default=24_000, metadata=_env("MEMSTREAM_PHASE1_MAX_CHARS"))
+    #: MEMSTREAM_PHASE1_RETRY_DELAY: seconds before a failed Phase 1 job is retried; doubled each time.
+    phase1_retry_delay: float = field(default=60.0, metadata=_env("MEMSTREAM_PHASE1_RETRY_DELAY"))
+    #: MEMSTREAM_PHASE1_RETRY_DELAY_MAX: the longest a failed Phase 1 job waits.
+    phase1_retry_delay_max: float = field(default=3600.0, metadata=_env("MEMSTREAM_PHASE1_RETRY_DELAY_MAX"))
+    #: MEMSTREAM_CONSOLIDATION_DEBOUNCE: seconds of quiet after new Phase 1 output before Phase 2 is asked for.
+    consolidation_debounce: float = field(default=30.0, metadata=_env("MEMSTREAM_CONSOLIDATION_DEBOUNCE"))
+    #: MEMSTREAM_CONSOLIDATION_INTERVAL: seconds between two scheduled Phase 2 requests.
+    consolidation_interval: float = field(default=3600.0, metadata=_env("MEMSTREAM_CONSOLIDATION_INTERVAL"))
+    #: MEMSTREAM_CONSOLIDATION_TOP_N: most Phase 1 outputs one Phase 2 run selects.
+    consolidation_top_n: int = field(default=64, metadata=_env("MEMSTREAM_CONSOLIDATION_TOP_N"))
+    #: MEMSTREAM_CONSOLIDATION_MAX_UNUSED_DAYS: outputs unused (or, never used, generated) longer ago are ignored.
+    consolidation_max_unused_days: float = field(default=30.0, metadata=_env("MEMSTREAM_CONSOLIDATION_MAX_UNUSED_DAYS"))
+    #: MEMSTREAM_CONSOLIDATION_RETRY_DELAY: seconds before a failed Phase 2 run is retried; doubled each time.
+    consolidation_retry_delay: float = field(default=5.0, metadata=_env("MEMSTREAM_CONSOLIDATION_RETRY_DELAY"))
+    #: MEMSTREAM_CONSOLIDATION_RETRY_DELAY_MAX: the longest a failed Phase 2 run waits.
+    consolidation_retry_delay_max: float = field(default=300.0, metadata=_env("MEMSTREAM_CONSOLIDATION_RETRY_DELAY_MAX"))
+
     # --- serving -----------------------------------------------------------------------
     #: MEMSTREAM_HTTP_HOST: the address the search API of ``memstream up`` listens on.
     http_host: str = field(default="127.0.0.1", metadata=_env("MEMSTREAM_HTTP_HOST"))
@@ -156,6 +186,23 @@ class Settings:
             raise SettingsError(f"{_var('min_fact_confidence')} must be between 0 and 1")
         if self.extract_attempts < 1:
             raise SettingsError(f"{_var('extract_attempts')} must be at least 1")
+        for name in ("phase1_concurrency", "phase1_scan_limit", "consolidation_top_n"):
+            if getattr(self, name) < 1:
+                raise SettingsError(f"{_var(name)} must be at least 1, got {getattr(self, name)}")
+        for name in (
+            "phase1_idle_seconds",
+            "phase1_max_age_days",
+            "phase1_scan_interval",
+            "phase1_retry_delay",
+            "consolidation_debounce",
+            "consolidation_interval",
+            "consolidation_max_unused_days",
+            "consolidation_retry_delay",
+        ):
+            if getattr(self, name) <= 0:
+                raise SettingsError(f"{_var(name)} must be positive, got {getattr(self, name)}")
+        if self.phase1_max_chars < 500:
+            raise SettingsError(f"{_var('phase1_max_chars')} must be at least 500")
         if self.trace_exporter not in {"none", "console", "otlp"}:
             raise SettingsError(
                 f"{_var('trace_exporter')} must be none, console or otlp, got {self.trace_exporter!r}"
@@ -184,6 +231,11 @@ class Settings:
     def runtime_file(self) -> Path:
         """Written by ``memstream up``: where its broker and API listen, for the other commands."""
         return self.data_dir / "runtime.json"
+
+    @property
+    def memories_dir(self) -> Path:
+        """Phase 2's workspace: raw memories, rollout summaries and consolidated summaries."""
+        return self.data_dir / "memories"
 
     @property
     def api_url(self) -> str:

@@ -158,12 +158,58 @@ class MemoryUpdated(Event, tag="memory-updated.v1", kw_only=True):
     ts: datetime
 
 
+class RolloutOutput(Event, tag="rollout-output.v1", kw_only=True):
+    """Phase 1 (seed 004): one idle session (a rollout) distilled into memory. Key: scope.
+
+    Published on the one-partition consolidation topic, so its offset there is the
+    watermark Phase 2 keeps. Every text field is secret-redacted.
+    """
+
+    #: The rollout's id: its session.
+    rollout_id: str
+    scope_key: str
+    project: str = ""
+    #: ``succeeded`` (memory produced) or ``succeeded_no_output`` (nothing worth keeping).
+    outcome: Literal["succeeded", "succeeded_no_output"] = "succeeded"
+    #: The detailed memory of what happened in the session.
+    raw_memory: str = ""
+    #: The compact summary Phase 2 keeps one file of per retained rollout.
+    rollout_summary: str = ""
+    #: A short file-name-safe name for the rollout, if the model gave one.
+    slug: str = ""
+    #: Assistant turns the rollout had when it was distilled.
+    turns: int = 0
+    #: When the session was last active (seed 004's ``source_updated_at``).
+    source_updated_at: datetime
+    #: When Phase 1 produced this output.
+    generated_at: datetime
+    model: str = ""
+
+
+class MemoryUsage(Event, tag="memory-usage.v1", kw_only=True):
+    """Search or the [MEMORY] block returned memories: usage for Phase 2's selection.
+
+    Usage counts for the rollouts (sessions) the memories came from. Key: scope.
+    """
+
+    rollout_ids: list[str]
+    memory_ids: list[str] = []
+    ts: datetime
+
+
 class ConsolidationRequest(Event, tag="consolidation-request.v1", kw_only=True):
-    """Asks for a global Phase 2 run; its topic has exactly one partition."""
+    """Asks for a global Phase 2 run; its topic has exactly one partition.
+
+    ``reason``: ``phase1`` (new Phase 1 output, debounced) or ``schedule``.
+    """
 
     reason: str
     scope_key: str = ""
     ts: datetime
+
+
+#: What the one-partition consolidation topic carries: Phase 2's inputs and its triggers.
+ConsolidationEvent = RolloutOutput | MemoryUsage | ConsolidationRequest
 
 
 class DeadLetter(Event, tag="dead-letter.v1", kw_only=True):
@@ -190,6 +236,8 @@ AnyEvent = (
     | DeleteMemory
     | SupersedeMemory
     | MemoryUpdated
+    | RolloutOutput
+    | MemoryUsage
     | ConsolidationRequest
     | DeadLetter
 )
@@ -200,6 +248,7 @@ __all__ = [
     "AnyEvent",
     "AnyMemoryOp",
     "Change",
+    "ConsolidationEvent",
     "ConsolidationRequest",
     "CreateMemory",
     "DeadLetter",
@@ -212,10 +261,12 @@ __all__ = [
     "Memory",
     "MemoryOp",
     "MemoryUpdated",
+    "MemoryUsage",
     "Message",
     "ParkedSnapshot",
     "RefreshMemory",
     "ROLES",
+    "RolloutOutput",
     "Role",
     "Scope",
     "Snapshot",

@@ -21,8 +21,13 @@ MemoryType = Literal[
     "conversation",
 ]
 
-#: Every memory type, in the order seed 001 lists them.
+#: Every memory type, in the order seed 001 lists them: what extraction may produce.
 MEMORY_TYPES: Final[tuple[str, ...]] = MemoryType.__args__  # type: ignore[attr-defined]
+
+#: What Phase 2 (seed 004) writes besides them: one consolidated summary per project,
+#: shown at the top of the [MEMORY] block. Never extracted, deduplicated or aged.
+CONSOLIDATED: Final = "consolidated"
+StoredType = MemoryType | Literal["consolidated"]
 
 #: Types that represent evolving understanding: wider dedup distance (seed 001).
 STRUCTURAL_TYPES: Final[frozenset[str]] = frozenset(
@@ -30,7 +35,7 @@ STRUCTURAL_TYPES: Final[frozenset[str]] = frozenset(
 )
 
 #: Types whose new memories are never checked for contradictions (seed 001).
-CONTRADICTION_EXEMPT_TYPES: Final[frozenset[str]] = frozenset({"session-summary", "conversation"})
+CONTRADICTION_EXEMPT_TYPES: Final[frozenset[str]] = frozenset({"session-summary", "conversation", CONSOLIDATED})
 
 #: Types whose default scope is the user rather than the project (seed 001).
 USER_SCOPED_TYPES: Final[frozenset[str]] = frozenset({"preference"})
@@ -47,7 +52,7 @@ class Memory(msgspec.Struct, tag="memory.v1", tag_field="schema", kw_only=True, 
 
     id: str
     text: str
-    type: MemoryType
+    type: StoredType
     scope: Scope
     #: Deterministic tag of the project directory (``p_…``) or user identity (``u_…``).
     scope_key: str

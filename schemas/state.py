@@ -6,7 +6,7 @@ from datetime import datetime
 
 import msgspec
 
-from schemas.events import Message
+from schemas.events import Message, RolloutOutput
 
 
 class State(msgspec.Struct, tag_field="schema", kw_only=True):
@@ -86,4 +86,56 @@ class ContradictionState(State, tag="state.contradiction.v1", kw_only=True):
     superseded: int = 0
 
 
-AnyState = SessionState | ExtractState | ParkStats | EmbedStats | DedupState | StoreStats | AgeState | ContradictionState
+class RolloutState(State, tag="state.rollout.v1", kw_only=True):
+    """Phase 1 agent, per session (rollout): its redacted exchanges and Phase 1 progress."""
+
+    #: The source partition of the session, so a worker only distills sessions it owns.
+    partition: int = -1
+    project: str = ""
+    scope_key: str = ""
+    #: The session's user/assistant exchanges, privacy-stripped and redacted, oldest first
+    #: (bounded: the oldest are dropped first).
+    exchanges: list[str] = []
+    turns: int = 0
+    first_ts: datetime | None = None
+    last_ts: datetime | None = None
+    #: Assistant turns covered by the last Phase 1 output (0: never distilled).
+    distilled_turns: int = 0
+    #: Failed Phase 1 attempts since the last success, and when the next may start.
+    failures: int = 0
+    retry_at: datetime | None = None
+    outcome: str = ""
+
+
+class Phase2Input(State, tag="state.phase2-input.v1", kw_only=True):
+    """Consolidation agent, per rollout: its newest Phase 1 output and its usage."""
+
+    output: RolloutOutput | None = None
+    #: Offset of ``output`` on the consolidation topic: its place in the watermark.
+    offset: int = -1
+    usage_count: int = 0
+    last_usage: datetime | None = None
+
+
+class SelectedRollout(msgspec.Struct, frozen=True, kw_only=True):
+    """One rollout a successful Phase 2 consumed, and which of its outputs (by offset)."""
+
+    rollout_id: str
+    offset: int
+
+
+class Phase2State(State, tag="state.phase2.v1", kw_only=True):
+    """Consolidation agent, one key (``global``): the last successful run and the watermark."""
+
+    #: Newest consolidation-topic offset of the inputs the last successful run consumed;
+    #: never moves backwards.
+    watermark: int = -1
+    #: The exact Phase 1 outputs the last successful run selected (seed 004's
+    #: ``selected_for_phase2`` baseline).
+    selected: list[SelectedRollout] = []
+    last_success_at: datetime | None = None
+    runs: int = 0
+    failures: int = 0
+
+
+AnyState = SessionState | ExtractState | ParkStats | EmbedStats | DedupState | StoreStats | AgeState | ContradictionState | RolloutState | Phase2Input | Phase2State

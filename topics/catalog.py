@@ -7,7 +7,7 @@ from typing import Any
 
 from schemas import (
     AnyMemoryOp,
-    ConsolidationRequest,
+    ConsolidationEvent,
     DeadLetter,
     EmbeddedFact,
     Fact,
@@ -88,11 +88,13 @@ MEMORY_UPDATED = TopicSpec(
 CONSOLIDATION = TopicSpec(
     "consolidation",
     key="scope_key",
-    value=ConsolidationRequest,
-    # One partition: one global Phase 2 at a time across every worker.
+    value=ConsolidationEvent,
+    # One partition: one global Phase 2 at a time across every worker, and its offsets
+    # are Phase 2's watermark. Inputs are kept until a successful run has consumed them;
+    # the consolidation agent's table holds them from then on.
     partitions=1,
     config={"cleanup.policy": "delete", "retention.ms": str(30 * _DAY_MS)},
-    doc="Requests for global consolidation (Phase 2); exactly one partition.",
+    doc="Phase 1 outputs, memory usage and Phase 2 requests; exactly one partition.",
 )
 DEAD_LETTERS = TopicSpec(
     "dead-letters",

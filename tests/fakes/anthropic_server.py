@@ -10,8 +10,9 @@ It serves aiohttp on its own event loop in a background thread (see `LoopbackFak
 
 from __future__ import annotations
 
+import inspect
 import itertools
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -19,8 +20,9 @@ from aiohttp import web
 
 from tests.fakes.loopback import LoopbackFake, text_of_blocks, word_count
 
-# Given the parsed request body (system, messages, model, max_tokens), returns the assistant's text.
-Responder = Callable[[dict[str, Any]], str]
+# Given the parsed request body (system, messages, model, max_tokens), returns the assistant's text
+# (or a coroutine that does, to answer late without blocking the server).
+Responder = Callable[[dict[str, Any]], str | Awaitable[str]]
 
 # The error `type` the real API sends with each status code.
 ERROR_TYPES: dict[int, str] = {
@@ -130,7 +132,9 @@ class FakeAnthropic(LoopbackFake[RecordedRequest]):
             return scripted
 
         try:
-            text = self._responder(body)
+            answer = self._responder(body)
+            # A coroutine responder can hold its answer without blocking the server's loop.
+            text = await answer if inspect.isawaitable(answer) else answer
         except Exception as err:  # noqa: BLE001 - shown as the API's own 500, so the test sees why
             return self._error(500, f"responder failed: {err!r}")
         input_words = word_count(recorded.system) + sum(

@@ -12,7 +12,7 @@ README = (ROOT / "README.md").read_text()
 
 
 def test_every_setting_is_documented_with_its_default() -> None:
-    rows = dict(re.findall(r"^\| `([A-Z_]+)` \| ([^|]+) \|", README, flags=re.MULTILINE))
+    rows = dict(re.findall(r"^\| `([A-Z0-9_]+)` \| ([^|]+) \|", README, flags=re.MULTILINE))
     for variable, default, _ in settings_table():
         assert variable in rows, f"{variable} missing from the README's configuration table"
         shown = rows[variable].strip()

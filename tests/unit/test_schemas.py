@@ -26,11 +26,17 @@ from schemas import (
     Fact,
     Memory,
     MemoryUpdated,
+    MemoryUsage,
     Message,
     ParkedSnapshot,
     ParkStats,
+    Phase2Input,
+    Phase2State,
     RecentMemory,
     RefreshMemory,
+    RolloutOutput,
+    RolloutState,
+    SelectedRollout,
     SessionState,
     Snapshot,
     StoreStats,
@@ -94,6 +100,19 @@ SNAPSHOT = Snapshot(
     ts=TS,
 )
 
+ROLLOUT = RolloutOutput(
+    rollout_id="s1",
+    scope_key="p_x",
+    project="/repo",
+    raw_memory="Set up CI",
+    rollout_summary="CI set up",
+    slug="set-up-ci",
+    turns=4,
+    source_updated_at=TS,
+    generated_at=TS,
+    model="claude-haiku-4-5",
+)
+
 EVENTS = [
     Turn(session_id="s1", project="/repo", role="user", content="hi", ts=TS, user="dev@example.com", source="codex"),
     SNAPSHOT,
@@ -105,6 +124,8 @@ EVENTS = [
     DeleteMemory(op_id="op3", scope_key="p_x", cause="aging:progress", memory_id="m0"),
     SupersedeMemory(op_id="op4", scope_key="p_x", cause="contradiction", memory_id="m0", superseded_by="m1"),
     MemoryUpdated(change="superseded", memory=memory(superseded_by="m1"), op_id="op4", cause="contradiction", ts=TS),
+    ROLLOUT,
+    MemoryUsage(rollout_ids=["s1"], memory_ids=["m1"], ts=TS),
     ConsolidationRequest(reason="manual", scope_key="p_x", ts=TS),
     DeadLetter(
         stage="extract",
@@ -131,6 +152,21 @@ STATES = [
     StoreStats(created=1, refreshed=2, deleted=3, superseded=4, skipped=5),
     AgeState(progress_id="m1", progress_updated_at=TS, condensed=["s0", "s1"]),
     ContradictionState(checked=["m1", "m2"], superseded=1),
+    RolloutState(
+        partition=1,
+        project="/repo",
+        scope_key="p_x",
+        exchanges=["[user] q\n[assistant] a"],
+        turns=3,
+        first_ts=TS,
+        last_ts=TS,
+        distilled_turns=2,
+        failures=1,
+        retry_at=TS,
+        outcome="failed",
+    ),
+    Phase2Input(output=ROLLOUT, offset=7, usage_count=2, last_usage=TS),
+    Phase2State(watermark=7, selected=[SelectedRollout(rollout_id="s1", offset=7)], last_success_at=TS, runs=3, failures=1),
 ]
 
 
@@ -176,6 +212,8 @@ def test_tags_are_the_documented_ones() -> None:
         "op.delete.v1",
         "op.supersede.v1",
         "memory-updated.v1",
+        "rollout-output.v1",
+        "memory-usage.v1",
         "consolidation-request.v1",
         "dead-letter.v1",
     ]
