@@ -6,6 +6,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 from memstream.runner import read_runtime_file
@@ -35,6 +36,10 @@ def test_a_file_naming_a_process_that_is_not_memstream_is_stale(tmp_path: Path) 
 def test_a_live_memstream_process_is_found(tmp_path: Path) -> None:
     fake = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)", "memstream"])
     try:
+        # Until the child has exec'd, /proc shows the forked parent's command line.
+        deadline = time.monotonic() + 10
+        while b"memstream" not in Path(f"/proc/{fake.pid}/cmdline").read_bytes() and time.monotonic() < deadline:
+            time.sleep(0.01)
         data = {"pid": fake.pid, "bootstrap": "127.0.0.1:9092", "api_url": "http://127.0.0.1:8765"}
         (tmp_path / "runtime.json").write_text(json.dumps(data))
         assert read_runtime_file(settings(tmp_path)) == data
