@@ -263,8 +263,14 @@ def register(app: faust.App, topics: Topics, providers: Providers, sink: DeadLet
             # Faust's sensor ends the process span on a stream ack, which noack never does.
             process_span.end()
 
-    @app.timer(settings.consolidation_interval, on_leader=True, name="consolidation-schedule")
+    consolidation_topic = topics.consolidation.get_topic_name()
+
+    # Faust's on_leader needs the leader topic, which the app disables; the owner of the
+    # one consolidation partition is a leader of its own, and exactly one worker is it.
+    @app.timer(settings.consolidation_interval, name="consolidation-schedule")
     async def schedule() -> None:
+        if not any(tp.topic == consolidation_topic for tp in app.assignor.assigned_actives()):
+            return
         await topics.consolidation.send(
             key=b"schedule", value=ConsolidationRequest(reason="schedule", ts=datetime.now(UTC))
         )

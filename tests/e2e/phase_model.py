@@ -9,6 +9,7 @@ memories of the sessions (their usage feeds Phase 2); contradiction checks find 
 
 from __future__ import annotations
 
+import asyncio
 import json
 import re
 import threading
@@ -41,8 +42,28 @@ class PhaseModel:
         self.phase2_prompts: list[str] = []
         #: Phase 2 calls to fail before answering (the responder raises: the API's 500).
         self.fail_phase2 = 0
+        #: Seconds each Phase 1 answer takes, and the most Phase 1 calls seen at once.
+        self.phase1_delay = 0.0
+        self.phase1_in_flight = 0
+        self.phase1_max_in_flight = 0
 
-    def __call__(self, request: dict[str, Any]) -> str:
+    def __call__(self, request: dict[str, Any]) -> Any:
+        if self.phase1_delay and _system(request) == phase1.SYSTEM:
+            return self._slow_phase1(request)
+        return self.answer(request)
+
+    async def _slow_phase1(self, request: dict[str, Any]) -> str:
+        with self.lock:
+            self.phase1_in_flight += 1
+            self.phase1_max_in_flight = max(self.phase1_max_in_flight, self.phase1_in_flight)
+        try:
+            await asyncio.sleep(self.phase1_delay)
+            return self.answer(request)
+        finally:
+            with self.lock:
+                self.phase1_in_flight -= 1
+
+    def answer(self, request: dict[str, Any]) -> str:
         system, prompt = _system(request), _user_text(request)
         if system == phase1.SYSTEM:
             with self.lock:

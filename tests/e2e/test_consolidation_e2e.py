@@ -53,9 +53,14 @@ def get(url: str, path: str, **params: str) -> str:
 
 async def test_two_phases_end_to_end(tmp_path: Path) -> None:
     model = PhaseModel()
+    model.phase1_delay = 0.5  # long enough for the three sessions' calls to overlap
     with FakeAnthropic(model, api_key="sk-test") as fake:
         running = await start_pipeline(
-            tmp_path / "data", anthropic_api_key="sk-test", anthropic_base_url=fake.base_url, **FAST_PHASES
+            tmp_path / "data",
+            anthropic_api_key="sk-test",
+            anthropic_base_url=fake.base_url,
+            phase1_concurrency=2,
+            **FAST_PHASES,
         )
         try:
             settings = running.settings
@@ -87,6 +92,7 @@ async def test_two_phases_end_to_end(tmp_path: Path) -> None:
             assert all(o.outcome == "succeeded" for o in outputs.values())
             assert outputs["s-auth"].slug == "set-up-auth-for"
             assert SECRET not in outputs["s-auth"].raw_memory and "[REDACTED" in outputs["s-auth"].raw_memory
+            assert model.phase1_max_in_flight <= 2  # the concurrency cap
 
             # Phase 2: the workspace, per project and global, and each project's summary.
             shop_dir, blog_dir = artifacts.project_dir(data_dir, shop_key), artifacts.project_dir(data_dir, blog_key)
@@ -152,6 +158,29 @@ async def test_two_phases_end_to_end(tmp_path: Path) -> None:
             assert consolidated_memory_id(shop_key) in usage[0].memory_ids
         finally:
             await running.stop()
+
+
+async def test_raw_mode_consolidates_on_schedule(tmp_path: Path) -> None:
+    """No LLM: Phase 1 keeps the session's own exchanges, and with the debounce far off,
+    the scheduled request alone runs Phase 2, which syncs the workspace (no summary)."""
+    running = await start_pipeline(
+        tmp_path / "data", **{**FAST_PHASES, "consolidation_debounce": 3600.0, "consolidation_interval": 1.0}
+    )
+    try:
+        repo = str(tmp_path / "repo")
+        await publish(
+            running.bootstrap,
+            running.settings.topic_prefix,
+            session("s-raw", repo, "Rename the build target", "Renamed it to dist."),
+        )
+        summaries = artifacts.project_dir(running.settings.data_dir, project_key(repo)) / artifacts.SUMMARIES
+        await eventually(lambda: _exists(summaries), what="the scheduled Phase 2 run")
+        (summary,) = summaries.iterdir()
+        assert summary.name.startswith("rename-the-build-target-")
+        assert "Renamed it to dist." in summary.read_text()
+        assert not (summaries.parent / artifacts.CONSOLIDATED).exists()
+    finally:
+        await running.stop()
 
 
 async def _exists(*paths: Path) -> bool:

@@ -57,7 +57,7 @@ class HeldPhase2(PhaseModel):
 
     def __call__(self, request: dict[str, Any]) -> Any:
         if request.get("system") != phase2.SYSTEM:
-            return PhaseModel.__call__(self, request)
+            return self.answer(request)
         return self._phase2(request)
 
     async def _phase2(self, request: dict[str, Any]) -> str:
@@ -69,7 +69,7 @@ class HeldPhase2(PhaseModel):
         try:
             while first and not self.release.is_set():
                 await asyncio.sleep(0.05)
-            return PhaseModel.__call__(self, request)
+            return self.answer(request)
         finally:
             with self.lock:
                 self.in_flight -= 1
