@@ -67,6 +67,10 @@ class Memory(msgspec.Struct, tag="memory.v1", tag_field="schema", kw_only=True, 
     #: Id of the newer memory that supersedes this one; superseded memories stay
     #: stored for audit but never appear in search or the [MEMORY] block.
     superseded_by: str | None = None
+    #: When it was superseded: the retention worker (seed 003) hard-deletes tombstones
+    #: once this is past their window. None on memories superseded before the field
+    #: existed; their ``updated_at`` stands in for it.
+    superseded_at: datetime | None = None
 
     @property
     def active(self) -> bool:
@@ -78,3 +82,16 @@ class ScoredMemory(msgspec.Struct, frozen=True):
 
     memory: Memory
     distance: float
+
+
+class HybridHit(msgspec.Struct, frozen=True):
+    """A memory returned by a hybrid (BM25 + vector) search, with its scores in [0, 1].
+
+    ``score`` ranks the hits: seed 003's ``alpha × vector + (1 - alpha) × bm25`` when both
+    legs scored the memory, the one leg's score otherwise. A leg that did not is None.
+    """
+
+    memory: Memory
+    score: float
+    vector_score: float | None
+    bm25_score: float | None

@@ -2,7 +2,7 @@
 
 Every shard call blocks, and the shard is not meant to be shared between threads, so all
 of them run on one dedicated single-thread executor. That also makes each method's
-read-modify-write (refresh, supersede, delete) atomic with respect to the others.
+read-modify-write (refresh, supersede, delete, purge) atomic with respect to the others.
 """
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ import asyncio
 import json
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from datetime import datetime
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Final, TypeVar
 
@@ -21,27 +21,51 @@ from qdrant_edge import (
     Distance,
     EdgeConfig,
     EdgeShard,
+    EdgeSparseVectorParams,
     EdgeVectorParams,
     FieldCondition,
     Filter,
     HasIdCondition,
+    HasVectorCondition,
+    IsEmptyCondition,
     MatchAny,
     MatchValue,
+    Modifier,
     PayloadSchemaType,
     Point,
+    PointVectors,
     Query,
+    QueryBatchRequest,
     QueryRequest,
+    RangeDateTime,
+    Record,
     ScrollRequest,
+    SparseVector,
     UpdateOperation,
 )
 
-from memstream.store.base import collection_name
+from memstream.store.base import (
+    BM25_VECTOR,
+    HYBRID_POOL_FACTOR,
+    collection_name,
+    document_terms,
+    fuse,
+    hybrid_legs,
+    query_terms,
+)
 from schemas import Memory, ScoredMemory
 from schemas.codec import memory_from_payload, memory_to_payload
+from schemas.memory import HybridHit
 
 VECTOR_NAME: Final = "dense"
-#: Payload fields every filter uses; keyword indexes keep filtered search exact and fast.
-INDEXED_FIELDS: Final[tuple[str, ...]] = ("scope_key", "type", "status")
+#: Payload fields the filters use: keyword indexes keep filtered search exact and fast, the
+#: datetime one lets the retention purge find old tombstones without reading every one.
+PAYLOAD_INDEXES: Final[dict[str, PayloadSchemaType]] = {
+    "scope_key": PayloadSchemaType.Keyword,
+    "type": PayloadSchemaType.Keyword,
+    "status": PayloadSchemaType.Keyword,
+    "superseded_at": PayloadSchemaType.Datetime,
+}
 #: Points fetched per scroll call when listing; list() sorts in memory, so it reads them all.
 SCROLL_PAGE: Final = 256
 #: The shard's own persisted config; its presence means the shard exists.
@@ -69,6 +93,26 @@ def _filter(
     if not must and not must_not:
         return None
     return Filter(must=must or None, must_not=must_not or None)
+
+
+def _purgeable(before: datetime) -> Filter:
+    """Superseded before ``before``; a tombstone without ``superseded_at`` counts from ``updated_at``."""
+    cutoff = before.isoformat()
+    legacy = Filter(
+        must=[IsEmptyCondition("superseded_at"), FieldCondition("updated_at", range=RangeDateTime(lt=cutoff))]
+    )
+    return Filter(
+        must=[FieldCondition("status", match=MatchValue("superseded"))],
+        should=[FieldCondition("superseded_at", range=RangeDateTime(lt=cutoff)), legacy],
+    )
+
+
+def _point(memory: Memory, vector: Sequence[float]) -> Point:
+    vectors = {
+        VECTOR_NAME: [float(x) for x in vector],
+        BM25_VECTOR: SparseVector(*document_terms(memory.text)),
+    }
+    return Point(memory.id, vectors, memory_to_payload(memory))
 
 
 class EdgeStore:
@@ -106,20 +150,27 @@ class EdgeStore:
         if config_file.exists():
             # The shard exposes no config accessor, so the dim is read from its own file
             # before loading: a mismatch must fail loudly, not at the first upsert.
-            stored = json.loads(config_file.read_text())["vectors"][VECTOR_NAME]["size"]
+            config = json.loads(config_file.read_text())
+            stored = config["vectors"][VECTOR_NAME]["size"]
             if stored != self.dim:
                 raise ValueError(
                     f"shard {self.path} holds {stored}-d vectors but {self.embedding_model!r} "
                     f"was configured with dim={self.dim}"
                 )
             shard = EdgeShard.load(str(self.path))
+            if BM25_VECTOR not in config.get("sparse_vectors", {}):
+                # A shard from before hybrid search: the vector is added in place.
+                shard.update(UpdateOperation.create_sparse_vector(BM25_VECTOR, modifier=Modifier.Idf))
         else:
             vectors = {VECTOR_NAME: EdgeVectorParams(size=self.dim, distance=Distance.Cosine)}
-            shard = EdgeShard.create(str(self.path), EdgeConfig(vectors=vectors))
+            # IDF is left to Qdrant, from the shard's own statistics at query time.
+            sparse = {BM25_VECTOR: EdgeSparseVectorParams(modifier=Modifier.Idf)}
+            shard = EdgeShard.create(str(self.path), EdgeConfig(vectors=vectors, sparse_vectors=sparse))
         existing = shard.info().payload_schema
-        for field in INDEXED_FIELDS:
+        for field, schema in PAYLOAD_INDEXES.items():
             if field not in existing:
-                shard.update(UpdateOperation.create_field_index(field, PayloadSchemaType.Keyword))
+                shard.update(UpdateOperation.create_field_index(field, schema))
+        _backfill_terms(shard)
         return shard
 
     async def close(self) -> None:
@@ -140,7 +191,7 @@ class EdgeStore:
     # -- writes ------------------------------------------------------------------
 
     async def upsert(self, memory: Memory, vector: Sequence[float]) -> None:
-        point = Point(memory.id, {VECTOR_NAME: [float(x) for x in vector]}, memory_to_payload(memory))
+        point = _point(memory, vector)
         await self._run(lambda s: s.update(UpdateOperation.upsert_points([point])))
 
     async def refresh(
@@ -158,8 +209,10 @@ class EdgeStore:
         new_vector = None if vector is None else [float(x) for x in vector]
         return await self._run(lambda s: _replace(s, memory_id, changes, new_vector))
 
-    async def supersede(self, memory_id: str, superseded_by: str) -> Memory | None:
-        changes = {"superseded_by": superseded_by}
+    async def supersede(
+        self, memory_id: str, superseded_by: str, *, at: datetime | None = None
+    ) -> Memory | None:
+        changes = {"superseded_by": superseded_by, "superseded_at": at or datetime.now(UTC)}
         return await self._run(lambda s: _replace(s, memory_id, changes, None))
 
     async def delete(self, memory_id: str) -> Memory | None:
@@ -171,6 +224,17 @@ class EdgeStore:
 
         return await self._run(_delete)
 
+    async def purge_superseded(self, before: datetime, *, limit: int = 500) -> list[Memory]:
+        purgeable = _purgeable(before)
+
+        def _purge(s: EdgeShard) -> list[Memory]:
+            records, _ = s.scroll(ScrollRequest(limit=limit, filter=purgeable, with_payload=True))
+            if records:
+                s.update(UpdateOperation.delete_points([r.id for r in records]))
+            return [memory_from_payload(r.payload or {}) for r in records]
+
+        return await self._run(_purge)
+
     # -- reads -------------------------------------------------------------------
 
     async def get(self, memory_id: str) -> Memory | None:
@@ -178,9 +242,8 @@ class EdgeStore:
 
     async def vector(self, memory_id: str) -> list[float] | None:
         def _vector(s: EdgeShard) -> list[float] | None:
-            records = s.retrieve([memory_id], False, True)
-            vectors = records[0].vector if records else None
-            return [float(x) for x in vectors[VECTOR_NAME]] if isinstance(vectors, dict) else None
+            records = s.retrieve([memory_id], False, [VECTOR_NAME])
+            return _dense(records[0]) if records else None
 
         return await self._run(_vector)
 
@@ -210,6 +273,40 @@ class EdgeStore:
             ScoredMemory(memory_from_payload(p.payload or {}), max(0.0, 1.0 - p.score))
             for p in points
         ]
+
+    async def hybrid_search(
+        self,
+        text: str,
+        vector: Sequence[float],
+        scope_keys: Sequence[str],
+        *,
+        limit: int = 5,
+        alpha: float = 0.7,
+        min_score: float = 0.3,
+        types: Sequence[str] | None = None,
+        exclude_ids: Sequence[str] = (),
+    ) -> list[HybridHit]:
+        run_dense, run_bm25 = hybrid_legs(alpha)
+        flt = _filter(scope_keys, types, include_superseded=False, exclude_ids=exclude_ids)
+        pool = limit * HYBRID_POOL_FACTOR
+        legs: dict[str, QueryRequest] = {}
+        if run_dense:
+            nearest = Query.Nearest([float(x) for x in vector], using=VECTOR_NAME)
+            legs[VECTOR_NAME] = QueryRequest(limit=pool, query=nearest, filter=flt, with_payload=True)
+        terms = query_terms(text)
+        if run_bm25 and terms.indices:  # a text of stopwords alone has no terms to match
+            lexical = Query.Nearest(SparseVector(*terms), using=BM25_VECTOR)
+            legs[BM25_VECTOR] = QueryRequest(limit=pool, query=lexical, filter=flt, with_payload=True)
+        if not legs:
+            return []
+        # One batch: both legs share a single pass over the segments and one executor hop.
+        batch = QueryBatchRequest(list(legs.values()))
+        results = dict(zip(legs, await self._run(lambda s: s.query_batch(batch))))
+
+        def scored(leg: str) -> list[tuple[Memory, float]]:
+            return [(memory_from_payload(p.payload or {}), p.score) for p in results.get(leg, [])]
+
+        return fuse(scored(VECTOR_NAME), scored(BM25_VECTOR), alpha=alpha, min_score=min_score, limit=limit)
 
     async def list(
         self,
@@ -247,16 +344,44 @@ def _get(shard: EdgeShard, memory_id: str) -> Memory | None:
     return memory_from_payload(records[0].payload or {}) if records else None
 
 
+def _dense(record: Record) -> list[float]:
+    vectors = record.vector
+    if not isinstance(vectors, dict):
+        raise ValueError(f"point {record.id} was read without its vectors")
+    return [float(x) for x in vectors[VECTOR_NAME]]
+
+
 def _replace(
     shard: EdgeShard, memory_id: str, changes: dict[str, Any], vector: list[float] | None
 ) -> Memory | None:
-    old = _get(shard, memory_id)
-    if old is None:
+    records = shard.retrieve([memory_id], True, [VECTOR_NAME])
+    if not records:
         return None
+    old = memory_from_payload(records[0].payload or {})
     new = msgspec.structs.replace(old, **changes)
-    payload = memory_to_payload(new)
-    if vector is None:
-        shard.update(UpdateOperation.overwrite_payload([memory_id], payload))
+    if vector is None and new.text == old.text:
+        shard.update(UpdateOperation.overwrite_payload([memory_id], memory_to_payload(new)))
     else:
-        shard.update(UpdateOperation.upsert_points([Point(memory_id, {VECTOR_NAME: vector}, payload)]))
+        # The BM25 terms follow the text: one upsert rewrites payload and both vectors, so
+        # they never disagree, even after a crash between two writes.
+        dense = vector if vector is not None else _dense(records[0])
+        shard.update(UpdateOperation.upsert_points([_point(new, dense)]))
     return new
+
+
+def _backfill_terms(shard: EdgeShard) -> None:
+    """Give BM25 terms to every point without them: those written before the vector existed.
+
+    Runs at every open, where it finds nothing once done, so a backfill cut short resumes.
+    """
+    lacking = Filter(must_not=[HasVectorCondition(BM25_VECTOR)])
+    offset: Any = None
+    while True:
+        request = ScrollRequest(offset=offset, limit=SCROLL_PAGE, filter=lacking, with_payload=["text"])
+        records, offset = shard.scroll(request)
+        if records:
+            texts = [(r.id, (r.payload or {}).get("text", "")) for r in records]
+            terms = [PointVectors(i, {BM25_VECTOR: SparseVector(*document_terms(t))}) for i, t in texts]
+            shard.update(UpdateOperation.update_vectors(terms))
+        if offset is None:
+            return

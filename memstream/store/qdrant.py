@@ -2,22 +2,44 @@
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Sequence
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any, Final
 
 import msgspec
 from qdrant_client import AsyncQdrantClient, models
+from qdrant_client.http.exceptions import UnexpectedResponse
 
-from memstream.store.base import collection_name
+from memstream.store.base import (
+    BM25_VECTOR,
+    HYBRID_POOL_FACTOR,
+    Terms,
+    collection_name,
+    document_terms,
+    fuse,
+    hybrid_legs,
+    query_terms,
+)
 from schemas import Memory, ScoredMemory
 from schemas.codec import memory_from_payload, memory_to_payload
+from schemas.memory import HybridHit
+
+log = logging.getLogger(__name__)
 
 VECTOR_NAME: Final = "dense"
-#: Payload fields every filter uses; keyword indexes keep filtered search exact and fast.
-INDEXED_FIELDS: Final[tuple[str, ...]] = ("scope_key", "type", "status")
+#: Payload fields the filters use: keyword indexes keep filtered search exact and fast, the
+#: datetime one lets the retention purge find old tombstones without reading every one.
+PAYLOAD_INDEXES: Final[dict[str, models.PayloadSchemaType]] = {
+    "scope_key": models.PayloadSchemaType.KEYWORD,
+    "type": models.PayloadSchemaType.KEYWORD,
+    "status": models.PayloadSchemaType.KEYWORD,
+    "superseded_at": models.PayloadSchemaType.DATETIME,
+}
 #: Points fetched per scroll call when listing; list() sorts in memory, so it reads them all.
 SCROLL_PAGE: Final = 256
+#: IDF is left to Qdrant, from the collection's own statistics at query time.
+BM25_PARAMS: Final = models.SparseVectorParams(modifier=models.Modifier.IDF)
 
 
 def _filter(
@@ -40,6 +62,24 @@ def _filter(
     if not must and not must_not:
         return None
     return models.Filter(must=must or None, must_not=must_not or None)
+
+
+def _purgeable(before: datetime) -> models.Filter:
+    """Superseded before ``before``; a tombstone without ``superseded_at`` counts from ``updated_at``."""
+    legacy = models.Filter(
+        must=[
+            models.IsEmptyCondition(is_empty=models.PayloadField(key="superseded_at")),
+            models.FieldCondition(key="updated_at", range=models.DatetimeRange(lt=before)),
+        ]
+    )
+    return models.Filter(
+        must=[models.FieldCondition(key="status", match=models.MatchValue(value="superseded"))],
+        should=[models.FieldCondition(key="superseded_at", range=models.DatetimeRange(lt=before)), legacy],
+    )
+
+
+def _sparse(terms: Terms) -> models.SparseVector:
+    return models.SparseVector(indices=terms.indices, values=terms.values)
 
 
 def _is_local(client: AsyncQdrantClient) -> bool:
@@ -72,6 +112,9 @@ class QdrantServerStore:
         self._url, self._api_key, self._location = url, api_key, location
         self._shared = client
         self._client: AsyncQdrantClient | None = None
+        #: False on a collection that predates the ``bm25`` vector on a server too old to
+        #: add it: its points carry no terms and hybrid search runs the vector leg alone.
+        self._bm25 = True
 
     @property
     def _qdrant(self) -> AsyncQdrantClient:
@@ -99,7 +142,9 @@ class QdrantServerStore:
         if not await client.collection_exists(self.collection):
             vectors = {VECTOR_NAME: models.VectorParams(size=self.dim, distance=models.Distance.COSINE)}
             try:
-                await client.create_collection(self.collection, vectors_config=vectors)
+                await client.create_collection(
+                    self.collection, vectors_config=vectors, sparse_vectors_config={BM25_VECTOR: BM25_PARAMS}
+                )
             except Exception:
                 # Another worker may have created it between our check and create.
                 if not await client.collection_exists(self.collection):
@@ -113,13 +158,50 @@ class QdrantServerStore:
                 f"collection {self.collection} holds {found} but {self.embedding_model!r} "
                 f"was configured with dim={self.dim}"
             )
+        self._bm25 = BM25_VECTOR in (info.config.params.sparse_vectors or {}) or await self._add_bm25(client)
+        if self._bm25:
+            await self._backfill_terms(client)
         if _is_local(client):
             return  # Local mode ignores payload indexes and warns on every create.
-        for field in INDEXED_FIELDS:
+        for field, schema in PAYLOAD_INDEXES.items():
             if field not in info.payload_schema:
-                await client.create_payload_index(
-                    self.collection, field, field_schema=models.PayloadSchemaType.KEYWORD
-                )
+                await client.create_payload_index(self.collection, field, field_schema=schema)
+
+    async def _add_bm25(self, client: AsyncQdrantClient) -> bool:
+        """Add the ``bm25`` vector to a collection from before hybrid search; False if the server can't."""
+        config = models.SparseVectorNameConfig(sparse=models.SparseVectorConfig(modifier=models.Modifier.IDF))
+        try:
+            await client.create_vector_name(self.collection, BM25_VECTOR, config)
+        except UnexpectedResponse as exc:
+            # Adding a named vector needs a newer server than the compose file's 1.15; the
+            # collection keeps working, with hybrid search reduced to its vector leg.
+            log.warning(
+                "collection %s has no %r vector and the server cannot add it (HTTP %s): "
+                "hybrid search will use the dense vector alone",
+                self.collection, BM25_VECTOR, exc.status_code,
+            )
+            return False
+        return True
+
+    async def _backfill_terms(self, client: AsyncQdrantClient) -> None:
+        """Give BM25 terms to every point without them: those written before the vector existed.
+
+        Runs at every open, where it finds nothing once done, so a backfill cut short resumes.
+        """
+        lacking = models.Filter(must_not=[models.HasVectorCondition(has_vector=BM25_VECTOR)])
+        offset: Any = None
+        while True:
+            records, offset = await client.scroll(
+                self.collection, scroll_filter=lacking, limit=SCROLL_PAGE, offset=offset, with_payload=["text"]
+            )
+            if records:
+                texts = [(r.id, (r.payload or {}).get("text", "")) for r in records]
+                terms = [
+                    models.PointVectors(id=i, vector={BM25_VECTOR: _sparse(document_terms(t))}) for i, t in texts
+                ]
+                await client.update_vectors(self.collection, terms)
+            if offset is None:
+                return
 
     async def close(self) -> None:
         if self._client is not None:
@@ -129,11 +211,14 @@ class QdrantServerStore:
 
     # -- writes ------------------------------------------------------------------
 
+    def _point(self, memory: Memory, vector: Sequence[float]) -> models.PointStruct:
+        vectors: dict[str, Any] = {VECTOR_NAME: [float(x) for x in vector]}
+        if self._bm25:
+            vectors[BM25_VECTOR] = _sparse(document_terms(memory.text))
+        return models.PointStruct(id=memory.id, vector=vectors, payload=memory_to_payload(memory))
+
     async def upsert(self, memory: Memory, vector: Sequence[float]) -> None:
-        point = models.PointStruct(
-            id=memory.id, vector={VECTOR_NAME: [float(x) for x in vector]}, payload=memory_to_payload(memory)
-        )
-        await self._qdrant.upsert(self.collection, [point])
+        await self._qdrant.upsert(self.collection, [self._point(memory, vector)])
 
     async def refresh(
         self,
@@ -149,22 +234,30 @@ class QdrantServerStore:
             changes["source_chunk"] = source_chunk
         return await self._replace(memory_id, changes, vector)
 
-    async def supersede(self, memory_id: str, superseded_by: str) -> Memory | None:
-        return await self._replace(memory_id, {"superseded_by": superseded_by}, None)
+    async def supersede(
+        self, memory_id: str, superseded_by: str, *, at: datetime | None = None
+    ) -> Memory | None:
+        changes = {"superseded_by": superseded_by, "superseded_at": at or datetime.now(UTC)}
+        return await self._replace(memory_id, changes, None)
 
     async def _replace(
         self, memory_id: str, changes: dict[str, Any], vector: Sequence[float] | None
     ) -> Memory | None:
         # Read-modify-write is not atomic on a server; writers of one memory are serialized
         # upstream by its partition key, so last-writer-wins is acceptable here.
-        old = await self.get(memory_id)
-        if old is None:
+        records = await self._qdrant.retrieve(
+            self.collection, [memory_id], with_payload=True, with_vectors=[VECTOR_NAME]
+        )
+        if not records:
             return None
+        old = memory_from_payload(records[0].payload or {})
         new = msgspec.structs.replace(old, **changes)
-        if vector is None:
+        if vector is None and new.text == old.text:
             await self._qdrant.overwrite_payload(self.collection, memory_to_payload(new), points=[memory_id])
         else:
-            await self.upsert(new, vector)
+            # The BM25 terms follow the text: one upsert rewrites payload and both vectors.
+            dense = vector if vector is not None else _dense(records[0])
+            await self._qdrant.upsert(self.collection, [self._point(new, dense)])
         return new
 
     async def delete(self, memory_id: str) -> Memory | None:
@@ -173,6 +266,19 @@ class QdrantServerStore:
             await self._qdrant.delete(self.collection, points_selector=[memory_id])
         return old
 
+    async def purge_superseded(self, before: datetime, *, limit: int = 500) -> list[Memory]:
+        purgeable = _purgeable(before)
+        records, _ = await self._qdrant.scroll(
+            self.collection, scroll_filter=purgeable, limit=limit, with_payload=True
+        )
+        if records:
+            # Deleted by id and still purgeable, so a memory re-created active under the same
+            # id between the scroll and the delete survives.
+            found = models.HasIdCondition(has_id=[r.id for r in records])
+            selected = models.Filter(must=[found, purgeable])
+            await self._qdrant.delete(self.collection, points_selector=models.FilterSelector(filter=selected))
+        return [memory_from_payload(r.payload or {}) for r in records]
+
     # -- reads -------------------------------------------------------------------
 
     async def get(self, memory_id: str) -> Memory | None:
@@ -180,9 +286,10 @@ class QdrantServerStore:
         return memory_from_payload(records[0].payload or {}) if records else None
 
     async def vector(self, memory_id: str) -> list[float] | None:
-        records = await self._qdrant.retrieve(self.collection, [memory_id], with_payload=False, with_vectors=True)
-        vectors = records[0].vector if records else None
-        return [float(x) for x in vectors[VECTOR_NAME]] if isinstance(vectors, dict) else None
+        records = await self._qdrant.retrieve(
+            self.collection, [memory_id], with_payload=False, with_vectors=[VECTOR_NAME]
+        )
+        return _dense(records[0]) if records else None
 
     async def search(
         self,
@@ -211,6 +318,44 @@ class QdrantServerStore:
             for p in response.points
         ]
 
+    async def hybrid_search(
+        self,
+        text: str,
+        vector: Sequence[float],
+        scope_keys: Sequence[str],
+        *,
+        limit: int = 5,
+        alpha: float = 0.7,
+        min_score: float = 0.3,
+        types: Sequence[str] | None = None,
+        exclude_ids: Sequence[str] = (),
+    ) -> list[HybridHit]:
+        run_dense, run_bm25 = hybrid_legs(alpha)
+        flt = _filter(scope_keys, types, include_superseded=False, exclude_ids=exclude_ids)
+        pool = limit * HYBRID_POOL_FACTOR
+        legs: dict[str, models.QueryRequest] = {}
+        if run_dense:
+            dense = [float(x) for x in vector]
+            legs[VECTOR_NAME] = models.QueryRequest(
+                query=dense, using=VECTOR_NAME, filter=flt, limit=pool, with_payload=True
+            )
+        terms = query_terms(text)
+        if run_bm25 and self._bm25 and terms.indices:  # a text of stopwords alone has no terms
+            legs[BM25_VECTOR] = models.QueryRequest(
+                query=_sparse(terms), using=BM25_VECTOR, filter=flt, limit=pool, with_payload=True
+            )
+        if not legs:
+            return []
+        # Both legs in one round trip.
+        responses = await self._qdrant.query_batch_points(self.collection, list(legs.values()))
+        results = dict(zip(legs, responses))
+
+        def scored(leg: str) -> list[tuple[Memory, float]]:
+            points = results[leg].points if leg in results else []
+            return [(memory_from_payload(p.payload or {}), p.score) for p in points]
+
+        return fuse(scored(VECTOR_NAME), scored(BM25_VECTOR), alpha=alpha, min_score=min_score, limit=limit)
+
     async def list(
         self,
         scope_keys: Sequence[str],
@@ -237,3 +382,10 @@ class QdrantServerStore:
         flt = _filter(scope_keys, include_superseded=include_superseded)
         result = await self._qdrant.count(self.collection, count_filter=flt, exact=True)
         return result.count
+
+
+def _dense(record: models.Record) -> list[float]:
+    vectors = record.vector
+    if not isinstance(vectors, dict):
+        raise ValueError(f"point {record.id} was read without its vectors")
+    return [float(x) for x in vectors[VECTOR_NAME]]

@@ -10,11 +10,15 @@ from datetime import UTC, datetime, timedelta, timezone
 
 import msgspec
 import pytest
+from httpx import Headers
+from qdrant_client import AsyncQdrantClient
+from qdrant_client.http.exceptions import UnexpectedResponse
 
 from memstream.store.base import MemoryStore
 from schemas import Memory, ScoredMemory
+from schemas.memory import HybridHit
 
-from .conftest import DIM, MODEL, StoreFactory
+from .conftest import DIM, MODEL, LegacyWriter, StoreFactory
 
 T0 = datetime(2025, 3, 4, 5, 6, 7, 891011, tzinfo=UTC)
 
@@ -56,10 +60,12 @@ AT_02 = [0.8, 0.6] + [0.0] * (DIM - 2)
 AT_04 = [0.6, 0.8] + [0.0] * (DIM - 2)
 AT_10 = unit(90)
 AT_20 = unit(180)
+#: AT_04 mirrored: just as far from E0, in another direction.
+AT_04_MIRRORED = [0.6, -0.8] + [0.0] * (DIM - 2)
 
 
-def ids(results: Sequence[ScoredMemory | Memory]) -> list[str]:
-    return [r.memory.id if isinstance(r, ScoredMemory) else r.id for r in results]
+def ids(results: Sequence[ScoredMemory | HybridHit | Memory]) -> list[str]:
+    return [r.id if isinstance(r, Memory) else r.memory.id for r in results]
 
 
 # -- lifecycle -------------------------------------------------------------------
@@ -197,6 +203,22 @@ async def test_superseded_memory_leaves_search_and_list_but_stays_stored(store: 
     assert await store.supersede(str(uuid.uuid4()), new.id) is None
 
 
+async def test_supersede_records_when(store: MemoryStore) -> None:
+    dated, undated = memory("db is postgres 15"), memory("db is postgres 14")
+    await store.upsert(dated, E0)
+    await store.upsert(undated, E0)
+    at = T0 + timedelta(days=2)
+    marked = await store.supersede(dated.id, "newer-id", at=at)
+    assert marked is not None and marked.superseded_at == at
+    assert await store.get(dated.id) == marked
+
+    before = datetime.now(UTC)
+    marked = await store.supersede(undated.id, "newer-id")
+    assert marked is not None and marked.superseded_at is not None
+    assert before <= marked.superseded_at <= datetime.now(UTC)
+    assert await store.get(undated.id) == marked
+
+
 async def test_refresh_keeps_supersession(store: MemoryStore) -> None:
     old = memory("db is postgres 15")
     await store.upsert(old, E0)
@@ -204,6 +226,45 @@ async def test_refresh_keeps_supersession(store: MemoryStore) -> None:
     refreshed = await store.refresh(old.id, text="db is pg 15", updated_at=T0 + timedelta(hours=1))
     assert refreshed is not None and refreshed.superseded_by == "newer-id"
     assert await store.search(E0, ["p_alpha"]) == []
+
+
+# -- retention -------------------------------------------------------------------
+
+
+async def test_purge_superseded_respects_before_and_limit(store: MemoryStore) -> None:
+    active = memory("still true")  # updated at T0, older than every cutoff below
+    tombstones = [memory(f"was true {i}") for i in range(4)]
+    for m in (active, *tombstones):
+        await store.upsert(m, E0)
+    marked = [
+        await store.supersede(m.id, active.id, at=T0 + timedelta(days=i + 1)) for i, m in enumerate(tombstones)
+    ]
+
+    # Superseded exactly at the cutoff is not older than it.
+    assert await store.purge_superseded(T0 + timedelta(days=1)) == []
+    purged = await store.purge_superseded(T0 + timedelta(days=3))
+    assert sorted(ids(purged)) == sorted(ids(tombstones[:2]))
+    assert {m.id: m for m in purged} == {m.id: m for m in marked[:2] if m is not None}
+    assert await store.get(tombstones[0].id) is None
+    assert await store.count() == 3
+
+    first = await store.purge_superseded(T0 + timedelta(days=30), limit=1)
+    second = await store.purge_superseded(T0 + timedelta(days=30), limit=1)
+    assert len(first) == len(second) == 1
+    assert sorted(ids(first + second)) == sorted(ids(tombstones[2:]))
+    assert await store.purge_superseded(T0 + timedelta(days=30)) == []
+    assert await store.list(["p_alpha"], include_superseded=True) == [active]
+
+
+async def test_purge_counts_undated_tombstones_from_updated_at(store: MemoryStore) -> None:
+    old = msgspec.structs.replace(memory("old tombstone"), superseded_by="newer-id")
+    recent = msgspec.structs.replace(memory("recent tombstone", minutes=60), superseded_by="newer-id")
+    active = memory("active and old")
+    for m in (old, recent, active):
+        assert m.superseded_at is None
+        await store.upsert(m, E0)
+    assert await store.purge_superseded(T0 + timedelta(minutes=30)) == [old]
+    assert sorted(ids(await store.list(["p_alpha"], include_superseded=True))) == sorted([recent.id, active.id])
 
 
 # -- search ----------------------------------------------------------------------
@@ -258,6 +319,149 @@ async def test_search_filters_by_scope_keys_and_types(store: MemoryStore) -> Non
     assert await store.count(["p_alpha", "p_beta"]) == 3
     assert await store.count(["u_dev"]) == 1
     assert await store.count([]) == 0
+
+
+# -- hybrid search ---------------------------------------------------------------
+
+
+async def test_hybrid_ranks_an_exact_lexical_match_above_an_unrelated_one(store: MemoryStore) -> None:
+    lexical, unrelated = memory("pin aiokafka below 0.13 for faust"), memory("prefers tabs over spaces")
+    await store.upsert(lexical, AT_04)
+    await store.upsert(unrelated, AT_04_MIRRORED)
+
+    first, second = await store.hybrid_search(lexical.text, E0, ["p_alpha"])
+    assert (first.memory, second.memory) == (lexical, unrelated)
+    assert first.vector_score == second.vector_score == pytest.approx(0.6, abs=1e-6)
+    assert first.bm25_score is not None and 0.0 < first.bm25_score < 1.0
+    assert first.score == pytest.approx(0.7 * first.vector_score + 0.3 * first.bm25_score)
+    # Only the vector leg found the unrelated one: its score is that leg's alone.
+    assert second.bm25_score is None and second.score == second.vector_score
+
+
+async def test_hybrid_with_alpha_one_is_vector_order(store: MemoryStore) -> None:
+    fan = await _seed_fan(store)
+    nearest = await store.search(E0, ["p_alpha"])
+    hits = await store.hybrid_search("fact 4", E0, ["p_alpha"], alpha=1.0, min_score=0.0)
+    assert ids(hits) == ids(nearest) == [m.id for m in fan]
+    assert [h.vector_score for h in hits] == pytest.approx([max(0.0, 1.0 - n.distance) for n in nearest])
+    assert [h.score for h in hits] == [h.vector_score for h in hits]
+    assert all(h.bm25_score is None for h in hits)
+    assert ids(await store.hybrid_search("fact 4", E0, ["p_alpha"], alpha=1.0, limit=2)) == ids(fan[:2])
+
+
+async def test_hybrid_with_alpha_zero_is_bm25_order(store: MemoryStore) -> None:
+    fan = await _seed_fan(store)
+    hits = await store.hybrid_search("fact 4", E0, ["p_alpha"], alpha=0.0, min_score=0.0)
+    assert ids(hits)[0] == fan[4].id and sorted(ids(hits)) == sorted(ids(fan))
+    assert all(h.vector_score is None and h.score == h.bm25_score for h in hits)
+    assert [h.score for h in hits] == sorted((h.score for h in hits), reverse=True)
+    # A text of stopwords alone has no terms: nothing for BM25 to find.
+    assert await store.hybrid_search("the of and", E0, ["p_alpha"], alpha=0.0, min_score=0.0) == []
+    with pytest.raises(ValueError, match="alpha"):
+        await store.hybrid_search("fact 4", E0, ["p_alpha"], alpha=1.5)
+
+
+async def test_hybrid_min_score_drops_weak_hits(store: MemoryStore) -> None:
+    fan = await _seed_fan(store)
+    assert ids(await store.hybrid_search("fact", E0, ["p_alpha"], alpha=1.0, min_score=0.5)) == ids(fan[:3])
+    # "fact" is in every memory, so it weighs little; "4" singles one out.
+    assert ids(await store.hybrid_search("fact 4", E0, ["p_alpha"], alpha=0.0)) == [fan[4].id]
+    hits = await store.hybrid_search("fact 4", E0, ["p_alpha"], min_score=0.0, limit=10)
+    assert all(h.score >= 0.0 for h in hits) and len(hits) == 5
+    strong = await store.hybrid_search("fact 4", E0, ["p_alpha"], min_score=0.9, limit=10)
+    assert [h.score for h in strong] == [h.score for h in hits if h.score >= 0.9]
+
+
+async def test_hybrid_returns_active_memories_in_scope_only(store: MemoryStore) -> None:
+    arch = memory("hexagonal layout")
+    other = memory("hexagonal layout", scope_key="p_beta")
+    old = memory("hexagonal layout, version one")
+    pref = memory("prefers hexagonal tabs", type="preference", scope_key="u_dev")
+    err = memory("fix: pin aiokafka", type="error-solution")
+    for m, vector in [(arch, E0), (other, E0), (old, E0), (pref, AT_02), (err, AT_04)]:
+        await store.upsert(m, vector)
+    await store.supersede(old.id, arch.id)
+
+    text = "hexagonal layout"
+    assert ids(await store.hybrid_search(text, E0, ["p_alpha"])) == [arch.id, err.id]
+    assert ids(await store.hybrid_search(text, E0, ["p_beta"])) == [other.id]
+    assert ids(await store.hybrid_search(text, E0, ["p_alpha", "u_dev"], types=["preference"])) == [pref.id]
+    assert ids(await store.hybrid_search(text, E0, ["p_alpha"], exclude_ids=[arch.id])) == [err.id]
+    assert await store.hybrid_search(text, E0, []) == []
+
+
+async def test_hybrid_terms_follow_the_text(store: MemoryStore) -> None:
+    async def lexical(text: str) -> list[str]:
+        return ids(await store.hybrid_search(text, E0, ["p_alpha"], alpha=0.0, min_score=0.0))
+
+    m = memory("uses kafka")
+    await store.upsert(m, E0)
+    assert (await lexical("kafka"), await lexical("redpanda")) == ([m.id], [])
+    await store.refresh(m.id, text="uses redpanda", updated_at=T0 + timedelta(days=1))
+    assert (await lexical("kafka"), await lexical("redpanda")) == ([], [m.id])
+    await store.refresh(m.id, text="uses redpanda", updated_at=T0 + timedelta(days=2))
+    assert await lexical("redpanda") == [m.id]
+    await store.refresh(m.id, text="uses pulsar", updated_at=T0 + timedelta(days=3), vector=AT_02)
+    assert (await lexical("redpanda"), await lexical("pulsar")) == ([], [m.id])
+    await store.upsert(msgspec.structs.replace(m, text="uses kafka again"), AT_02)
+    assert (await lexical("pulsar"), await lexical("kafka")) == ([], [m.id])
+    assert await store.vector(m.id) == pytest.approx(AT_02)
+
+
+# -- collections from before hybrid search ---------------------------------------
+
+
+async def test_collection_from_before_hybrid_search_opens_and_searches(
+    make_store: StoreFactory, write_legacy: LegacyWriter
+) -> None:
+    lexical, unrelated = memory("pin aiokafka below 0.13 for faust"), memory("prefers tabs over spaces")
+    tombstone = msgspec.structs.replace(memory("db is postgres 15"), superseded_by=lexical.id)
+    await write_legacy(MODEL, DIM, [(lexical, AT_04), (unrelated, AT_04_MIRRORED), (tombstone, E0)])
+
+    store = make_store(MODEL, DIM)
+    await store.open()
+    assert await store.get(tombstone.id) == tombstone
+    hits = await store.hybrid_search(lexical.text, E0, ["p_alpha"])
+    assert ids(hits) == [lexical.id, unrelated.id]
+    assert hits[0].bm25_score is not None  # the old memories got their terms at open
+
+    fresh = memory("uses kafka 3.7")
+    await store.upsert(fresh, AT_10)
+    assert ids(await store.hybrid_search("kafka", E0, ["p_alpha"], alpha=0.0, min_score=0.0)) == [fresh.id]
+    assert await store.purge_superseded(T0 + timedelta(minutes=1)) == [tombstone]
+    await store.close()
+
+    again = make_store(MODEL, DIM)
+    await again.open()
+    assert ids(await again.hybrid_search(lexical.text, E0, ["p_alpha"])) == [lexical.id, unrelated.id]
+
+
+@pytest.mark.parametrize("backend", ["qdrant"])
+async def test_server_that_cannot_add_bm25_searches_by_vector_alone(
+    make_store: StoreFactory,
+    write_legacy: LegacyWriter,
+    shared_client: AsyncQdrantClient,
+    monkeypatch: pytest.MonkeyPatch,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    lexical, unrelated = memory("pin aiokafka below 0.13 for faust"), memory("prefers tabs over spaces")
+    await write_legacy(MODEL, DIM, [(lexical, AT_04), (unrelated, AT_10)])
+
+    async def unsupported(*args: object, **kwargs: object) -> None:
+        raise UnexpectedResponse(404, "Not Found", b"", Headers())
+
+    monkeypatch.setattr(shared_client, "create_vector_name", unsupported)
+    store = make_store(MODEL, DIM)
+    await store.open()
+    assert "bm25" in caplog.text
+
+    fresh = memory("uses kafka 3.7")
+    await store.upsert(fresh, AT_02)
+    hits = await store.hybrid_search(lexical.text, E0, ["p_alpha"])
+    assert ids(hits) == [fresh.id, lexical.id]
+    assert all(h.bm25_score is None and h.score == h.vector_score for h in hits)
+    refreshed = await store.refresh(fresh.id, text="uses kafka 3.8", updated_at=T0 + timedelta(days=1))
+    assert refreshed is not None and await store.get(fresh.id) == refreshed
 
 
 # -- list ------------------------------------------------------------------------
