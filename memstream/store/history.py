@@ -1,0 +1,312 @@
+"""The audit trail's store (seed 003's ``memory_history``): HistoryRecords, kept per memory.
+
+Written only by the history agent (key: scope), read by the API and ``memstream history``,
+purged by age by retention (seed 003 step 4). Two backends, like memories: an embedded
+Qdrant Edge shard under the data dir, or a collection on the Qdrant server.
+
+One point per record, its id the record's ``record_id`` (a uuid), so appending a replayed
+record overwrites it. Records have no vector: the server collection has an empty vector
+config, and since Edge insists on at least one vector kind its shard declares a sparse
+vector that no point fills, which stores nothing. ``ts`` has a datetime index: both
+libraries range-filter it and order by it at microsecond precision (their order value is
+epoch microseconds), and ordering by a field needs a range index on it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from datetime import datetime
+from pathlib import Path
+from typing import Any, Final, Protocol, TypeVar
+
+import msgspec
+from qdrant_client import AsyncQdrantClient, models
+from qdrant_edge import (
+    Direction,
+    EdgeConfig,
+    EdgeShard,
+    EdgeSparseVectorParams,
+    FieldCondition,
+    Filter,
+    MatchValue,
+    OrderBy,
+    PayloadSchemaType,
+    Point,
+    RangeDateTime,
+    ScrollRequest,
+    UpdateOperation,
+)
+
+from schemas.history import HistoryRecord
+
+#: The collection (server) or shard directory (Edge) of the audit trail.
+COLLECTION: Final = "history"
+#: Keyword fields the reads filter on.
+KEYWORD_FIELDS: Final[tuple[str, ...]] = ("memory_id", "target_id", "scope_key")
+#: Edge's sparse vector that no record fills (a shard needs some vector kind).
+NO_VECTOR: Final = "none"
+#: The shard's own persisted config; its presence means the shard exists.
+CONFIG_FILE: Final = "edge_config.json"
+
+T = TypeVar("T")
+
+
+class HistoryStore(Protocol):
+    """Audit records; appends are idempotent by ``record_id``."""
+
+    async def open(self) -> None:
+        """Create the collection and payload indexes if they are missing (idempotent)."""
+
+    async def close(self) -> None: ...
+
+    async def append(self, records: Sequence[HistoryRecord]) -> None:
+        """Store records, replacing any with the same ``record_id``."""
+
+    async def for_memory(self, memory_id: str, *, limit: int = 100) -> list[HistoryRecord]:
+        """Records about a memory (its ``memory_id`` or ``target_id``), oldest first."""
+
+    async def for_scope(self, scope_key: str, *, limit: int = 100) -> list[HistoryRecord]:
+        """The newest ``limit`` records of a scope, newest first."""
+
+    async def purge_before(self, before: datetime, *, limit: int = 500) -> int:
+        """Delete up to ``limit`` records older than ``before``, oldest first; how many went."""
+
+
+def record_to_payload(record: HistoryRecord) -> dict[str, Any]:
+    payload: dict[str, Any] = msgspec.to_builtins(record)
+    return payload
+
+
+def record_from_payload(payload: dict[str, Any]) -> HistoryRecord:
+    return msgspec.convert(payload, HistoryRecord)
+
+
+def _chronological(records: list[HistoryRecord], *, newest_first: bool = False) -> list[HistoryRecord]:
+    """Both libraries order equal timestamps arbitrarily; the record id settles ties alike."""
+    return sorted(records, key=lambda r: (r.ts, r.record_id), reverse=newest_first)
+
+
+class EdgeHistoryStore:
+    """The audit trail in an on-disk shard at ``root / collection``.
+
+    Like EdgeStore, every shard call runs on one dedicated thread.
+    """
+
+    def __init__(self, root: Path, *, collection: str = COLLECTION) -> None:
+        self.collection = collection
+        self.path = Path(root) / collection
+        self._shard: EdgeShard | None = None
+        self._executor: ThreadPoolExecutor | None = None
+
+    async def _run(self, fn: Callable[[EdgeShard], T]) -> T:
+        if self._shard is None or self._executor is None:
+            raise RuntimeError(f"EdgeHistoryStore at {self.path} is not open")
+        shard = self._shard
+        return await asyncio.get_running_loop().run_in_executor(self._executor, fn, shard)
+
+    async def open(self) -> None:
+        if self._shard is not None:
+            return
+        executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix=f"edge-{self.path.name}")
+        try:
+            self._shard = await asyncio.get_running_loop().run_in_executor(executor, self._open_shard)
+        except BaseException:
+            executor.shutdown(wait=False)
+            raise
+        self._executor = executor
+
+    def _open_shard(self) -> EdgeShard:
+        if (self.path / CONFIG_FILE).exists():
+            shard = EdgeShard.load(str(self.path))
+        else:
+            config = EdgeConfig(sparse_vectors={NO_VECTOR: EdgeSparseVectorParams()})
+            shard = EdgeShard.create(str(self.path), config)
+        existing = shard.info().payload_schema
+        for field in KEYWORD_FIELDS:
+            if field not in existing:
+                shard.update(UpdateOperation.create_field_index(field, PayloadSchemaType.Keyword))
+        if "ts" not in existing:
+            shard.update(UpdateOperation.create_field_index("ts", PayloadSchemaType.Datetime))
+        return shard
+
+    async def close(self) -> None:
+        if self._shard is None or self._executor is None:
+            return
+        shard, executor = self._shard, self._executor
+        self._shard, self._executor = None, None
+
+        def _close(s: EdgeShard) -> None:
+            s.flush()
+            s.close()
+
+        try:
+            await asyncio.get_running_loop().run_in_executor(executor, _close, shard)
+        finally:
+            executor.shutdown(wait=True)
+
+    async def append(self, records: Sequence[HistoryRecord]) -> None:
+        if not records:
+            return
+        points = [Point(r.record_id, {}, record_to_payload(r)) for r in records]
+        await self._run(lambda s: s.update(UpdateOperation.upsert_points(points)))
+
+    async def for_memory(self, memory_id: str, *, limit: int = 100) -> list[HistoryRecord]:
+        if not memory_id:
+            return []  # "" is how records say "no memory"; it must not match them all.
+        about = Filter(
+            should=[
+                FieldCondition("memory_id", match=MatchValue(memory_id)),
+                FieldCondition("target_id", match=MatchValue(memory_id)),
+            ]
+        )
+        return _chronological(await self._scroll(about, Direction.Asc, limit))
+
+    async def for_scope(self, scope_key: str, *, limit: int = 100) -> list[HistoryRecord]:
+        in_scope = Filter(must=[FieldCondition("scope_key", match=MatchValue(scope_key))])
+        return _chronological(await self._scroll(in_scope, Direction.Desc, limit), newest_first=True)
+
+    async def purge_before(self, before: datetime, *, limit: int = 500) -> int:
+        # The same text form the records were stored in, so naive means UTC on both sides.
+        older = Filter(must=[FieldCondition("ts", range=RangeDateTime(lt=msgspec.to_builtins(before)))])
+
+        def _purge(s: EdgeShard) -> int:
+            oldest_first = OrderBy("ts", Direction.Asc)
+            request = ScrollRequest(limit=limit, filter=older, with_payload=False, order_by=oldest_first)
+            records, _ = s.scroll(request)
+            if records:
+                s.update(UpdateOperation.delete_points([r.id for r in records]))
+            return len(records)
+
+        return await self._run(_purge)
+
+    async def _scroll(self, flt: Filter, direction: Direction, limit: int) -> list[HistoryRecord]:
+        request = ScrollRequest(limit=limit, filter=flt, with_payload=True, order_by=OrderBy("ts", direction))
+        records, _ = await self._run(lambda s: s.scroll(request))
+        return [record_from_payload(r.payload or {}) for r in records]
+
+
+def _is_local(client: AsyncQdrantClient) -> bool:
+    """True for the client's in-process mode (``:memory:`` or a ``path``), not a server."""
+    options = client.init_options
+    return options.get("location") == ":memory:" or options.get("path") is not None
+
+
+class ServerHistoryStore:
+    """The audit trail in the collection ``collection`` of a Qdrant server (or local mode)."""
+
+    def __init__(
+        self,
+        *,
+        url: str | None = None,
+        api_key: str | None = None,
+        location: str | None = None,
+        client: AsyncQdrantClient | None = None,
+        collection: str = COLLECTION,
+    ) -> None:
+        """Connect by ``url``/``api_key`` or ``location``, or share an open ``client``.
+
+        A shared client (one connection for every store) is left open by close().
+        """
+        self.collection = collection
+        self._url, self._api_key, self._location = url, api_key, location
+        self._shared = client
+        self._client: AsyncQdrantClient | None = None
+
+    @property
+    def _qdrant(self) -> AsyncQdrantClient:
+        if self._client is None:
+            raise RuntimeError(f"ServerHistoryStore for {self.collection} is not open")
+        return self._client
+
+    async def open(self) -> None:
+        if self._client is not None:
+            return
+        client = self._shared or AsyncQdrantClient(
+            location=self._location, url=self._url, api_key=self._api_key
+        )
+        try:
+            await self._ensure_collection(client)
+        except BaseException:
+            if client is not self._shared:
+                await client.close()
+            raise
+        self._client = client
+
+    async def _ensure_collection(self, client: AsyncQdrantClient) -> None:
+        if not await client.collection_exists(self.collection):
+            try:
+                await client.create_collection(self.collection, vectors_config={})
+            except Exception:
+                # Another worker may have created it between our check and create.
+                if not await client.collection_exists(self.collection):
+                    raise
+        if _is_local(client):
+            return  # Local mode ignores payload indexes and warns on every create.
+        existing = (await client.get_collection(self.collection)).payload_schema
+        for field in KEYWORD_FIELDS:
+            if field not in existing:
+                await client.create_payload_index(
+                    self.collection, field, field_schema=models.PayloadSchemaType.KEYWORD
+                )
+        if "ts" not in existing:
+            await client.create_payload_index(
+                self.collection, "ts", field_schema=models.PayloadSchemaType.DATETIME
+            )
+
+    async def close(self) -> None:
+        if self._client is not None:
+            client, self._client = self._client, None
+            if client is not self._shared:
+                await client.close()
+
+    async def append(self, records: Sequence[HistoryRecord]) -> None:
+        if not records:
+            return
+        points = [
+            models.PointStruct(id=r.record_id, vector={}, payload=record_to_payload(r)) for r in records
+        ]
+        await self._qdrant.upsert(self.collection, points)
+
+    async def for_memory(self, memory_id: str, *, limit: int = 100) -> list[HistoryRecord]:
+        if not memory_id:
+            return []  # "" is how records say "no memory"; it must not match them all.
+        about = models.Filter(
+            should=[
+                models.FieldCondition(key="memory_id", match=models.MatchValue(value=memory_id)),
+                models.FieldCondition(key="target_id", match=models.MatchValue(value=memory_id)),
+            ]
+        )
+        return _chronological(await self._scroll(about, models.Direction.ASC, limit))
+
+    async def for_scope(self, scope_key: str, *, limit: int = 100) -> list[HistoryRecord]:
+        in_scope = models.Filter(
+            must=[models.FieldCondition(key="scope_key", match=models.MatchValue(value=scope_key))]
+        )
+        return _chronological(await self._scroll(in_scope, models.Direction.DESC, limit), newest_first=True)
+
+    async def purge_before(self, before: datetime, *, limit: int = 500) -> int:
+        older = models.Filter(must=[models.FieldCondition(key="ts", range=models.DatetimeRange(lt=before))])
+        records, _ = await self._qdrant.scroll(
+            self.collection,
+            scroll_filter=older,
+            limit=limit,
+            order_by=models.OrderBy(key="ts", direction=models.Direction.ASC),
+            with_payload=False,
+        )
+        if records:
+            await self._qdrant.delete(self.collection, points_selector=[r.id for r in records])
+        return len(records)
+
+    async def _scroll(
+        self, flt: models.Filter, direction: models.Direction, limit: int
+    ) -> list[HistoryRecord]:
+        records, _ = await self._qdrant.scroll(
+            self.collection,
+            scroll_filter=flt,
+            limit=limit,
+            order_by=models.OrderBy(key="ts", direction=direction),
+            with_payload=True,
+        )
+        return [record_from_payload(r.payload or {}) for r in records]
