@@ -1,5 +1,5 @@
-"""The stream agents, one module each: snapshot → extract → embed → dedup → store,
-age and contradiction reacting to what the store changed, and seed 004's two phases:
+"""The stream agents, one module each: snapshot → extract → embed → decide → store,
+age, contradiction and graph reacting to what the store changed, and seed 004's two phases:
 rollout (Phase 1, per idle session) and consolidate (Phase 2, one global run at a time).
 
 Each module exposes ``register(app, topics, providers)``, which declares its table and
@@ -7,9 +7,9 @@ its agent on the app. Agent bodies decode, call a pure rule from ``memstream.rul
 and send the results; an event they cannot process goes to the dead-letter topic.
 """
 
-from agents import age, consolidate, contradiction, dedup, embed, extract, park, rollout, snapshot, store
+from agents import age, consolidate, contradiction, decide, embed, extract, history, park, rollout, snapshot, store
 
 #: In pipeline order.
-ALL_AGENTS = (snapshot, extract, park, embed, dedup, store, age, contradiction, rollout, consolidate)
+ALL_AGENTS = (snapshot, extract, park, embed, decide, store, history, age, contradiction, rollout, consolidate)
 
 __all__ = ["ALL_AGENTS"]

@@ -2,7 +2,7 @@
 
 Consumes ``memory-updated`` (key: scope). Emits ``memory-ops`` (DeleteMemory) and, when a
 session summary is condensed, a learned-pattern ``facts`` event that flows through embed
-and dedup like any other fact. State: table ``age-state`` — per scope, the newest
+and decide like any other fact. State: table ``age-state`` — per scope, the newest
 progress memory seen and the summaries already condensed. Relies on one scope's updates
 arriving in order; a progress memory older than the newest seen is itself aged out.
 """

@@ -45,6 +45,7 @@ def register(app: faust.App, topics: Topics, providers: Providers, sink: DeadLet
         with stage_span("memstream.contradiction", type=memory.type) as span:
             vector = await providers.store.vector(memory.id)
             superseded: list[str] = []
+            model = ""
             if vector is not None:
                 nearby = await providers.store.search(
                     vector,
@@ -57,6 +58,7 @@ def register(app: faust.App, topics: Topics, providers: Providers, sink: DeadLet
                 span.set_attribute("contradiction.candidates", len(candidates))
                 if candidates:
                     completion = await llm.complete(rules.SYSTEM, rules.prompt(memory, candidates), max_tokens=512)
+                    model = completion.model
                     superseded, warnings = rules.parse_superseded(completion.text, candidates)
                     for warning in warnings:
                         log.warning("contradiction check of %s: %s", memory.id, warning)
@@ -67,6 +69,8 @@ def register(app: faust.App, topics: Topics, providers: Providers, sink: DeadLet
                         op_id=derived_id(old_id, "superseded-by", memory.id),
                         scope_key=memory.scope_key,
                         cause="contradiction",
+                        model=model,
+                        prompt_version=rules.PROMPT_VERSION,
                         memory_id=old_id,
                         superseded_by=memory.id,
                     ),

@@ -33,9 +33,11 @@ from memstream.rules.extraction import (
     raw_fact,
     system_prompt,
 )
+from memstream.rules import audit
+from memstream.rules.modes import REASON_LOW_CONFIDENCE
 from memstream.rules.secrets import redact
 from memstream.tracing import stage_span
-from schemas import Entity, ExtractState, Fact, ParkedSnapshot, Snapshot
+from schemas import Entity, ExtractState, Fact, HistoryRecord, ParkedSnapshot, Snapshot
 from topics.binding import Topics
 
 STAGE = "extract"
@@ -119,6 +121,9 @@ def register(app: faust.App, topics: Topics, providers: Providers, sink: DeadLet
             span.set_attribute("extract.gated", len(result.facts) - len(kept))
             for i, fact in enumerate(facts):
                 await topics.facts.send(key=_scope_key(snapshot, fact).encode(), value=_fact(snapshot, fact, i, entities))
+            # Seed 003's first write gate, audited: a fact below it never travels further.
+            for i, fact in enumerate(f for f in result.facts if f.confidence < gate):
+                await topics.history.send(key=_scope_key(snapshot, fact).encode(), value=_gated(snapshot, fact, i))
         sessions[snapshot.session_id] = ExtractState(
             done=[*state.done, snapshot.snapshot_id][-DONE_KEEP:],
             facts=state.facts + len(facts),
@@ -154,6 +159,20 @@ def _fact(snapshot: Snapshot, fact: ExtractedFact, index: int, entities: list[En
         confidence=fact.confidence,
         entities=entities,
         ts=snapshot.ts,
+    )
+
+
+def _gated(snapshot: Snapshot, fact: ExtractedFact, index: int) -> HistoryRecord:
+    return audit.record(
+        "skipped",
+        scope_key=_scope_key(snapshot, fact),
+        ts=datetime.now(UTC),
+        about=f"{snapshot.snapshot_id}:gated:{index}",
+        action="ADD",
+        fact_text=redact(fact.text),
+        confidence=fact.confidence,
+        reason=REASON_LOW_CONFIDENCE,
+        origin=snapshot.snapshot_id,
     )
 
 

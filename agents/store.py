@@ -1,9 +1,10 @@
 """Store agent: the only writer to the vector store.
 
 Consumes ``memory-ops`` (key: scope). Emits ``memory-updated`` (key: scope), one event per
-change actually made, saying what changed and why. State: table ``store-stats`` — per
-scope, counts of what it applied. Writes are idempotent by memory id, so a replay or a
-redelivery leaves the store as it was.
+change actually made, saying what changed and why, and, for changes other stages asked
+for (aging, condensation, contradiction), their audit record on ``history``. State: table
+``store-stats`` — per scope, counts of what it applied. Writes are idempotent by memory
+id, so a replay or a redelivery leaves the store as it was.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from faust.types import EventT
 
 from agents.base import DeadLetters, expect, guarded, state_table
 from memstream.bootstrap import Providers
+from memstream.rules import audit
 from memstream.store.base import MemoryStore
 from memstream.tracing import stage_span
 from schemas import (
@@ -44,7 +46,10 @@ async def apply(store: MemoryStore, op: AnyMemoryOp) -> tuple[str, Memory] | Non
         memory = op.memory
         if existing is not None:  # a replay or a redelivery: keep history, refresh content
             memory = msgspec.structs.replace(
-                memory, created_at=existing.created_at, superseded_by=existing.superseded_by
+                memory,
+                created_at=existing.created_at,
+                superseded_by=existing.superseded_by,
+                superseded_at=existing.superseded_at,
             )
         await store.upsert(memory, op.vector)
         return ("refreshed" if existing is not None else "created"), memory
@@ -59,7 +64,7 @@ async def apply(store: MemoryStore, op: AnyMemoryOp) -> tuple[str, Memory] | Non
         if refreshed is not None:
             return "refreshed", refreshed
         # The duplicate's target is gone (aged out meanwhile): the fact stands on its own.
-        return await apply(store, CreateMemory(op_id=op.op_id, scope_key=op.scope_key, cause=op.cause, memory=op.memory, vector=op.vector))
+        return await apply(store, CreateMemory(op_id=op.op_id, scope_key=op.scope_key, cause=op.cause, memory=op.memory, vector=op.vector, entities=op.entities))
     if isinstance(op, DeleteMemory):
         deleted = await store.delete(op.memory_id)
         return ("deleted", deleted) if deleted is not None else None
@@ -87,6 +92,7 @@ def register(app: faust.App, topics: Topics, providers: Providers, sink: DeadLet
             change, memory = result
             span.set_attribute("store.change", change)
             stats[op.scope_key] = msgspec.structs.replace(current, **{change: getattr(current, change) + 1})
+            now = datetime.now(UTC)
             await topics.memory_updated.send(
                 key=op.scope_key.encode(),
                 value=MemoryUpdated(
@@ -94,9 +100,19 @@ def register(app: faust.App, topics: Topics, providers: Providers, sink: DeadLet
                     memory=memory,
                     op_id=op.op_id,
                     cause=op.cause,
-                    ts=datetime.now(UTC),
+                    entities=list(getattr(op, "entities", [])),
+                    ts=now,
                 ),
             )
+            outcome = audit.store_outcome(change, op.cause)
+            if outcome is not None:
+                await topics.history.send(
+                    key=op.scope_key.encode(),
+                    value=audit.store_record(
+                        outcome, memory, op_id=op.op_id, cause=op.cause, ts=now,
+                        model=op.model, prompt_version=op.prompt_version,
+                    ),
+                )
 
     @app.agent(topics.memory_ops, name=STAGE)
     async def store(stream: faust.StreamT) -> None:

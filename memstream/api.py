@@ -4,6 +4,8 @@ GET /health             what runs, with which providers
 GET /search?q=&project= semantic search over a project's (and the user's) memories
 GET /block?project=&q=  the [MEMORY] block, as text
 GET /memories           every stored memory, superseded ones included
+GET /history?memory_id= the audit trail of one memory, oldest first (or ?scope= / ?project=:
+                        a scope's newest records, returned oldest first)
 GET /metrics            Prometheus metrics
 """
 
@@ -103,6 +105,29 @@ def register(app: faust.App, providers: Providers, topics: Topics) -> None:
             return error(self, "'limit' must be a whole number")
         stored = await providers.store.list(None, include_superseded=True, limit=limit)
         return self.json({"memories": [msgspec.to_builtins(m) for m in stored]})
+
+    @app.page("/history")
+    async def history(self: View, request: Request) -> Response:
+        """Audit records about a memory, or the newest of a scope's, oldest first."""
+        memory_id = request.query.get("memory_id", "").strip()
+        scope = request.query.get("scope", "").strip()
+        project = request.query.get("project", "").strip()
+        if not (memory_id or scope or project):
+            return error(self, "one of the 'memory_id', 'scope' or 'project' parameters is required")
+        try:
+            limit = max(1, min(int(request.query.get("limit", "100")), 10_000))
+        except ValueError:
+            return error(self, "'limit' must be a whole number")
+        about: dict[str, Any]
+        if memory_id:
+            about = {"memory_id": memory_id}
+            records = await providers.history.for_memory(memory_id, limit=limit)
+        else:
+            scope_key = scope or project_key(project)
+            about = {"scope_key": scope_key}
+            # The newest ``limit`` of the scope, read newest first, served in time order.
+            records = list(reversed(await providers.history.for_scope(scope_key, limit=limit)))
+        return self.json({**about, "records": [msgspec.to_builtins(r) for r in records]})
 
     @app.page("/search")
     async def search(self: View, request: Request) -> Response:

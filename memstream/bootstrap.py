@@ -10,6 +10,8 @@ from memstream.embed.base import Embedder
 from memstream.llm.base import LLM
 from memstream.settings import Settings
 from memstream.store.base import MemoryStore
+from memstream.store.graph import GraphStore
+from memstream.store.history import HistoryStore
 
 log = logging.getLogger(__name__)
 
@@ -25,6 +27,10 @@ class Providers:
     embedder: Embedder
     store: MemoryStore
     llm: LLM | None
+    #: The audit trail of every decision and change (seed 003's memory_history).
+    history: HistoryStore
+    #: The knowledge graph; None unless MEMSTREAM_GRAPH_ENABLED.
+    graph: GraphStore | None = None
 
     @property
     def raw_mode(self) -> bool:
@@ -32,9 +38,15 @@ class Providers:
 
     async def open(self) -> None:
         await self.store.open()
+        await self.history.open()
+        if self.graph is not None:
+            await self.graph.open()
 
     async def close(self) -> None:
-        for closer in (self.store.close, self.embedder.close, *( [self.llm.close] if self.llm else [] )):
+        closers = [self.store.close, self.history.close, self.embedder.close]
+        closers += [self.graph.close] if self.graph is not None else []
+        closers += [self.llm.close] if self.llm is not None else []
+        for closer in closers:
             try:
                 await closer()
             except Exception:  # closing must go on for the others
@@ -80,6 +92,28 @@ def build_store(settings: Settings, embedder: Embedder, *, collection: str | Non
     from memstream.store.edge import EdgeStore
 
     return EdgeStore(settings.store_dir, embedder.model, embedder.dim, collection=collection)
+
+
+def build_history(settings: Settings) -> HistoryStore:
+    if settings.qdrant_url:
+        from memstream.store.history import ServerHistoryStore
+
+        return ServerHistoryStore(url=settings.qdrant_url, api_key=settings.qdrant_api_key or None)
+    from memstream.store.history import EdgeHistoryStore
+
+    return EdgeHistoryStore(settings.store_dir)
+
+
+def build_graph(settings: Settings) -> GraphStore | None:
+    if not settings.graph_enabled:
+        return None
+    if settings.qdrant_url:
+        from memstream.store.graph import ServerGraphStore
+
+        return ServerGraphStore(url=settings.qdrant_url, api_key=settings.qdrant_api_key or None)
+    from memstream.store.graph import EdgeGraphStore
+
+    return EdgeGraphStore(settings.store_dir)
 
 
 def build_llm(settings: Settings) -> LLM | None:
@@ -142,6 +176,7 @@ def build_providers(
     embedder: Embedder | None = None,
     store: MemoryStore | None = None,
     llm: LLM | None = None,
+    history: HistoryStore | None = None,
 ) -> Providers:
     embedder = embedder or build_embedder(settings)
     return Providers(
@@ -149,4 +184,6 @@ def build_providers(
         embedder=embedder,
         store=store or build_store(settings, embedder),
         llm=llm or build_llm(settings),
+        history=history or build_history(settings),
+        graph=build_graph(settings),
     )

@@ -1,4 +1,4 @@
-"""The ``memstream`` command: up, publish, search, block."""
+"""The ``memstream`` command: up, publish, init, remember, replay, search, block, history."""
 
 from __future__ import annotations
 
@@ -85,6 +85,12 @@ def _parser() -> argparse.ArgumentParser:
     block.add_argument("--project", "-p", default=".", help="project directory (default: .)")
     block.add_argument("--query", "-q", default="", help="fills 'Relevant to Current Task'")
     block.set_defaults(run=cmd_block)
+
+    history = sub.add_parser("history", help="the audit trail of one memory: every decision and change, oldest first")
+    history.add_argument("memory_id")
+    history.add_argument("--limit", "-n", type=int, default=100)
+    history.add_argument("--json", action="store_true", help="print the raw JSON records")
+    history.set_defaults(run=cmd_history)
     return parser
 
 
@@ -365,6 +371,55 @@ def cmd_block(args: argparse.Namespace, settings: Settings) -> int:
     params = {"project": project, "q": args.query, "user": settings.user or _git_email()}
     _, body = _api_get(settings, "/block", params)
     print(body)
+    return 0
+
+
+# --- history -------------------------------------------------------------------------
+
+
+def format_record(record: dict[str, Any]) -> str:
+    """One audit record (as the API returns it) on one line.
+
+    Time (UTC, to the second), outcome, action, the memory and the one it points at
+    (``->``: the successor of a superseded memory, the target of a proposal), the reason,
+    the model and prompt version that decided, and a flag when a human should review.
+    """
+    from datetime import UTC, datetime
+
+    ts = datetime.fromisoformat(str(record["ts"]).replace("Z", "+00:00")).astimezone(UTC)
+    about = record.get("memory_id") or "-"
+    if record.get("target_id"):
+        about += f" -> {record['target_id']}"
+    model, prompt = record.get("model") or "", record.get("prompt_version") or ""
+    decided_by = f"{model or '?'} ({prompt})" if prompt else model or "-"
+    line = "  ".join(
+        [
+            ts.strftime("%Y-%m-%dT%H:%M:%SZ"),
+            f"{record['outcome']:<10}",
+            f"{record.get('action') or '-':<6}",
+            about,
+            record.get("reason") or "-",
+            decided_by,
+        ]
+    )
+    return line + ("  REVIEW NEEDED" if record.get("review_needed") else "")
+
+
+def cmd_history(args: argparse.Namespace, settings: Settings) -> int:
+    memory_id = args.memory_id.strip()
+    if not memory_id:
+        raise CliError("give the id of a memory")
+    if args.limit < 1:
+        raise CliError("--limit must be 1 or more")
+    _, body = _api_get(settings, "/history", {"memory_id": memory_id, "limit": str(args.limit)})
+    records = json.loads(body)["records"]
+    if not records:
+        raise CliError(f"no history for memory {memory_id}")
+    if args.json:
+        print(body)
+        return 0
+    for record in records:
+        print(format_record(record))
     return 0
 
 

@@ -215,8 +215,15 @@ async def replay(
     collection = f"{collection_name(embedder.model)}__{name}"
     if collection == live_collection:
         raise ReplayError(f"{collection} is the live collection already; choose another --name")
-    shadow = dataclasses.replace(settings, topic_prefix=f"{settings.topic_prefix}.replay-{name}", kafka_bootstrap=bootstrap)
-    providers = build_providers(shadow, embedder=embedder, store=build_store(shadow, embedder, collection=collection))
+    # Its own topics and its own data dir (audit history, Phase 2 workspace, table state),
+    # so it never touches the live pipeline's; only its collection sits beside the live one.
+    shadow = dataclasses.replace(
+        settings,
+        topic_prefix=f"{settings.topic_prefix}.replay-{name}",
+        kafka_bootstrap=bootstrap,
+        data_dir=settings.data_dir / "replays" / name,
+    )
+    providers = build_providers(shadow, embedder=embedder, store=build_store(settings, embedder, collection=collection))
     running = await runner.start(shadow, providers, web=False, announce=False)
     try:
         copied = await copy_turns(

@@ -111,6 +111,31 @@ class Settings:
     #: MEMSTREAM_EMBED_BATCH_WINDOW: seconds the embed agent waits to fill a batch.
     embed_batch_window: float = field(default=0.05, metadata=_env("MEMSTREAM_EMBED_BATCH_WINDOW"))
 
+    # --- memory lifecycle (seed 003) ------------------------------------------------------
+    #: MEMSTREAM_SHADOW_MODE: decide and audit every fact, write nothing (seed 003's shadowMode).
+    shadow_mode: bool = field(default=False, metadata=_env("MEMSTREAM_SHADOW_MODE"))
+    #: MEMSTREAM_ALLOW_UPDATE_DELETE: apply the decision stage's UPDATE and DELETE, as supersedes.
+    allow_update_delete: bool = field(default=False, metadata=_env("MEMSTREAM_ALLOW_UPDATE_DELETE"))
+    #: MEMSTREAM_MUTATIONS_FROZEN: the emergency brake: no decision writes, whatever the other flags.
+    mutations_frozen: bool = field(default=False, metadata=_env("MEMSTREAM_MUTATIONS_FROZEN"))
+    #: MEMSTREAM_DECISION_ALPHA: weight of the vector score against BM25 in the decision stage's candidates.
+    decision_alpha: float = field(default=0.7, metadata=_env("MEMSTREAM_DECISION_ALPHA"))
+    #: MEMSTREAM_DECISION_MIN_SCORE: candidates below this hybrid score are dropped; 0: the embedding
+    #: model's calibrated value.
+    decision_min_score: float = field(default=0.0, metadata=_env("MEMSTREAM_DECISION_MIN_SCORE"))
+    #: MEMSTREAM_GRAPH_ENABLED: keep the knowledge graph of entities and boost search with it.
+    graph_enabled: bool = field(default=False, metadata=_env("MEMSTREAM_GRAPH_ENABLED"))
+    #: MEMSTREAM_GRAPH_BOOST_WEIGHT: added to the score of memories the query's entities link to.
+    graph_boost_weight: float = field(default=0.15, metadata=_env("MEMSTREAM_GRAPH_BOOST_WEIGHT"))
+    #: MEMSTREAM_GRAPH_BOOST_TIMEOUT_MS: the graph lookup's deadline; past it, search goes on without.
+    graph_boost_timeout_ms: int = field(default=500, metadata=_env("MEMSTREAM_GRAPH_BOOST_TIMEOUT_MS"))
+    #: MEMSTREAM_TOMBSTONE_RETENTION_DAYS: superseded memories are hard-deleted this long after.
+    tombstone_retention_days: float = field(default=30.0, metadata=_env("MEMSTREAM_TOMBSTONE_RETENTION_DAYS"))
+    #: MEMSTREAM_HISTORY_RETENTION_DAYS: audit records are purged this long after.
+    history_retention_days: float = field(default=180.0, metadata=_env("MEMSTREAM_HISTORY_RETENTION_DAYS"))
+    #: MEMSTREAM_RETENTION_INTERVAL: seconds between two retention sweeps.
+    retention_interval: float = field(default=21_600.0, metadata=_env("MEMSTREAM_RETENTION_INTERVAL"))
+
     # --- Phase 1 and Phase 2 (seed 004) -------------------------------------------------
     #: MEMSTREAM_PHASE1_IDLE_SECONDS: a session is distilled once idle this long (never while active).
     phase1_idle_seconds: float = field(default=900.0, metadata=_env("MEMSTREAM_PHASE1_IDLE_SECONDS"))
@@ -201,6 +226,16 @@ class Settings:
         ):
             if getattr(self, name) <= 0:
                 raise SettingsError(f"{_var(name)} must be positive, got {getattr(self, name)}")
+        for name in ("decision_alpha", "decision_min_score", "graph_boost_weight"):
+            if not 0.0 <= getattr(self, name) <= 1.0:
+                raise SettingsError(f"{_var(name)} must be between 0 and 1, got {getattr(self, name)}")
+        if not 50 <= self.graph_boost_timeout_ms <= 5000:
+            raise SettingsError(f"{_var('graph_boost_timeout_ms')} must be between 50 and 5000")
+        for name in ("tombstone_retention_days", "history_retention_days"):
+            if getattr(self, name) < 0:
+                raise SettingsError(f"{_var(name)} must not be negative")
+        if self.retention_interval <= 0:
+            raise SettingsError(f"{_var('retention_interval')} must be positive")
         if self.phase1_max_chars < 500:
             raise SettingsError(f"{_var('phase1_max_chars')} must be at least 500")
         if self.trace_exporter not in {"none", "console", "otlp"}:

@@ -28,6 +28,7 @@ from schemas.events import (
     SupersedeMemory,
     Turn,
 )
+from schemas.history import OUTCOMES, Action, HistoryRecord, Mode, Outcome
 from schemas.state import (
     AgeState,
     AnyState,
@@ -35,6 +36,8 @@ from schemas.state import (
     DedupState,
     EmbedStats,
     ExtractState,
+    GraphStats,
+    HistoryStats,
     ParkStats,
     Phase2Input,
     Phase2State,
@@ -53,17 +56,26 @@ from schemas.memory import (
     Memory,
     MemoryType,
     Scope,
+    HybridHit,
     ScoredMemory,
     StoredType,
 )
 
 __all__ = [
+    "Action",
+    "HistoryRecord",
+    "HybridHit",
+    "Mode",
+    "OUTCOMES",
+    "Outcome",
     "AgeState",
     "AnyState",
     "ContradictionState",
     "DedupState",
     "EmbedStats",
     "ExtractState",
+    "HistoryStats",
+    "GraphStats",
     "ParkStats",
     "Phase2Input",
     "Phase2State",

@@ -7,11 +7,12 @@ from typing import Any
 import msgspec
 
 from schemas.events import AnyEvent
+from schemas.history import HistoryRecord
 from schemas.memory import Memory
 from schemas.state import AnyState
 
 _encoder = msgspec.json.Encoder()
-_decoder = msgspec.json.Decoder(AnyEvent | AnyState)
+_decoder = msgspec.json.Decoder(AnyEvent | HistoryRecord | AnyState)
 
 
 class DecodeError(ValueError):
@@ -23,7 +24,7 @@ def encode(event: msgspec.Struct) -> bytes:
     return _encoder.encode(event)
 
 
-def decode(data: bytes) -> AnyEvent | AnyState:
+def decode(data: bytes) -> AnyEvent | HistoryRecord | AnyState:
     """Decode JSON bytes into the event or state its ``schema`` tag names, or raise DecodeError."""
     try:
         return _decoder.decode(data)

@@ -117,11 +117,16 @@ class MemoryOp(Event, kw_only=True):
     scope_key: str
     #: Why: ``extracted``, ``duplicate``, ``aging:progress``, ``contradiction``, …
     cause: str = ""
+    #: The model, and the version of its prompt, that decided this operation ("" if none).
+    model: str = ""
+    prompt_version: str = ""
 
 
 class CreateMemory(MemoryOp, tag="op.create.v1", kw_only=True):
     memory: Memory
     vector: list[float]
+    #: The entity triples extracted with the fact, for the knowledge graph.
+    entities: list[Entity] = []
 
 
 class RefreshMemory(MemoryOp, tag="op.refresh.v1", kw_only=True):
@@ -134,6 +139,7 @@ class RefreshMemory(MemoryOp, tag="op.refresh.v1", kw_only=True):
     memory_id: str
     memory: Memory
     vector: list[float]
+    entities: list[Entity] = []
 
 
 class DeleteMemory(MemoryOp, tag="op.delete.v1", kw_only=True):
@@ -155,6 +161,8 @@ class MemoryUpdated(Event, tag="memory-updated.v1", kw_only=True):
     memory: Memory
     op_id: str
     cause: str = ""
+    #: The entity triples the change came with (created and refreshed memories).
+    entities: list[Entity] = []
     ts: datetime
 
 

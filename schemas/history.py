@@ -18,8 +18,8 @@ Outcome = Literal[
     "deduped",  # ADD of content already stored (exact hash or within dedup distance): refreshed
     "skipped",  # ADD not applied (reason: low_fact_confidence, empty_fact_content, …)
     "recorded",  # NONE: nothing to do, recorded for audit
-    "blocked",  # UPDATE/DELETE not applied (allowUpdateDelete off, frozen, shadow)
-    "proposed",  # shadow mode: the decision was made, nothing was written
+    "blocked",  # UPDATE/DELETE not applied (allowUpdateDelete off)
+    "proposed",  # shadow mode or mutationsFrozen: the decision was made, nothing was written
     "updated",  # UPDATE applied: the target superseded by the fact's new memory
     "deleted",  # DELETE applied: the target superseded (hidden, kept, linked)
     # what later stages did

@@ -86,6 +86,23 @@ class ContradictionState(State, tag="state.contradiction.v1", kw_only=True):
     superseded: int = 0
 
 
+class GraphStats(State, tag="state.graph.v1", kw_only=True):
+    """Graph agent, per scope: memories recorded in the knowledge graph, rows written, failures."""
+
+    applied: int = 0
+    entities_written: int = 0
+    relations_written: int = 0
+    #: Graph writes that failed (logged and skipped: the memory itself stands).
+    failures: int = 0
+
+
+class HistoryStats(State, tag="state.history.v1", kw_only=True):
+    """History agent, per scope: audit records kept, and those flagged for review."""
+
+    records: int = 0
+    review_needed: int = 0
+
+
 class RolloutState(State, tag="state.rollout.v1", kw_only=True):
     """Phase 1 agent, per session (rollout): its redacted exchanges and Phase 1 progress."""
 
@@ -138,4 +155,4 @@ class Phase2State(State, tag="state.phase2.v1", kw_only=True):
     failures: int = 0
 
 
-AnyState = SessionState | ExtractState | ParkStats | EmbedStats | DedupState | StoreStats | AgeState | ContradictionState | RolloutState | Phase2Input | Phase2State
+AnyState = SessionState | ExtractState | ParkStats | EmbedStats | DedupState | StoreStats | AgeState | ContradictionState | GraphStats | HistoryStats | RolloutState | Phase2Input | Phase2State

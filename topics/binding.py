@@ -12,6 +12,7 @@ from memstream.codec import CODEC_NAME
 from topics.catalog import (
     CONSOLIDATION,
     DEAD_LETTERS,
+    HISTORY,
     EMBEDDED,
     FACTS,
     MEMORY_OPS,
@@ -57,6 +58,7 @@ class Topics:
     memory_ops: faust.TopicT
     memory_updated: faust.TopicT
     consolidation: faust.TopicT
+    history: faust.TopicT
     dead_letters: faust.TopicT
 
 
@@ -80,5 +82,6 @@ def bind_topics(app: faust.App, prefix: str, partitions: int) -> Topics:
         memory_ops=bind(MEMORY_OPS),
         memory_updated=bind(MEMORY_UPDATED),
         consolidation=bind(CONSOLIDATION),
+        history=bind(HISTORY),
         dead_letters=bind(DEAD_LETTERS),
     )

@@ -7,6 +7,7 @@ from typing import Any
 
 from schemas import (
     AnyMemoryOp,
+    HistoryRecord,
     ConsolidationEvent,
     DeadLetter,
     EmbeddedFact,
@@ -96,6 +97,14 @@ CONSOLIDATION = TopicSpec(
     config={"cleanup.policy": "delete", "retention.ms": str(30 * _DAY_MS)},
     doc="Phase 1 outputs, memory usage and Phase 2 requests; exactly one partition.",
 )
+HISTORY = TopicSpec(
+    "history",
+    key="scope_key",
+    value=HistoryRecord,
+    # As long as the history store keeps records (MEMSTREAM_HISTORY_RETENTION_DAYS's default).
+    config={"cleanup.policy": "delete", "retention.ms": str(180 * _DAY_MS)},
+    doc="The audit trail: every proposal and outcome, with the model and prompt that decided it.",
+)
 DEAD_LETTERS = TopicSpec(
     "dead-letters",
     key="stage",
@@ -113,6 +122,7 @@ ALL_TOPICS: tuple[TopicSpec, ...] = (
     MEMORY_OPS,
     MEMORY_UPDATED,
     CONSOLIDATION,
+    HISTORY,
     DEAD_LETTERS,
 )
 

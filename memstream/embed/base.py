@@ -39,3 +39,10 @@ class DistanceProfile(msgspec.Struct, frozen=True):
     dedup_structural: float
     #: Stored memories this close to a new fact are put to the LLM as possibly superseded.
     contradiction: float
+    #: The decision stage's candidates (seed 003) score at least this in hybrid search;
+    #: 0: one minus the contradiction distance, for a model not measured for it.
+    decision_min_score: float = 0.0
+
+    @property
+    def candidate_min_score(self) -> float:
+        return self.decision_min_score or round(1.0 - self.contradiction, 4)

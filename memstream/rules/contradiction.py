@@ -10,6 +10,8 @@ from schemas import CONTRADICTION_EXEMPT_TYPES, Memory
 
 #: Most nearby memories put to the LLM at once.
 MAX_CANDIDATES = 5
+#: Recorded on every supersede this check decides (seed 003's audit names the prompt).
+PROMPT_VERSION = "contradiction.v1"
 
 SYSTEM = """\
 You maintain a coding agent's memory. A new fact has been stored. Decide which of the existing

@@ -14,12 +14,11 @@ from __future__ import annotations
 import json
 import math
 from collections.abc import Collection, Sequence
-from typing import Any, Final, Literal
+from typing import Any, Final, Literal, Protocol
 
 import msgspec
 
 from memstream.rules.extraction import load_json_reply
-from schemas import Memory
 
 #: Recorded on every audit record the stage writes, so replies can be traced to the prompt.
 PROMPT_VERSION: Final = "decision.v1"
@@ -37,6 +36,17 @@ MAX_REASON_CHARS = 500
 
 #: Seed 003: the fixed reason of the ADD proposed, without an LLM call, when nothing is near.
 NO_CANDIDATES_REASON: Final = "no similar memories found"
+
+class Candidate(Protocol):
+    """What the prompt shows of a candidate: a stored memory, or one just decided on."""
+
+    @property
+    def id(self) -> str: ...
+    @property
+    def type(self) -> str: ...
+    @property
+    def text(self) -> str: ...
+
 
 DecisionAction = Literal["ADD", "UPDATE", "DELETE", "NONE"]
 ACTIONS: Final[tuple[str, ...]] = DecisionAction.__args__  # type: ignore[attr-defined]
@@ -75,7 +85,7 @@ def no_candidates_proposal(fact_confidence: float) -> Proposal:
     return Proposal(action="ADD", confidence=_clamp(fact_confidence), reason=NO_CANDIDATES_REASON)
 
 
-def prompt(fact_text: str, fact_type: str, candidates: Sequence[Memory]) -> str:
+def prompt(fact_text: str, fact_type: str, candidates: Sequence[Candidate]) -> str:
     """The fact and a numbered list of the candidates with their id, type and content.
 
     Texts are JSON-quoted so that quotes or newlines inside them cannot blur the list.

@@ -4,7 +4,6 @@ one-partition consolidation topic, the workspace on disk and the summary in the 
 from __future__ import annotations
 
 import asyncio
-import json
 import urllib.parse
 import urllib.request
 from datetime import UTC, datetime, timedelta
@@ -194,14 +193,3 @@ async def _refreshed(directory: Path, text: str) -> bool:
 async def _mentions(directory: Path, *texts: str) -> bool:
     path = directory / artifacts.CONSOLIDATED
     return path.exists() and all(text in path.read_text() for text in texts)
-
-
-def test_phase_model_reads_its_own_prompt_sections() -> None:
-    now = datetime.now(UTC)
-    outputs = {
-        r: RolloutOutput(rollout_id=r, scope_key="p", slug=r, rollout_summary="s", source_updated_at=now, generated_at=now)
-        for r in ("a", "b", "c")
-    }
-    text = phase2.prompt("p", "", phase2.Diff(added=["a"], retained=["b"], removed=["c"]), outputs)
-    answer = json.loads(PhaseModel()({"system": phase2.SYSTEM, "messages": [{"role": "user", "content": text}]}))
-    assert answer["summary"] == "- added: a\n- retained: b\n- removed: c"

@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 
 from memstream.publish import publish, read_jsonl
+from memstream.rules import decision
 from tests.e2e.conftest import eventually, start_pipeline
 from tests.fakes.anthropic_server import FakeAnthropic
 
@@ -27,6 +28,8 @@ def one_note_per_turn(request: dict[str, Any]) -> str:
     content = request["messages"][-1]["content"]
     if "supersede" in system.lower():
         return '{"superseded": []}'
+    if system == decision.SYSTEM:
+        return '{"action": "ADD", "targetId": "", "confidence": 0.9, "reason": "a new note"}'
     if "summarize" in system.lower() or "project's files" in system:
         return '{"memories": []}'
     last = [line for line in content.splitlines() if line.startswith("[assistant]")][-1]

@@ -215,7 +215,7 @@ async def test_one_trace_spans_every_stage(run: Run, spans: Any) -> None:
     # take_events, which bypasses the sensor, so it continues the trace itself (memstream.embed).
     stages = {f"{prefix}.{t} process" for t in ("turns", "snapshots", "embedded", "memory-ops", "memory-updated")}
     stages |= {"memstream.publish", "memstream.snapshot", "memstream.extract", "memstream.llm", "memstream.embed",
-               "memstream.dedup", "memstream.store"}
+               "memstream.decide", "memstream.store"}
     best = max(traces.values(), key=lambda names: len(stages & names))
     assert stages <= best, f"stages missing from the most complete trace: {sorted(stages - best)}"
 
@@ -268,10 +268,10 @@ async def test_prometheus_metrics_cover_stages_llm_and_lag(run: Run) -> None:
         for line in text.splitlines()
         if line and not line.startswith("#")
     }
-    for stage in ("snapshot", "extract", "embed", "dedup", "store", "age", "contradiction"):
+    for stage in ("snapshot", "extract", "embed", "decide", "store", "history", "age", "contradiction"):
         assert samples[f'memstream_events_processed_total{{stage="{stage}"}}'] > 0, stage
     assert samples['memstream_llm_calls_total{outcome="ok",provider="anthropic"}'] > 0
     assert samples['memstream_llm_tokens_total{kind="input",provider="anthropic"}'] > 0
     assert samples['memstream_llm_cost_usd_total{provider="anthropic"}'] > 0
     assert any(name.startswith("memstream_consumer_lag{") for name in samples)
-    assert any(name.startswith('memstream_stage_seconds_bucket{le="0.1",stage="dedup"}') for name in samples)
+    assert any(name.startswith('memstream_stage_seconds_bucket{le="0.1",stage="decide"}') for name in samples)

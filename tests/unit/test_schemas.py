@@ -24,6 +24,8 @@ from schemas import (
     EmbedStats,
     ExtractState,
     Fact,
+    GraphStats,
+    HistoryStats,
     Memory,
     MemoryUpdated,
     MemoryUsage,
@@ -152,6 +154,8 @@ STATES = [
     StoreStats(created=1, refreshed=2, deleted=3, superseded=4, skipped=5),
     AgeState(progress_id="m1", progress_updated_at=TS, condensed=["s0", "s1"]),
     ContradictionState(checked=["m1", "m2"], superseded=1),
+    GraphStats(applied=2, entities_written=3, relations_written=1, failures=1),
+    HistoryStats(records=12, review_needed=1),
     RolloutState(
         partition=1,
         project="/repo",

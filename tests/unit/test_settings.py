@@ -63,6 +63,7 @@ def test_every_variable_is_read(f: object) -> None:
     name = f.metadata["env"]  # type: ignore[attr-defined]
     default = f.default  # type: ignore[attr-defined]
     raw, expected = {
+        bool: ("true", True),
         int: ("700", 700),
         float: ("0.75", 0.75),
         str: {"MEMSTREAM_TRACE_EXPORTER": ("console", "console"), "MEMSTREAM_LLM_PRIMARY": ("xai", "xai")}.get(

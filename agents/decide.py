@@ -1,0 +1,348 @@
+"""Decide agent: what a new fact does to memory (seed 000's dedup, seed 003's decision stage).
+
+Consumes ``embedded`` (key: scope). Emits ``memory-ops`` (key: scope) and, for every fact,
+its audit records on ``history``. One fact at a time per scope, in order; scopes side by
+side. Per fact, in order:
+
+1. Seed 003's write gates that need no store: confidence, then empty content (skipped).
+2. Exact duplicate: a memory with the same normalized content (its id derives from the
+   content hash) is stored or was just decided: refresh it (deduped).
+3. Seed 000's dedup: a memory of the same type within the type's distance: refresh it.
+4. Seed 003's decision: the top 5 candidates by hybrid search (vector and Qdrant's BM25);
+   none, or no LLM: ADD without asking; otherwise the LLM picks ADD, UPDATE, DELETE or
+   NONE, checked against the candidates (a hallucinated id drops the proposal, and the
+   fact is added instead, so nothing is lost; so is a fact whose decision no provider
+   could make).
+5. The mode (seed 003's flags) decides what is applied. Shadow (or the frozen brake):
+   nothing, only the audit. Controlled: ADD and NONE; an UPDATE or DELETE is blocked and
+   the fact is added beside its target (seed 000's contradiction check still runs on
+   it). Full: UPDATE and DELETE supersede the target with the fact's memory: the old one
+   is kept, hidden and linked, never hard-deleted. UPDATE and DELETE proposals go through
+   the lexical contradiction detector, which flags ``review_needed`` on their record.
+
+State: table ``decide-recent`` — per scope, the memories decided on lately, so two
+duplicates arriving back to back are caught before the first reaches the store.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any
+
+import faust
+from faust.types import EventT
+
+from agents.base import DeadLetters, expect, guarded_by_key, state_table
+from memstream.bootstrap import Providers
+from memstream.identity import NormalizedContent, derived_id, memory_id, normalize_content
+from memstream.llm.base import LLMError
+from memstream.rules import audit, decision, lexical
+from memstream.rules.dedup import cosine_distance, find_duplicate, remember, threshold
+from memstream.rules.modes import REASON_EXACT_DUPLICATE, REASON_UPDATE_DELETE_NOT_ALLOWED, PipelineFlags, gate
+from memstream.tracing import stage_span
+from schemas import (
+    MEMORY_TYPES,
+    AnyMemoryOp,
+    CreateMemory,
+    DedupState,
+    EmbeddedFact,
+    Fact,
+    HistoryRecord,
+    HybridHit,
+    Memory,
+    RecentMemory,
+    RefreshMemory,
+    SupersedeMemory,
+)
+from topics.binding import Topics
+
+STAGE = "decide"
+log = logging.getLogger(__name__)
+#: How long a decided memory stays in the table: far longer than store lag.
+RECENT_SECONDS = 600.0
+#: Most recent memories kept per scope.
+RECENT_KEEP = 256
+#: Stored neighbours fetched per fact for seed 000's dedup.
+NEIGHBOURS = 5
+#: Why an ADD was chosen without the LLM.
+RAW_MODE_REASON = "raw mode: no model to decide"
+DECISION_UNAVAILABLE = "decision unavailable (every provider failed); added"
+
+
+@dataclass
+class Outcome:
+    """What one fact comes to: the operations for the store and the audit records."""
+
+    ops: list[AnyMemoryOp] = field(default_factory=list)
+    records: list[HistoryRecord] = field(default_factory=list)
+    #: The memory the fact created or refreshed (for the recent table), if any.
+    decided: str = ""
+    refreshed: bool = False
+
+
+class Decider:
+    def __init__(self, providers: Providers) -> None:
+        self.providers = providers
+        settings = providers.settings
+        self.flags = PipelineFlags(
+            shadow_mode=settings.shadow_mode,
+            allow_update_delete=settings.allow_update_delete,
+            mutations_frozen=settings.mutations_frozen,
+            graph_enabled=settings.graph_enabled,
+        )
+        profile = providers.embedder.profile
+        self.profile = profile
+        self.alpha = settings.decision_alpha
+        self.min_score = settings.decision_min_score or profile.candidate_min_score
+        self.min_confidence = settings.min_fact_confidence
+
+    async def decide(self, embedded: EmbeddedFact, recent: list[RecentMemory]) -> Outcome:
+        fact = embedded.fact
+        content = normalize_content(fact.text)
+        new = self._memory(fact, content, embedded.embedding_model)
+        now = datetime.now(UTC)
+        shadow = self.flags.mode == "shadow"
+
+        def record(outcome: str, about: str, **fields: Any) -> HistoryRecord:
+            fields.setdefault("fact_id", fact.fact_id)
+            fields.setdefault("fact_text", content.storage)
+            fields.setdefault("origin", fact.origin)
+            fields.setdefault("confidence", fact.confidence)
+            return audit.record(
+                outcome,  # type: ignore[arg-type]
+                scope_key=fact.scope_key,
+                ts=now,
+                about=f"{fact.fact_id}:{about}",
+                mode=self.flags.mode,
+                **fields,
+            )
+
+        if not shadow:
+            verdict = gate(
+                "ADD",
+                self.flags,
+                fact_confidence=fact.confidence,
+                normalized_content=content.normalized,
+                min_confidence=self.min_confidence,
+            )
+            if verdict.outcome == "skipped":
+                return Outcome(records=[record("skipped", "gate", action="ADD", reason=verdict.reason)])
+
+        duplicate = await self._duplicate(fact, content, embedded.vector, new.id, recent)
+        if duplicate is not None:
+            target, reason = duplicate
+            outcome = "proposed" if shadow else "deduped"
+            result = Outcome(records=[record(outcome, "dedup", action="ADD", memory_id=target, reason=reason)])
+            if not shadow:
+                result.ops.append(self._refresh(fact, new, embedded, target, reason))
+                result.decided, result.refreshed = target, True
+            return result
+
+        proposal, candidates, model = await self._propose(fact, content, embedded.vector, recent)
+        verdict = gate(
+            proposal.action,
+            self.flags,
+            fact_confidence=fact.confidence,
+            normalized_content=content.normalized,
+            min_confidence=self.min_confidence,
+        )
+        target = candidates.get(proposal.target_id)
+        review = lexical.check(content.storage, target.text) if target and proposal.action != "NONE" else None
+        decided = {
+            "action": proposal.action,
+            "target_id": proposal.target_id,
+            "confidence": proposal.confidence,
+            "reason": f"{verdict.reason}: {proposal.reason}" if verdict.reason else proposal.reason,
+            "model": model,
+            "prompt_version": decision.PROMPT_VERSION if model else "",
+            "review_needed": bool(review and review.review_needed),
+        }
+        if review and review.review_needed:
+            decided["reason"] = f"{decided['reason']} (review: {review.reason})"
+        result = Outcome()
+        if verdict.outcome in ("proposed", "recorded", "skipped"):
+            result.records.append(record(verdict.outcome, "decision", memory_id=proposal.target_id, **decided))
+            return result
+        if verdict.outcome == "blocked":
+            result.records.append(record("blocked", "decision", memory_id=proposal.target_id, **decided))
+            if verdict.reason != REASON_UPDATE_DELETE_NOT_ALLOWED:
+                return result
+            # Not destructive: the fact joins its target instead of replacing it.
+            beside = f"added beside {proposal.target_id}: {REASON_UPDATE_DELETE_NOT_ALLOWED}"
+            return self._create(fact, new, embedded, result, record("created", "create", memory_id=new.id, reason=beside))
+        if verdict.outcome == "created":
+            created = record("created", "create", memory_id=new.id, **{**decided, "target_id": ""})
+            return self._create(fact, new, embedded, result, created)
+        # updated or deleted: the target is superseded by the fact's new memory.
+        assert target is not None
+        if target.id == new.id:  # an "update" to the very same content
+            deduped = {**decided, "reason": REASON_EXACT_DUPLICATE}
+            result.records.append(record("deduped", "dedup", memory_id=target.id, **deduped))
+            result.ops.append(self._refresh(fact, new, embedded, target.id, REASON_EXACT_DUPLICATE))
+            result.decided, result.refreshed = target.id, True
+            return result
+        result.records.append(record(verdict.outcome, "decision", memory_id=target.id, **{**decided, "target_id": new.id}))
+        created = record("created", "create", memory_id=new.id, **{**decided, "target_id": target.id})
+        self._create(fact, new, embedded, result, created)
+        result.ops.append(
+            SupersedeMemory(
+                op_id=derived_id(target.id, "superseded-by", new.id),
+                scope_key=fact.scope_key,
+                cause=f"decision:{proposal.action}",
+                model=model,
+                prompt_version=decision.PROMPT_VERSION if model else "",
+                memory_id=target.id,
+                superseded_by=new.id,
+            )
+        )
+        return result
+
+    # -- the steps ---------------------------------------------------------------------------
+
+    async def _duplicate(
+        self, fact: Fact, content: NormalizedContent, vector: list[float], new_id: str, recent: list[RecentMemory]
+    ) -> tuple[str, str] | None:
+        """The memory this fact duplicates and why, exactly (content hash) or within distance."""
+        if any(m.id == new_id for m in recent):
+            return new_id, REASON_EXACT_DUPLICATE
+        stored = await self.providers.store.get(new_id)
+        if stored is not None and stored.superseded_by is None:
+            return new_id, REASON_EXACT_DUPLICATE
+        neighbours = await self.providers.store.search(
+            vector,
+            [fact.scope_key],
+            limit=NEIGHBOURS,
+            types=[fact.type],
+            max_distance=threshold(fact.type, self.profile),
+        )
+        near = find_duplicate(fact.type, vector, neighbours, recent, self.profile)
+        return (near.memory_id, f"duplicate (distance {near.distance:.3f})") if near is not None else None
+
+    async def _propose(
+        self, fact: Fact, content: NormalizedContent, vector: list[float], recent: list[RecentMemory]
+    ) -> tuple[decision.Proposal, dict[str, decision.Candidate], str]:
+        """Seed 003's decision: the proposal, the candidates it was chosen among, and the model."""
+        hits: list[HybridHit] = await self.providers.store.hybrid_search(
+            content.storage,
+            vector,
+            [fact.scope_key],
+            limit=decision.MAX_CANDIDATES,
+            alpha=self.alpha,
+            min_score=self.min_score,
+            types=list(MEMORY_TYPES),
+        )
+        candidates: dict[str, decision.Candidate] = {hit.memory.id: hit.memory for hit in hits}
+        # Memories decided on but perhaps not stored yet are candidates too, on their
+        # vector alone (seed 003: a single leg's score stands as it is).
+        for memory in recent:
+            if memory.id not in candidates and 1.0 - cosine_distance(vector, memory.vector) >= self.min_score:
+                candidates[memory.id] = memory
+        candidates = dict(list(candidates.items())[: decision.MAX_CANDIDATES])
+        if not candidates:
+            return decision.no_candidates_proposal(fact.confidence), candidates, ""
+        llm = self.providers.llm
+        if llm is None:
+            return decision.Proposal(action="ADD", confidence=fact.confidence, reason=RAW_MODE_REASON), candidates, ""
+        try:
+            completion = await llm.complete(
+                decision.SYSTEM, decision.prompt(content.storage, fact.type, list(candidates.values())), max_tokens=256
+            )
+        except LLMError as error:
+            # Every provider failed: the fact is added undecided rather than lost; seed
+            # 000's dedup already ran, and the contradiction check still will.
+            log.warning("decision on fact %s unavailable, adding it: %s", fact.fact_id, error)
+            return decision.Proposal(action="ADD", confidence=fact.confidence, reason=f"{DECISION_UNAVAILABLE}: {error}"), candidates, ""
+        proposal, warnings = decision.parse_decision(completion.text, candidates)
+        for warning in warnings:
+            log.warning("decision on fact %s: %s", fact.fact_id, warning)
+        if proposal is None:
+            dropped = "; ".join(warnings) or "no usable decision"
+            proposal = decision.Proposal(action="ADD", confidence=fact.confidence, reason=f"decision dropped ({dropped}); added")
+        return proposal, candidates, completion.model
+
+    def _memory(self, fact: Fact, content: NormalizedContent, embedding_model: str) -> Memory:
+        return Memory(
+            id=memory_id(fact.scope_key, content.content_hash),
+            text=content.storage,
+            type=fact.type,
+            scope=fact.scope,
+            scope_key=fact.scope_key,
+            source_chunk=fact.source_chunk,
+            created_at=fact.ts,
+            updated_at=fact.ts,
+            content_hash=content.content_hash,
+            embedding_model=embedding_model,
+            session_id=fact.session_id,
+            project=fact.project,
+        )
+
+    def _refresh(self, fact: Fact, new: Memory, embedded: EmbeddedFact, target: str, reason: str) -> RefreshMemory:
+        return RefreshMemory(
+            op_id=derived_id(fact.fact_id, "refresh"),
+            scope_key=fact.scope_key,
+            cause=reason,
+            memory_id=target,
+            memory=new,
+            vector=embedded.vector,
+            entities=fact.entities,
+        )
+
+    def _create(self, fact: Fact, new: Memory, embedded: EmbeddedFact, result: Outcome, created: HistoryRecord) -> Outcome:
+        result.records.append(created)
+        result.ops.insert(
+            0,
+            CreateMemory(
+                op_id=derived_id(fact.fact_id, "create"),
+                scope_key=fact.scope_key,
+                cause=f"extracted from {fact.origin}" if fact.origin else "extracted",
+                model=created.model,
+                prompt_version=created.prompt_version,
+                memory=new,
+                vector=embedded.vector,
+                entities=fact.entities,
+            ),
+        )
+        result.decided = new.id
+        return result
+
+
+def register(app: faust.App, topics: Topics, providers: Providers, sink: DeadLetters) -> faust.types.AgentT:
+    recent_table = state_table(app, "decide-recent", providers.settings.partitions)
+    decider = Decider(providers)
+
+    async def handle(value: Any, event: EventT) -> None:
+        embedded = expect(value, EmbeddedFact)
+        fact = embedded.fact
+        state: DedupState = recent_table.get(fact.scope_key) or DedupState()
+        with stage_span("memstream.decide", type=fact.type, mode=decider.flags.mode) as span:
+            outcome = await decider.decide(embedded, state.recent)
+            span.set_attribute("decide.outcomes", ",".join(r.outcome for r in outcome.records))
+            key = fact.scope_key.encode()
+            for op in outcome.ops:
+                await topics.memory_ops.send(key=key, value=op)
+            for entry in outcome.records:
+                await topics.history.send(key=key, value=entry)
+        if not outcome.decided:
+            return
+        decided = RecentMemory(
+            id=outcome.decided,
+            type=fact.type,
+            text=normalize_content(fact.text).storage,
+            vector=embedded.vector,
+            decided_at=time.time(),
+        )
+        recent_table[fact.scope_key] = DedupState(
+            recent=remember(state.recent, decided, now=decided.decided_at, keep_seconds=RECENT_SECONDS, keep=RECENT_KEEP),
+            created=state.created + (not outcome.refreshed),
+            refreshed=state.refreshed + outcome.refreshed,
+        )
+
+    @app.agent(topics.embedded, name=STAGE)
+    async def decide(stream: faust.StreamT) -> None:
+        # Projects wait on the LLM side by side; one project's facts stay in order.
+        await guarded_by_key(stream, STAGE, sink, handle, limit=providers.settings.llm_concurrency)
+
+    return decide

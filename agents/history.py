@@ -1,0 +1,70 @@
+"""History agent: keeps the audit trail queryable (seed 003's memory_history).
+
+Consumes ``history`` (key: scope): the records the decide, store and retention stages
+write for every proposal and change. Appends them, in batches, to the history store,
+where ``memstream history MEMORY_ID`` reads them. Appends are idempotent by record id, so
+a redelivery or a replay writes each record once. State: table ``history-stats`` — per
+scope, records kept and how many of them asked for a human review.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+
+import faust
+
+from agents.base import DeadLetters, state_table
+from memstream import metrics
+from memstream.bootstrap import Providers
+from memstream.tracing import stage_span
+from schemas import HistoryRecord, HistoryStats
+from topics.binding import Topics
+
+STAGE = "history"
+log = logging.getLogger(__name__)
+#: Most records appended at once, and how long to wait to fill a batch.
+BATCH = 256
+BATCH_WINDOW = 0.05
+
+
+def register(app: faust.App, topics: Topics, providers: Providers, sink: DeadLetters) -> faust.types.AgentT:
+    # A batch spans partitions: written through the partitioner, not the current event.
+    stats = state_table(app, "history-stats", providers.settings.partitions, use_partitioner=True)
+
+    async def append(events: list[faust.types.EventT]) -> None:
+        records: list[HistoryRecord] = []
+        for event in events:
+            if isinstance(event.value, HistoryRecord):
+                records.append(event.value)
+            else:
+                await sink.dead_letter(STAGE, f"TypeError: expected HistoryRecord, got {type(event.value).__name__}", event.message)
+        if not records:
+            return
+        with stage_span("memstream.history", records=len(records)):
+            await providers.history.append(records)
+        metrics.EVENTS_PROCESSED.labels(STAGE).inc(len(records))
+        per_scope: dict[str, list[HistoryRecord]] = {}
+        for record in records:
+            per_scope.setdefault(record.scope_key, []).append(record)
+        for scope_key, scoped in per_scope.items():
+            current: HistoryStats = stats.get(scope_key) or HistoryStats()
+            stats[scope_key] = HistoryStats(
+                records=current.records + len(scoped),
+                review_needed=current.review_needed + sum(r.review_needed for r in scoped),
+            )
+
+    @app.agent(topics.history, name=STAGE)
+    async def history(stream: faust.StreamT) -> None:
+        async for events in stream.take_events(BATCH, within=BATCH_WINDOW):
+            try:
+                await append(list(events))
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:  # never let one batch stop the stage
+                log.exception("history batch failed")
+                metrics.EVENTS_FAILED.labels(STAGE).inc(len(events))
+                for event in events:
+                    await sink.dead_letter(STAGE, f"{type(exc).__name__}: {exc}", event.message)
+
+    return history
