@@ -5,12 +5,17 @@ Superseded memories never appear here; they stay in the store for audit only.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import asyncio
+import logging
+from collections.abc import Collection, Sequence
 
 import msgspec
 
 from memstream.bootstrap import Providers
+from memstream.store.graph import GraphStore
 from schemas import CONSOLIDATED, Memory, ScoredMemory
+
+log = logging.getLogger(__name__)
 
 #: Seed 001: block sections and the memory types that fill them, in display order.
 SECTIONS: tuple[tuple[str, tuple[str, ...]], ...] = (
@@ -31,6 +36,12 @@ SECTION_LIMIT = 10
 LAST_SESSION_LIMIT = 3
 #: Semantic results in the "Relevant to Current Task" section.
 RELEVANT_LIMIT = 5
+#: With the graph boost, candidates fetched per result asked for: a boosted memory can
+#: only climb into the results from among the candidates the vector search found.
+BOOST_POOL = 3
+#: How long past its own deadline the graph store may take to return what it has found
+#: (it checks the deadline between steps) before search goes on without the boost.
+BOOST_GRACE_S = 0.25
 
 
 def scopes(project_key: str, user_key: str) -> list[str]:
@@ -40,8 +51,55 @@ def scopes(project_key: str, user_key: str) -> list[str]:
 async def search(
     providers: Providers, query: str, project_key: str, user_key: str = "", *, limit: int = 10
 ) -> list[ScoredMemory]:
-    vector = await providers.embedder.embed_query(query)
-    return await providers.store.search(vector, scopes(project_key, user_key), limit=limit)
+    """The memories nearest the query, graph-boosted (seed 003) when the graph is enabled."""
+    keys = scopes(project_key, user_key)
+    graph = providers.graph
+    if graph is None:
+        vector = await providers.embedder.embed_query(query)
+        return await providers.store.search(vector, keys, limit=limit)
+    settings = providers.settings
+    # The graph walk needs only the query's words: it runs while the query is embedded.
+    boost = asyncio.create_task(graph_boost_ids(graph, query, keys, settings.graph_boost_timeout_ms / 1000))
+    try:
+        vector = await providers.embedder.embed_query(query)
+        candidates = await providers.store.search(vector, keys, limit=limit * BOOST_POOL)
+    except BaseException:
+        boost.cancel()
+        raise
+    return rerank(candidates, await boost, settings.graph_boost_weight, limit)
+
+
+async def graph_boost_ids(graph: GraphStore, query: str, scope_keys: Sequence[str], deadline_s: float) -> set[str]:
+    """Memory ids the graph links to the query; empty when the lookup fails or hangs.
+
+    Boosting is only additive, so nothing here may fail or stall a search.
+    """
+    try:
+        ids, timed_out = await asyncio.wait_for(
+            graph.boost_ids(query, scope_keys, deadline_s=deadline_s), timeout=deadline_s + BOOST_GRACE_S
+        )
+    except asyncio.TimeoutError:
+        log.warning("graph boost gave no answer within %.2fs; searching without it", deadline_s + BOOST_GRACE_S)
+        return set()
+    except Exception:
+        log.warning("graph boost failed; searching without it", exc_info=True)
+        return set()
+    if timed_out:
+        log.info("graph boost hit its %.2fs deadline; boosting the %d memories found by then", deadline_s, len(ids))
+    return ids
+
+
+def rerank(
+    candidates: Sequence[ScoredMemory], boosted: Collection[str], weight: float, limit: int
+) -> list[ScoredMemory]:
+    """The ``limit`` best candidates by similarity (1 - distance), plus ``weight`` for boosted ids.
+
+    Ties keep the vector order. Each hit keeps its real distance; only the order changes.
+    """
+    def score(hit: ScoredMemory) -> float:
+        return (1.0 - hit.distance) + (weight if hit.memory.id in boosted else 0.0)
+
+    return sorted(candidates, key=score, reverse=True)[:limit]
 
 
 class Block(msgspec.Struct, frozen=True):
