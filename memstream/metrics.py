@@ -44,6 +44,12 @@ LLM_SECONDS = Histogram(
 LLM_CALLS = Counter("memstream_llm_calls", "LLM calls by provider and outcome", ["provider", "outcome"], registry=REGISTRY)
 LLM_TOKENS = Counter("memstream_llm_tokens", "LLM tokens by provider and kind", ["provider", "kind"], registry=REGISTRY)
 LLM_COST = Counter("memstream_llm_cost_usd", "Estimated LLM cost in US dollars", ["provider"], registry=REGISTRY)
+RETENTION_PURGED = Counter(
+    "memstream_retention_purged",
+    "Rows the retention sweep deleted, by step (graph-links counts mention rows)",
+    ["step"],
+    registry=REGISTRY,
+)
 
 #: US dollars per million (input, output) tokens, for the cost estimate; unknown models cost 0.
 PRICES_PER_MILLION: dict[str, tuple[float, float]] = {

@@ -10,7 +10,7 @@ Payload indexes on ``scope_key``, ``type``, ``status`` (``active`` / ``supersede
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from datetime import datetime
 from typing import Final, NamedTuple, Protocol
 
@@ -123,6 +123,16 @@ def fuse(
     return hits[:limit]
 
 
+def tombstone_since(memory: Memory) -> datetime:
+    """When a tombstone's retention window opened: ``superseded_at``, else ``updated_at``."""
+    return memory.superseded_at or memory.updated_at
+
+
+def oldest_tombstones(tombstones: Iterable[Memory], limit: int) -> list[Memory]:
+    """At most ``limit`` tombstones, oldest first; ties by id, so both backends agree."""
+    return sorted(tombstones, key=lambda m: (tombstone_since(m), m.id))[: max(0, limit)]
+
+
 class MemoryStore(Protocol):
     """Memories with their vectors, for one embedding model.
 
@@ -173,6 +183,13 @@ class MemoryStore(Protocol):
         ``superseded_at`` existed counts from its ``updated_at``. Active memories are never
         touched. When more than ``limit`` are due, which go first is unspecified: the next
         sweep takes the rest.
+        """
+
+    async def tombstones(self, before: datetime, *, limit: int = 500) -> list[Memory]:
+        """The memories ``purge_superseded(before)`` would delete, oldest first, at most ``limit``.
+
+        Deletes nothing: the retention worker unlinks them from the graph before purging.
+        Oldest by :func:`tombstone_since`, ties by id.
         """
 
     async def get(self, memory_id: str) -> Memory | None: ...

@@ -18,6 +18,7 @@ from typing import Any, Final, TypeVar
 import msgspec
 from qdrant_edge import (
     CountRequest,
+    Direction,
     Distance,
     EdgeConfig,
     EdgeShard,
@@ -31,6 +32,7 @@ from qdrant_edge import (
     MatchAny,
     MatchValue,
     Modifier,
+    OrderBy,
     PayloadSchemaType,
     Point,
     PointVectors,
@@ -51,6 +53,7 @@ from memstream.store.base import (
     document_terms,
     fuse,
     hybrid_legs,
+    oldest_tombstones,
     query_terms,
 )
 from schemas import Memory, ScoredMemory
@@ -236,6 +239,27 @@ class EdgeStore:
         return await self._run(_purge)
 
     # -- reads -------------------------------------------------------------------
+
+    async def tombstones(self, before: datetime, *, limit: int = 500) -> list[Memory]:
+        purgeable = _purgeable(before)
+        # The dated ones come oldest first from the superseded_at index. Those from before the
+        # field existed cannot be ordered there: no supersede adds to them, so they are few
+        # and read whole.
+        dated = Filter(must=[purgeable], must_not=[IsEmptyCondition("superseded_at")])
+        legacy = Filter(must=[purgeable, IsEmptyCondition("superseded_at")])
+        oldest = OrderBy("superseded_at", Direction.Asc)
+
+        def _read(s: EdgeShard) -> list[Memory]:
+            records, _ = s.scroll(ScrollRequest(limit=limit, filter=dated, with_payload=True, order_by=oldest))
+            offset: Any = None
+            while True:
+                request = ScrollRequest(offset=offset, limit=SCROLL_PAGE, filter=legacy, with_payload=True)
+                page, offset = s.scroll(request)
+                records.extend(page)
+                if offset is None:
+                    return [memory_from_payload(r.payload or {}) for r in records]
+
+        return oldest_tombstones(await self._run(_read), limit)
 
     async def get(self, memory_id: str) -> Memory | None:
         return await self._run(lambda s: _get(s, memory_id))

@@ -19,6 +19,7 @@ from memstream.store.base import (
     document_terms,
     fuse,
     hybrid_legs,
+    oldest_tombstones,
     query_terms,
 )
 from schemas import Memory, ScoredMemory
@@ -280,6 +281,30 @@ class QdrantServerStore:
         return [memory_from_payload(r.payload or {}) for r in records]
 
     # -- reads -------------------------------------------------------------------
+
+    async def tombstones(self, before: datetime, *, limit: int = 500) -> list[Memory]:
+        purgeable = _purgeable(before)
+        undated = models.IsEmptyCondition(is_empty=models.PayloadField(key="superseded_at"))
+        # The dated ones come oldest first from the superseded_at index. Those from before the
+        # field existed cannot be ordered there: no supersede adds to them, so they are few
+        # and read whole.
+        records, _ = await self._qdrant.scroll(
+            self.collection,
+            scroll_filter=models.Filter(must=[purgeable], must_not=[undated]),
+            limit=limit,
+            order_by=models.OrderBy(key="superseded_at", direction=models.Direction.ASC),
+            with_payload=True,
+        )
+        legacy = models.Filter(must=[purgeable, undated])
+        offset: Any = None
+        while True:
+            page, offset = await self._qdrant.scroll(
+                self.collection, scroll_filter=legacy, limit=SCROLL_PAGE, offset=offset, with_payload=True
+            )
+            records.extend(page)
+            if offset is None:
+                break
+        return oldest_tombstones((memory_from_payload(r.payload or {}) for r in records), limit)
 
     async def get(self, memory_id: str) -> Memory | None:
         records = await self._qdrant.retrieve(self.collection, [memory_id], with_payload=True)

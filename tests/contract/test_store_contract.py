@@ -267,6 +267,32 @@ async def test_purge_counts_undated_tombstones_from_updated_at(store: MemoryStor
     assert sorted(ids(await store.list(["p_alpha"], include_superseded=True))) == sorted([recent.id, active.id])
 
 
+async def test_tombstones_are_what_purge_would_take_oldest_first(store: MemoryStore) -> None:
+    active = memory("still true")
+    # Superseded on days 3, 1, 2, written in another order than their age.
+    dated = [memory(f"was true {i}") for i in range(3)]
+    undated = msgspec.structs.replace(memory("old tombstone", minutes=60 * 36), superseded_by=active.id)
+    for m in (active, *dated, undated):
+        await store.upsert(m, E0)
+    for m, day in zip(dated, (3, 1, 2)):
+        await store.supersede(m.id, active.id, at=T0 + timedelta(days=day))
+    # The undated one counts from its updated_at, a day and a half after T0.
+    oldest_first = [dated[1].id, undated.id, dated[2].id, dated[0].id]
+
+    assert await store.tombstones(T0 + timedelta(days=1)) == []  # at the cutoff is not before it
+    assert ids(await store.tombstones(T0 + timedelta(days=30))) == oldest_first
+    assert ids(await store.tombstones(T0 + timedelta(days=30), limit=2)) == oldest_first[:2]
+    assert ids(await store.tombstones(T0 + timedelta(days=2, minutes=1))) == oldest_first[:3]
+    assert await store.count() == 5  # reading deletes nothing
+
+    due = await store.tombstones(T0 + timedelta(days=30))
+    assert due == [await store.get(i) for i in oldest_first]
+    purged = await store.purge_superseded(T0 + timedelta(days=30))
+    assert sorted(ids(purged)) == sorted(ids(due))
+    assert await store.tombstones(T0 + timedelta(days=30)) == []
+    assert await store.list(["p_alpha"], include_superseded=True) == [active]
+
+
 # -- search ----------------------------------------------------------------------
 
 
