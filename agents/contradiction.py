@@ -40,7 +40,9 @@ def register(app: faust.App, topics: Topics, providers: Providers, sink: DeadLet
         if update.change != "created" or llm is None or not rules.checks_contradictions(memory):
             return
         state: ContradictionState = states.get(memory.scope_key) or ContradictionState()
-        if memory.id in state.checked:
+        # A memory stated again after it was superseded is checked again; a redelivery is not.
+        checked = f"{memory.id}@{memory.updated_at.isoformat()}"
+        if checked in state.checked:
             return
         with stage_span("memstream.contradiction", type=memory.type) as span:
             vector = await providers.store.vector(memory.id)
@@ -77,7 +79,7 @@ def register(app: faust.App, topics: Topics, providers: Providers, sink: DeadLet
                 )
             span.set_attribute("contradiction.superseded", len(superseded))
         states[memory.scope_key] = ContradictionState(
-            checked=[*state.checked, memory.id][-CHECKED_KEEP:], superseded=state.superseded + len(superseded)
+            checked=[*state.checked, checked][-CHECKED_KEEP:], superseded=state.superseded + len(superseded)
         )
 
     @app.agent(topics.memory_updated, name=STAGE)

@@ -176,14 +176,9 @@ class Decider:
         if verdict.outcome == "created":
             created = record("created", "create", memory_id=new.id, **{**decided, "target_id": ""})
             return self._create(fact, new, embedded, result, created)
-        # updated or deleted: the target is superseded by the fact's new memory.
+        # updated or deleted: the target is superseded by the fact's new memory. (The
+        # target is never the fact's own memory: exact duplicates were refreshed above.)
         assert target is not None
-        if target.id == new.id:  # an "update" to the very same content
-            deduped = {**decided, "reason": REASON_EXACT_DUPLICATE}
-            result.records.append(record("deduped", "dedup", memory_id=target.id, **deduped))
-            result.ops.append(self._refresh(fact, new, embedded, target.id, REASON_EXACT_DUPLICATE))
-            result.decided, result.refreshed = target.id, True
-            return result
         result.records.append(record(verdict.outcome, "decision", memory_id=target.id, **{**decided, "target_id": new.id}))
         created = record("created", "create", memory_id=new.id, **{**decided, "target_id": target.id})
         self._create(fact, new, embedded, result, created)

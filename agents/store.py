@@ -44,15 +44,20 @@ async def apply(store: MemoryStore, op: AnyMemoryOp) -> tuple[str, Memory] | Non
     if isinstance(op, CreateMemory):
         existing = await store.get(op.memory.id)
         memory = op.memory
-        if existing is not None:  # a replay or a redelivery: keep history, refresh content
+        if existing is not None and not _reasserted(existing, memory):
+            # A replay or a redelivery: keep its history (and its supersession), refresh content.
             memory = msgspec.structs.replace(
                 memory,
                 created_at=existing.created_at,
                 superseded_by=existing.superseded_by,
                 superseded_at=existing.superseded_at,
             )
+            await store.upsert(memory, op.vector)
+            return "refreshed", memory
+        # New, or stated again after it was superseded: the newer statement brings it back,
+        # as a creation, so aging and the contradiction check see it again.
         await store.upsert(memory, op.vector)
-        return ("refreshed" if existing is not None else "created"), memory
+        return "created", memory
     if isinstance(op, RefreshMemory):
         refreshed = await store.refresh(
             op.memory_id,
@@ -75,6 +80,17 @@ async def apply(store: MemoryStore, op: AnyMemoryOp) -> tuple[str, Memory] | Non
         superseded = await store.supersede(op.memory_id, op.superseded_by)
         return ("superseded", superseded) if superseded is not None else None
     raise TypeError(f"unknown memory operation {type(op).__name__}")
+
+
+def _reasserted(existing: Memory, memory: Memory) -> bool:
+    """Is ``memory`` a newer statement of a superseded memory (not a replay of the old one)?
+
+    A replay carries the original fact's time, which is older than the supersession.
+    """
+    if existing.superseded_by is None:
+        return False
+    superseded_at = existing.superseded_at or existing.updated_at
+    return memory.updated_at > superseded_at
 
 
 def register(app: faust.App, topics: Topics, providers: Providers, sink: DeadLetters) -> faust.types.AgentT:

@@ -1,0 +1,63 @@
+"""The store agent's apply(): redeliveries change nothing, a newer statement revives."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+import uuid
+from datetime import timedelta
+from pathlib import Path
+
+import pytest
+import pytest_asyncio
+
+from agents.store import apply
+from memstream.store.edge import EdgeStore
+from schemas import CreateMemory, SupersedeMemory
+from tests.unit.factories import T0, memory
+
+pytestmark = pytest.mark.asyncio
+
+VECTOR = [1.0, 0.0, 0.0]
+#: Point ids are UUIDs.
+JWT, REDIS, OTHER = (str(uuid.uuid5(uuid.NAMESPACE_URL, name)) for name in ("jwt", "redis", "other"))
+
+
+@pytest_asyncio.fixture
+async def store(tmp_path: Path) -> AsyncIterator[EdgeStore]:
+    opened = EdgeStore(tmp_path, "test", 3)
+    await opened.open()
+    yield opened
+    await opened.close()
+
+
+def create(id: str, at: object = T0) -> CreateMemory:
+    return CreateMemory(op_id=f"c-{id}-{at}", scope_key="p_test", memory=memory(id, created_at=at, updated_at=at), vector=VECTOR)
+
+
+async def superseded_jwt(store: EdgeStore) -> None:
+    await apply(store, create(JWT))
+    await apply(store, create(REDIS, T0 + timedelta(minutes=1)))
+    change = await apply(store, SupersedeMemory(op_id="s", scope_key="p_test", memory_id=JWT, superseded_by=REDIS))
+    assert change is not None and change[0] == "superseded"
+
+
+async def test_a_redelivered_create_keeps_history_and_supersession(store: EdgeStore) -> None:
+    await superseded_jwt(store)
+    change, again = await apply(store, create(JWT))  # type: ignore[misc]
+    assert change == "refreshed" and again.superseded_by == REDIS
+    stored = await store.get(JWT)
+    assert stored is not None and stored.superseded_by == REDIS and stored.superseded_at is not None
+
+
+async def test_a_newer_statement_of_a_superseded_memory_brings_it_back(store: EdgeStore) -> None:
+    await superseded_jwt(store)
+    later = (await store.get(JWT)).superseded_at + timedelta(seconds=1)  # type: ignore[union-attr]
+    change, revived = await apply(store, create(JWT, later))  # type: ignore[misc]
+    assert change == "created" and revived.superseded_by is None
+    stored = await store.get(JWT)
+    assert stored is not None and stored.active and stored.created_at == later
+
+
+async def test_a_create_of_a_live_memory_is_a_refresh(store: EdgeStore) -> None:
+    assert (await apply(store, create(OTHER)))[0] == "created"  # type: ignore[index]
+    assert (await apply(store, create(OTHER, T0 + timedelta(hours=1))))[0] == "refreshed"  # type: ignore[index]
