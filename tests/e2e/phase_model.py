@@ -40,7 +40,8 @@ class PhaseModel:
         self.lock = threading.Lock()
         self.phase1_prompts: list[str] = []
         self.phase2_prompts: list[str] = []
-        #: Phase 2 calls to fail before answering (the responder raises: the API's 500).
+        #: Phase 1 and Phase 2 calls to fail before answering (the responder raises: the API's 500).
+        self.fail_phase1 = 0
         self.fail_phase2 = 0
         #: Seconds each Phase 1 answer takes, and the most Phase 1 calls seen at once.
         self.phase1_delay = 0.0
@@ -68,6 +69,9 @@ class PhaseModel:
         if system == phase1.SYSTEM:
             with self.lock:
                 self.phase1_prompts.append(prompt)
+                if self.fail_phase1 > 0:
+                    self.fail_phase1 -= 1
+                    raise RuntimeError("scripted Phase 1 failure")
             first = re.search(r"^\[user\] (.*)$", prompt, re.M)
             topic = first.group(1) if first else "session"
             said = prompt.split("Session:", 1)[-1].rsplit("Return the JSON", 1)[0].strip()

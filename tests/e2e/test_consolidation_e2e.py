@@ -32,6 +32,7 @@ FAST_PHASES = {
     "phase1_scan_interval": 0.3,
     "consolidation_debounce": 0.5,
     "consolidation_retry_delay": 0.2,
+    "phase1_retry_delay": 0.3,
     "llm_retries": 0,
     "llm_backoff": 0.05,
 }
@@ -53,6 +54,7 @@ def get(url: str, path: str, **params: str) -> str:
 async def test_two_phases_end_to_end(tmp_path: Path) -> None:
     model = PhaseModel()
     model.phase1_delay = 0.5  # long enough for the three sessions' calls to overlap
+    model.fail_phase1 = 1  # one Phase 1 job fails, and is retried after its backoff
     with FakeAnthropic(model, api_key="sk-test") as fake:
         running = await start_pipeline(
             tmp_path / "data",
@@ -92,6 +94,7 @@ async def test_two_phases_end_to_end(tmp_path: Path) -> None:
             assert outputs["s-auth"].slug == "set-up-auth-for"
             assert SECRET not in outputs["s-auth"].raw_memory and "[REDACTED" in outputs["s-auth"].raw_memory
             assert model.phase1_max_in_flight <= 2  # the concurrency cap
+            assert len(model.phase1_prompts) == 4  # three sessions, one of them twice
 
             # Phase 2: the workspace, per project and global, and each project's summary.
             shop_dir, blog_dir = artifacts.project_dir(data_dir, shop_key), artifacts.project_dir(data_dir, blog_key)
