@@ -29,6 +29,7 @@ from memstream.broker import free_port
 from memstream.embed.base import DistanceProfile
 from memstream.embed.bundled import BundledEmbedder
 from memstream.publish import make_turn
+from memstream.rules import decision
 from memstream.settings import Settings
 from schemas import MemoryUpdated, decode, encode
 from tests.fakes.anthropic_server import FakeAnthropic
@@ -77,6 +78,8 @@ def _respond(request: dict[str, Any]) -> str:
     system = str(request.get("system", ""))
     if "supersede" in system.lower():
         return '{"superseded": []}'
+    if system == decision.SYSTEM:
+        return '{"action": "ADD", "targetId": "", "confidence": 0.9, "reason": "a new fact"}'
     content = request["messages"][-1]["content"]
     lines = [line for line in content.splitlines() if line.startswith("[assistant]")]
     tag = lines[-1].split(_TAG, 1)[1].split()[0] if lines and _TAG in lines[-1] else "none"
