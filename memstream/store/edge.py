@@ -7,10 +7,8 @@ read-modify-write (refresh, supersede, delete, purge) atomic with respect to the
 
 from __future__ import annotations
 
-import asyncio
 import json
 from collections.abc import Callable, Sequence
-from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Final, TypeVar
@@ -56,6 +54,7 @@ from memstream.store.base import (
     oldest_tombstones,
     query_terms,
 )
+from memstream.store.hosts import ShardHost
 from schemas import Memory, ScoredMemory
 from schemas.codec import memory_from_payload, memory_to_payload
 from schemas.memory import HybridHit
@@ -126,27 +125,15 @@ class EdgeStore:
         self.dim = dim
         self.collection = collection or collection_name(embedding_model)
         self.path = Path(root) / self.collection
-        self._shard: EdgeShard | None = None
-        self._executor: ThreadPoolExecutor | None = None
+        self._host = ShardHost(self.path, self._open_shard, owner="EdgeStore")
 
     async def _run(self, fn: Callable[[EdgeShard], T]) -> T:
-        if self._shard is None or self._executor is None:
-            raise RuntimeError(f"EdgeStore at {self.path} is not open")
-        shard = self._shard
-        return await asyncio.get_running_loop().run_in_executor(self._executor, fn, shard)
+        return await self._host.run(fn)
 
     # -- lifecycle ---------------------------------------------------------------
 
     async def open(self) -> None:
-        if self._shard is not None:
-            return
-        executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix=f"edge-{self.path.name}")
-        try:
-            self._shard = await asyncio.get_running_loop().run_in_executor(executor, self._open_shard)
-        except BaseException:
-            executor.shutdown(wait=False)
-            raise
-        self._executor = executor
+        await self._host.open()
 
     def _open_shard(self) -> EdgeShard:
         config_file = self.path / CONFIG_FILE
@@ -177,19 +164,7 @@ class EdgeStore:
         return shard
 
     async def close(self) -> None:
-        if self._shard is None or self._executor is None:
-            return
-        shard, executor = self._shard, self._executor
-        self._shard, self._executor = None, None
-
-        def _close(s: EdgeShard) -> None:
-            s.flush()
-            s.close()
-
-        try:
-            await asyncio.get_running_loop().run_in_executor(executor, _close, shard)
-        finally:
-            executor.shutdown(wait=True)
+        await self._host.close()
 
     # -- writes ------------------------------------------------------------------
 

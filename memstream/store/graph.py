@@ -23,7 +23,6 @@ import logging
 import time
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Collection, Mapping, Sequence
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Final, Literal, NamedTuple, Protocol, TypeVar
@@ -48,6 +47,7 @@ from qdrant_edge import (
     UpdateOperation,
 )
 
+from memstream.store.hosts import ClientHost, ShardHost, create_collection, is_local
 from memstream.rules.graph import (
     MAX_BOOST_MEMORIES,
     MAX_ENTITY_HITS,
@@ -347,25 +347,13 @@ class EdgeGraphStore(_QdrantGraph):
         super().__init__()
         self.collection = collection
         self.path = Path(root) / collection
-        self._shard: EdgeShard | None = None
-        self._executor: ThreadPoolExecutor | None = None
+        self._host = ShardHost(self.path, self._open_shard, owner="EdgeGraphStore")
 
     async def _run(self, fn: Callable[[EdgeShard], T]) -> T:
-        if self._shard is None or self._executor is None:
-            raise RuntimeError(f"EdgeGraphStore at {self.path} is not open")
-        shard = self._shard
-        return await asyncio.get_running_loop().run_in_executor(self._executor, fn, shard)
+        return await self._host.run(fn)
 
     async def open(self) -> None:
-        if self._shard is not None:
-            return
-        executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix=f"edge-{self.path.name}")
-        try:
-            self._shard = await asyncio.get_running_loop().run_in_executor(executor, self._open_shard)
-        except BaseException:
-            executor.shutdown(wait=False)
-            raise
-        self._executor = executor
+        await self._host.open()
 
     def _open_shard(self) -> EdgeShard:
         if (self.path / CONFIG_FILE).exists():
@@ -383,19 +371,7 @@ class EdgeGraphStore(_QdrantGraph):
         return shard
 
     async def close(self) -> None:
-        if self._shard is None or self._executor is None:
-            return
-        shard, executor = self._shard, self._executor
-        self._shard, self._executor = None, None
-
-        def _close(s: EdgeShard) -> None:
-            s.flush()
-            s.close()
-
-        try:
-            await asyncio.get_running_loop().run_in_executor(executor, _close, shard)
-        finally:
-            executor.shutdown(wait=True)
+        await self._host.close()
 
     async def _get(self, ids: Collection[str]) -> list[dict[str, Any]]:
         records = await self._run(lambda s: s.retrieve(list(ids), True, False))
@@ -447,12 +423,6 @@ def _server_filter(select: _Select) -> models.Filter:
     return models.Filter(must=must)
 
 
-def _is_local(client: AsyncQdrantClient) -> bool:
-    """True for the client's in-process mode (``:memory:`` or a ``path``), not a server."""
-    options = client.init_options
-    return options.get("location") == ":memory:" or options.get("path") is not None
-
-
 class ServerGraphStore(_QdrantGraph):
     """The graph in the collection ``collection`` of a Qdrant server (or local mode)."""
 
@@ -471,39 +441,22 @@ class ServerGraphStore(_QdrantGraph):
         """
         super().__init__()
         self.collection = collection
-        self._url, self._api_key, self._location = url, api_key, location
-        self._shared = client
-        self._client: AsyncQdrantClient | None = None
+        self._host = ClientHost(
+            owner=f"ServerGraphStore for {self.collection}", url=url, api_key=api_key, location=location, client=client
+        )
 
     @property
     def _qdrant(self) -> AsyncQdrantClient:
-        if self._client is None:
-            raise RuntimeError(f"ServerGraphStore for {self.collection} is not open")
-        return self._client
+        return self._host.client
 
     async def open(self) -> None:
-        if self._client is not None:
-            return
-        client = self._shared or AsyncQdrantClient(
-            location=self._location, url=self._url, api_key=self._api_key
-        )
-        try:
-            await self._ensure_collection(client)
-        except BaseException:
-            if client is not self._shared:
-                await client.close()
-            raise
-        self._client = client
+        await self._host.open(self._ensure_collection)
 
     async def _ensure_collection(self, client: AsyncQdrantClient) -> None:
-        if not await client.collection_exists(self.collection):
-            try:
-                await client.create_collection(self.collection, vectors_config={})
-            except Exception:
-                # Another worker may have created it between our check and create.
-                if not await client.collection_exists(self.collection):
-                    raise
-        if _is_local(client):
+        await create_collection(
+            client, self.collection, lambda: client.create_collection(self.collection, vectors_config={})
+        )
+        if is_local(client):
             return  # Local mode ignores payload indexes and warns on every create.
         existing = (await client.get_collection(self.collection)).payload_schema
         indexes: dict[str, models.PayloadSchemaType | models.KeywordIndexParams] = dict.fromkeys(
@@ -518,10 +471,7 @@ class ServerGraphStore(_QdrantGraph):
                 await client.create_payload_index(self.collection, name, field_schema=schema)
 
     async def close(self) -> None:
-        if self._client is not None:
-            client, self._client = self._client, None
-            if client is not self._shared:
-                await client.close()
+        await self._host.close()
 
     async def _get(self, ids: Collection[str]) -> list[dict[str, Any]]:
         records = await self._qdrant.retrieve(self.collection, list(ids), with_payload=True)

@@ -14,9 +14,7 @@ epoch microseconds), and ordering by a field needs a range index on it.
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Callable, Sequence
-from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime
 from pathlib import Path
 from typing import Any, Final, Protocol, TypeVar
@@ -39,6 +37,7 @@ from qdrant_edge import (
     UpdateOperation,
 )
 
+from memstream.store.hosts import ClientHost, ShardHost, create_collection, is_local
 from schemas.history import HistoryRecord
 
 #: The collection (server) or shard directory (Edge) of the audit trail.
@@ -97,25 +96,13 @@ class EdgeHistoryStore:
     def __init__(self, root: Path, *, collection: str = COLLECTION) -> None:
         self.collection = collection
         self.path = Path(root) / collection
-        self._shard: EdgeShard | None = None
-        self._executor: ThreadPoolExecutor | None = None
+        self._host = ShardHost(self.path, self._open_shard, owner="EdgeHistoryStore")
 
     async def _run(self, fn: Callable[[EdgeShard], T]) -> T:
-        if self._shard is None or self._executor is None:
-            raise RuntimeError(f"EdgeHistoryStore at {self.path} is not open")
-        shard = self._shard
-        return await asyncio.get_running_loop().run_in_executor(self._executor, fn, shard)
+        return await self._host.run(fn)
 
     async def open(self) -> None:
-        if self._shard is not None:
-            return
-        executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix=f"edge-{self.path.name}")
-        try:
-            self._shard = await asyncio.get_running_loop().run_in_executor(executor, self._open_shard)
-        except BaseException:
-            executor.shutdown(wait=False)
-            raise
-        self._executor = executor
+        await self._host.open()
 
     def _open_shard(self) -> EdgeShard:
         if (self.path / CONFIG_FILE).exists():
@@ -132,19 +119,7 @@ class EdgeHistoryStore:
         return shard
 
     async def close(self) -> None:
-        if self._shard is None or self._executor is None:
-            return
-        shard, executor = self._shard, self._executor
-        self._shard, self._executor = None, None
-
-        def _close(s: EdgeShard) -> None:
-            s.flush()
-            s.close()
-
-        try:
-            await asyncio.get_running_loop().run_in_executor(executor, _close, shard)
-        finally:
-            executor.shutdown(wait=True)
+        await self._host.close()
 
     async def append(self, records: Sequence[HistoryRecord]) -> None:
         if not records:
@@ -187,12 +162,6 @@ class EdgeHistoryStore:
         return [record_from_payload(r.payload or {}) for r in records]
 
 
-def _is_local(client: AsyncQdrantClient) -> bool:
-    """True for the client's in-process mode (``:memory:`` or a ``path``), not a server."""
-    options = client.init_options
-    return options.get("location") == ":memory:" or options.get("path") is not None
-
-
 class ServerHistoryStore:
     """The audit trail in the collection ``collection`` of a Qdrant server (or local mode)."""
 
@@ -210,39 +179,22 @@ class ServerHistoryStore:
         A shared client (one connection for every store) is left open by close().
         """
         self.collection = collection
-        self._url, self._api_key, self._location = url, api_key, location
-        self._shared = client
-        self._client: AsyncQdrantClient | None = None
+        self._host = ClientHost(
+            owner=f"ServerHistoryStore for {self.collection}", url=url, api_key=api_key, location=location, client=client
+        )
 
     @property
     def _qdrant(self) -> AsyncQdrantClient:
-        if self._client is None:
-            raise RuntimeError(f"ServerHistoryStore for {self.collection} is not open")
-        return self._client
+        return self._host.client
 
     async def open(self) -> None:
-        if self._client is not None:
-            return
-        client = self._shared or AsyncQdrantClient(
-            location=self._location, url=self._url, api_key=self._api_key
-        )
-        try:
-            await self._ensure_collection(client)
-        except BaseException:
-            if client is not self._shared:
-                await client.close()
-            raise
-        self._client = client
+        await self._host.open(self._ensure_collection)
 
     async def _ensure_collection(self, client: AsyncQdrantClient) -> None:
-        if not await client.collection_exists(self.collection):
-            try:
-                await client.create_collection(self.collection, vectors_config={})
-            except Exception:
-                # Another worker may have created it between our check and create.
-                if not await client.collection_exists(self.collection):
-                    raise
-        if _is_local(client):
+        await create_collection(
+            client, self.collection, lambda: client.create_collection(self.collection, vectors_config={})
+        )
+        if is_local(client):
             return  # Local mode ignores payload indexes and warns on every create.
         existing = (await client.get_collection(self.collection)).payload_schema
         for field in KEYWORD_FIELDS:
@@ -256,10 +208,7 @@ class ServerHistoryStore:
             )
 
     async def close(self) -> None:
-        if self._client is not None:
-            client, self._client = self._client, None
-            if client is not self._shared:
-                await client.close()
+        await self._host.close()
 
     async def append(self, records: Sequence[HistoryRecord]) -> None:
         if not records:

@@ -22,6 +22,7 @@ from memstream.store.base import (
     oldest_tombstones,
     query_terms,
 )
+from memstream.store.hosts import ClientHost, create_collection, is_local
 from schemas import Memory, ScoredMemory
 from schemas.codec import memory_from_payload, memory_to_payload
 from schemas.memory import HybridHit
@@ -83,12 +84,6 @@ def _sparse(terms: Terms) -> models.SparseVector:
     return models.SparseVector(indices=terms.indices, values=terms.values)
 
 
-def _is_local(client: AsyncQdrantClient) -> bool:
-    """True for the client's in-process mode (``:memory:`` or a ``path``), not a server."""
-    options = client.init_options
-    return options.get("location") == ":memory:" or options.get("path") is not None
-
-
 class QdrantServerStore:
     """Memories of one embedding model in the collection ``collection_name(model)``."""
 
@@ -110,46 +105,31 @@ class QdrantServerStore:
         self.embedding_model = embedding_model
         self.dim = dim
         self.collection = collection or collection_name(embedding_model)
-        self._url, self._api_key, self._location = url, api_key, location
-        self._shared = client
-        self._client: AsyncQdrantClient | None = None
+        self._host = ClientHost(
+            owner=f"QdrantServerStore for {self.collection}", url=url, api_key=api_key, location=location, client=client
+        )
         #: False on a collection that predates the ``bm25`` vector on a server too old to
         #: add it: its points carry no terms and hybrid search runs the vector leg alone.
         self._bm25 = True
 
     @property
     def _qdrant(self) -> AsyncQdrantClient:
-        if self._client is None:
-            raise RuntimeError(f"QdrantServerStore for {self.collection} is not open")
-        return self._client
+        return self._host.client
 
     # -- lifecycle ---------------------------------------------------------------
 
     async def open(self) -> None:
-        if self._client is not None:
-            return
-        client = self._shared or AsyncQdrantClient(
-            location=self._location, url=self._url, api_key=self._api_key
-        )
-        try:
-            await self._ensure_collection(client)
-        except BaseException:
-            if client is not self._shared:
-                await client.close()
-            raise
-        self._client = client
+        await self._host.open(self._ensure_collection)
 
     async def _ensure_collection(self, client: AsyncQdrantClient) -> None:
-        if not await client.collection_exists(self.collection):
-            vectors = {VECTOR_NAME: models.VectorParams(size=self.dim, distance=models.Distance.COSINE)}
-            try:
-                await client.create_collection(
-                    self.collection, vectors_config=vectors, sparse_vectors_config={BM25_VECTOR: BM25_PARAMS}
-                )
-            except Exception:
-                # Another worker may have created it between our check and create.
-                if not await client.collection_exists(self.collection):
-                    raise
+        vectors = {VECTOR_NAME: models.VectorParams(size=self.dim, distance=models.Distance.COSINE)}
+        await create_collection(
+            client,
+            self.collection,
+            lambda: client.create_collection(
+                self.collection, vectors_config=vectors, sparse_vectors_config={BM25_VECTOR: BM25_PARAMS}
+            ),
+        )
         info = await client.get_collection(self.collection)
         vectors_config = info.config.params.vectors
         stored = vectors_config.get(VECTOR_NAME) if isinstance(vectors_config, dict) else None
@@ -162,7 +142,7 @@ class QdrantServerStore:
         self._bm25 = BM25_VECTOR in (info.config.params.sparse_vectors or {}) or await self._add_bm25(client)
         if self._bm25:
             await self._backfill_terms(client)
-        if _is_local(client):
+        if is_local(client):
             return  # Local mode ignores payload indexes and warns on every create.
         for field, schema in PAYLOAD_INDEXES.items():
             if field not in info.payload_schema:
@@ -205,10 +185,7 @@ class QdrantServerStore:
                 return
 
     async def close(self) -> None:
-        if self._client is not None:
-            client, self._client = self._client, None
-            if client is not self._shared:
-                await client.close()
+        await self._host.close()
 
     # -- writes ------------------------------------------------------------------
 
