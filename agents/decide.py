@@ -63,8 +63,9 @@ STAGE = "decide"
 log = logging.getLogger(__name__)
 #: How long a decided memory stays in the table: far longer than store lag.
 RECENT_SECONDS = 600.0
-#: Most recent memories kept per scope.
-RECENT_KEEP = 256
+#: Most recent memories kept per scope: enough for a busy project's store lag, and a
+#: table value that stays far below Kafka's 1 MB message limit (64 × 1024-d: ~360 KiB).
+RECENT_KEEP = 64
 #: Stored neighbours fetched per fact for seed 000's dedup.
 NEIGHBOURS = 5
 #: Why an ADD was chosen without the LLM.
@@ -233,7 +234,7 @@ class Decider:
         # Memories decided on but perhaps not stored yet are candidates too, on their
         # vector alone (seed 003: a single leg's score stands as it is).
         for memory in recent:
-            if memory.id not in candidates and 1.0 - cosine_distance(vector, memory.vector) >= self.min_score:
+            if memory.id not in candidates and 1.0 - cosine_distance(vector, memory.array()) >= self.min_score:
                 candidates[memory.id] = memory
         candidates = dict(list(candidates.items())[: decision.MAX_CANDIDATES])
         if not candidates:
@@ -322,7 +323,7 @@ def register(app: faust.App, topics: Topics, providers: Providers, sink: DeadLet
                 await topics.history.send(key=key, value=entry)
         if not outcome.decided:
             return
-        decided = RecentMemory(
+        decided = RecentMemory.of(
             id=outcome.decided,
             type=fact.type,
             text=normalize_content(fact.text).storage,

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from datetime import datetime
 
 import msgspec
+import numpy as np
 
 from schemas.events import Message, RolloutOutput
 
@@ -44,13 +46,25 @@ class EmbedStats(State, tag="state.embed.v1", kw_only=True):
 
 
 class RecentMemory(msgspec.Struct, frozen=True, kw_only=True):
-    """A memory the dedup agent created or refreshed, kept until the store surely has it."""
+    """A memory the decide agent created or refreshed, kept until the store surely has it."""
 
     id: str
     type: str
     text: str
-    vector: list[float]
+    #: The vector as float32 bytes (little-endian): a busy project's table value holds
+    #: dozens of these, and as JSON numbers 256 of them made a 2 MiB changelog message,
+    #: over Kafka's default 1 MB limit.
+    packed: bytes = b""
+    #: The vector as numbers, as values written before ``packed`` existed carry it.
+    vector: list[float] = []
     decided_at: float
+
+    @classmethod
+    def of(cls, *, id: str, type: str, text: str, vector: Sequence[float], decided_at: float) -> RecentMemory:
+        return cls(id=id, type=type, text=text, packed=np.asarray(vector, dtype="<f4").tobytes(), decided_at=decided_at)
+
+    def array(self) -> np.ndarray:
+        return np.frombuffer(self.packed, dtype="<f4") if self.packed else np.asarray(self.vector, dtype=np.float32)
 
 
 class DedupState(State, tag="state.dedup.v1", kw_only=True):

@@ -26,7 +26,7 @@ def threshold(fact_type: str, profile: DistanceProfile) -> float:
     return profile.dedup_structural if fact_type in STRUCTURAL_TYPES else profile.dedup_general
 
 
-def cosine_distance(a: Sequence[float], b: Sequence[float]) -> float:
+def cosine_distance(a: Sequence[float] | np.ndarray, b: Sequence[float] | np.ndarray) -> float:
     va, vb = np.asarray(a, dtype=np.float32), np.asarray(b, dtype=np.float32)
     denom = float(np.linalg.norm(va) * np.linalg.norm(vb))
     return 1.0 - float(va @ vb) / denom if denom else 1.0
@@ -54,7 +54,7 @@ def find_duplicate(
     for memory in recent:
         if memory.type != fact_type:
             continue
-        distance = cosine_distance(vector, memory.vector)
+        distance = cosine_distance(vector, memory.array())
         if distance <= limit and (best is None or distance < best.distance):
             best = Duplicate(memory.id, distance)
     return best

@@ -161,3 +161,14 @@ def test_remember_does_not_mutate_its_input() -> None:
     items = [recent("a", QUERY, decided_at=1.0)]
     remember(items, recent("b", QUERY, decided_at=2.0), now=2.0, keep_seconds=10, keep=1)
     assert [m.id for m in items] == ["a"]
+
+
+def test_packed_and_numeric_vectors_dedup_alike() -> None:
+    """Table values written before vectors were packed still decide the same way."""
+    vector = [0.6, 0.8]
+    packed = RecentMemory.of(id="p", type="architecture", text="t", vector=vector, decided_at=1.0)
+    numeric = RecentMemory(id="n", type="architecture", text="t", vector=vector, decided_at=1.0)
+    assert packed.vector == [] and len(packed.packed) == 8
+    for memory in (packed, numeric):
+        found = find_duplicate("architecture", [0.6, 0.8], [], [memory], PROFILE)
+        assert found is not None and found.memory_id == memory.id and found.distance < 1e-6

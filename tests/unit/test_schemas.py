@@ -147,7 +147,10 @@ STATES = [
     ParkStats(retried=3),
     EmbedStats(texts=10, batches=2),
     DedupState(
-        recent=[RecentMemory(id="m1", type="progress", text="t", vector=[0.1, 0.2], decided_at=1700000000.5)],
+        recent=[
+            RecentMemory(id="m1", type="progress", text="t", vector=[0.1, 0.2], decided_at=1700000000.5),
+            RecentMemory.of(id="m2", type="progress", text="t", vector=[0.25, -0.5], decided_at=1700000001.0),
+        ],
         created=3,
         refreshed=1,
     ),
