@@ -10,11 +10,13 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import json
+import multiprocessing
 import statistics
 import tempfile
 import time
 import uuid
-from collections.abc import Sequence
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -74,6 +76,33 @@ class SlowAnthropic(FakeAnthropic):
         return None
 
 
+@contextmanager
+def fake_llm(latency: float) -> Iterator[str]:
+    """A :class:`SlowAnthropic` in a process of its own; yields its base URL.
+
+    In a thread of the benchmark's process, the fake would take the GIL from the pipeline
+    it is measuring (py-spy: ~13% of the samples under load); a real LLM runs elsewhere.
+    """
+    parent, child = multiprocessing.get_context("fork").Pipe()
+    process = multiprocessing.get_context("fork").Process(target=_serve_fake, args=(latency, child), daemon=True)
+    process.start()
+    try:
+        if not parent.poll(30):
+            raise RuntimeError("the fake LLM process did not start")
+        yield parent.recv()
+    finally:
+        parent.send("stop")
+        process.join(10)
+        if process.is_alive():
+            process.kill()
+
+
+def _serve_fake(latency: float, conn: Any) -> None:
+    with SlowAnthropic(latency) as fake:
+        conn.send(fake.base_url)
+        conn.recv()
+
+
 def _respond(request: dict[str, Any]) -> str:
     system = str(request.get("system", ""))
     if "supersede" in system.lower():
@@ -100,19 +129,29 @@ class Result:
 
 
 async def run(
-    *, sessions: int, turns_per_session: int, llm_latency: float, embedder: str = "bundled", timeout: float = 600
+    *,
+    sessions: int,
+    turns_per_session: int,
+    llm_latency: float,
+    embedder: str = "bundled",
+    timeout: float = 600,
+    overrides: Mapping[str, Any] | None = None,
 ) -> Result:
-    """Publish ``sessions`` × ``turns_per_session`` assistant turns; wait for every fact's memory."""
-    with tempfile.TemporaryDirectory() as tmp, SlowAnthropic(llm_latency) as fake:
+    """Publish ``sessions`` × ``turns_per_session`` assistant turns; wait for every fact's memory.
+
+    ``overrides`` are settings to run with (``fetch_max_wait_ms=5``, say), to compare them.
+    """
+    with tempfile.TemporaryDirectory() as tmp, fake_llm(llm_latency) as llm_url:
         settings = Settings.from_env(
             {},
             data_dir=Path(tmp),
             topic_prefix=f"bench{uuid.uuid4().hex[:6]}",
             http_port=free_port(),
             anthropic_api_key="sk-bench",
-            anthropic_base_url=fake.base_url,
+            anthropic_base_url=llm_url,
             llm_retries=0,
             summary_every=10_000,
+            **(overrides or {}),
         )
         chosen = HashEmbedder() if embedder == "fake" else BundledEmbedder()
         running = await runner.start(settings, build_providers(settings, embedder=chosen), web=False)
@@ -208,14 +247,14 @@ async def run_sequential(*, turns: int, embedder: str = "bundled", timeout: floa
     The pipeline's own share is each latency minus the mean LLM call and embedding batch
     times measured over the same run: the two outside services on the turn's path.
     """
-    with tempfile.TemporaryDirectory() as tmp, SlowAnthropic(0.0) as fake:
+    with tempfile.TemporaryDirectory() as tmp, fake_llm(0.0) as llm_url:
         settings = Settings.from_env(
             {},
             data_dir=Path(tmp),
             topic_prefix=f"bench{uuid.uuid4().hex[:6]}",
             http_port=free_port(),
             anthropic_api_key="sk-bench",
-            anthropic_base_url=fake.base_url,
+            anthropic_base_url=llm_url,
             llm_retries=0,
             summary_every=10_000,
         )
@@ -226,7 +265,12 @@ async def run_sequential(*, turns: int, embedder: str = "bundled", timeout: floa
         latencies: list[float] = []
         try:
             consumer = AIOKafkaConsumer(
-                topic_name(settings.topic_prefix, MEMORY_UPDATED), bootstrap_servers=running.bootstrap, auto_offset_reset="earliest"
+                topic_name(settings.topic_prefix, MEMORY_UPDATED),
+                bootstrap_servers=running.bootstrap,
+                auto_offset_reset="earliest",
+                # Tansu holds a fetch for its whole wait, even when data arrives: aiokafka's
+                # default 500 ms would be measured as pipeline latency.
+                fetch_max_wait_ms=settings.effective_fetch_max_wait_ms,
             )
             producer = AIOKafkaProducer(bootstrap_servers=running.bootstrap)
             await consumer.start()
