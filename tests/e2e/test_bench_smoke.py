@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from bench import hops as bench_hops
 from bench import pipeline
 
 pytestmark = [pytest.mark.e2e, pytest.mark.asyncio]
@@ -21,3 +22,9 @@ async def test_sequential_latency_run_separates_llm_and_embedder() -> None:
     assert result["p99_ms"] >= result["p50_ms"] > 0
     assert result["llm_ms"] > 0 and result["embed_ms"] > 0
     assert 0 <= result["own_p50_ms"] <= result["p50_ms"]
+
+
+async def test_hop_by_hop_run_times_every_stage_on_the_path() -> None:
+    hops = await bench_hops.measure(2, "fake", {"embed_batch_window": 0.01})
+    assert list(hops) == [f"{a.name} → {b.name}" for a, b in zip(bench_hops.PATH, bench_hops.PATH[1:], strict=False)]
+    assert all(len(ms) == 2 and all(m >= 0 for m in ms) for ms in hops.values())

@@ -1,0 +1,145 @@
+"""Where a turn's latency goes, hop by hop, from the Kafka timestamps of its events.
+
+    .venv/bin/python -m bench.hops [--turns 15] [--embedder fake|bundled] [--set fetch_max_wait_ms=5]
+
+Publishes one turn at a time (each after the previous one's memory arrived), then reads
+every topic on the turn's path and prints, per hop, the median and max time between the
+event a stage consumed and the first event it produced (both timestamped by their
+producers), so the time a stage takes includes waiting for its fetch. Settings given with
+``--set`` are applied to the pipeline, to compare them.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import statistics
+import tempfile
+import time
+import uuid
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
+
+from bench.pipeline import _TAG, HashEmbedder, _arrived, fake_llm
+from memstream import runner
+from memstream.bootstrap import build_providers
+from memstream.broker import free_port
+from memstream.embed.bundled import BundledEmbedder
+from memstream.identity import project_key
+from memstream.publish import make_turn
+from memstream.settings import Settings, _parse
+from schemas import encode
+from topics import EMBEDDED, FACTS, MEMORY_OPS, MEMORY_UPDATED, SNAPSHOTS, TURNS, topic_name
+
+#: The turn's path: each topic is consumed by the stage that produces the next.
+PATH = (TURNS, SNAPSHOTS, FACTS, EMBEDDED, MEMORY_OPS, MEMORY_UPDATED)
+
+
+async def _timestamps(bootstrap: str, topic: str, fetch_wait_ms: int, *, last: bool = False) -> dict[bytes, int]:
+    """The first (or last) record timestamp, in ms, of every key on ``topic``."""
+    consumer = AIOKafkaConsumer(
+        topic, bootstrap_servers=bootstrap, auto_offset_reset="earliest", fetch_max_wait_ms=fetch_wait_ms
+    )
+    await consumer.start()
+    first: dict[bytes, int] = {}
+    try:
+        quiet_until = time.monotonic() + 2.0
+        while time.monotonic() < quiet_until:
+            batch = await consumer.getmany(timeout_ms=200)
+            for records in batch.values():
+                for record in records:
+                    if record.key is not None and (last or record.key not in first):
+                        first[record.key] = record.timestamp
+                    quiet_until = time.monotonic() + 1.0
+    finally:
+        await consumer.stop()
+    return first
+
+
+async def measure(turns: int, embedder: str, overrides: dict[str, Any]) -> dict[str, list[float]]:
+    with tempfile.TemporaryDirectory() as tmp, fake_llm(0.0) as llm_url:
+        settings = Settings.from_env(
+            {},
+            data_dir=Path(tmp),
+            topic_prefix=f"hops{uuid.uuid4().hex[:6]}",
+            http_port=free_port(),
+            anthropic_api_key="sk-bench",
+            anthropic_base_url=llm_url,
+            llm_retries=0,
+            summary_every=10_000,
+            **overrides,
+        )
+        chosen = HashEmbedder() if embedder == "fake" else BundledEmbedder()
+        running = await runner.start(settings, build_providers(settings, embedder=chosen), web=False)
+        wait = settings.effective_fetch_max_wait_ms
+        try:
+            consumer = AIOKafkaConsumer(
+                topic_name(settings.topic_prefix, MEMORY_UPDATED),
+                bootstrap_servers=running.bootstrap,
+                auto_offset_reset="earliest",
+                fetch_max_wait_ms=wait,
+            )
+            producer = AIOKafkaProducer(bootstrap_servers=running.bootstrap)
+            await consumer.start()
+            await producer.start()
+            try:
+                turns_topic = topic_name(settings.topic_prefix, TURNS)
+                for i in range(turns):
+                    session, project = f"h{i}", f"/bench/hops-{i}"
+                    now = datetime.now(UTC)
+                    for role, content in (("user", "q"), ("assistant", f"a {_TAG} {i}.0 done")):
+                        turn = make_turn(session_id=session, project=project, role=role, content=content, ts=now)
+                        await producer.send_and_wait(turns_topic, encode(turn), key=session.encode())
+                    while not await _arrived(consumer, f"{_TAG} {i}.0 "):
+                        pass
+            finally:
+                await consumer.stop()
+                await producer.stop()
+            # A session's last turn (the assistant's) is the one its snapshot answers.
+            stamps = {
+                spec.name: await _timestamps(
+                    running.bootstrap, topic_name(settings.topic_prefix, spec), wait, last=spec is TURNS
+                )
+                for spec in PATH
+            }
+        finally:
+            await running.stop()
+    hops: dict[str, list[float]] = {}
+    for i in range(turns):
+        for before, after in zip(PATH, PATH[1:], strict=False):
+            start = stamps[before.name].get(_key(before, i))
+            end = stamps[after.name].get(_key(after, i))
+            if start is not None and end is not None:
+                hops.setdefault(f"{before.name} → {after.name}", []).append(end - start)
+    return hops
+
+
+def _key(spec: Any, i: int) -> bytes:
+    """Turns and snapshots are keyed by session; facts onward by the project's scope."""
+    return (f"h{i}" if spec in (TURNS, SNAPSHOTS) else project_key(f"/bench/hops-{i}")).encode()
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--turns", type=int, default=15)
+    parser.add_argument("--embedder", choices=("fake", "bundled"), default="fake")
+    parser.add_argument("--set", action="append", default=[], metavar="SETTING=VALUE", help="e.g. fetch_max_wait_ms=5")
+    args = parser.parse_args()
+    defaults = Settings()
+    overrides = {}
+    for item in args.set:
+        name, _, raw = item.partition("=")
+        overrides[name] = _parse(name, raw, getattr(defaults, name))
+    hops = asyncio.run(measure(args.turns, args.embedder, overrides))
+    print(f"per hop, {args.turns} turns, {args.embedder} embedder, {overrides or 'defaults'}: median / max")
+    for hop, ms in hops.items():
+        print(f"  {hop:<32} {statistics.median(ms):6.0f} ms / {max(ms):5.0f} ms")
+    total = sum(statistics.median(ms) for ms in hops.values())
+    print(f"  {'sum of medians':<32} {total:6.0f} ms")
+
+
+if __name__ == "__main__":
+    main()
