@@ -63,8 +63,7 @@ async def sweep(providers: Providers, topics: Topics, now: datetime) -> dict[str
     """One retention sweep as of ``now`` (timezone-aware); returns what it deleted."""
     settings = providers.settings
     windows = RetentionWindows(
-        tombstone_days=settings.tombstone_retention_days,  # type: ignore[arg-type]  # days may be fractional
-        history_days=settings.history_retention_days,  # type: ignore[arg-type]
+        tombstone_days=settings.tombstone_retention_days, history_days=settings.history_retention_days
     )
     cutoff = cutoffs(now, windows)
     store, graph = providers.store, providers.graph

@@ -47,9 +47,9 @@ class RetentionWindows(msgspec.Struct, kw_only=True, frozen=True):
     """How long expired data is kept (seed 003's defaults)."""
 
     #: Days a superseded memory stays stored after it was superseded.
-    tombstone_days: int = 30
+    tombstone_days: float = 30.0
     #: Days an audit record stays in the history store.
-    history_days: int = 180
+    history_days: float = 180.0
 
     def __post_init__(self) -> None:
         for name in ("tombstone_days", "history_days"):
