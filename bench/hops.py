@@ -16,24 +16,17 @@ import asyncio
 import statistics
 import tempfile
 import time
-import uuid
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
+from aiokafka import AIOKafkaConsumer
 
-from bench.pipeline import _TAG, HashEmbedder, _arrived, fake_llm
-from memstream import runner
-from memstream.bootstrap import build_providers
-from memstream.broker import free_port
-from memstream.embed.bundled import BundledEmbedder
+from bench.pipeline import fake_llm, one_turn_at_a_time, session_of, start
 from memstream.identity import project_key
-from memstream.publish import make_turn
 from memstream.settings import Settings, _parse
-from schemas import encode
 from topics import EMBEDDED, FACTS, MEMORY_OPS, MEMORY_UPDATED, SNAPSHOTS, TURNS, topic_name
 
+NAME = "hops"
 #: The turn's path: each topic is consumed by the stage that produces the next.
 PATH = (TURNS, SNAPSHOTS, FACTS, EMBEDDED, MEMORY_OPS, MEMORY_UPDATED)
 
@@ -61,43 +54,10 @@ async def _timestamps(bootstrap: str, topic: str, fetch_wait_ms: int, *, last: b
 
 async def measure(turns: int, embedder: str, overrides: dict[str, Any]) -> dict[str, list[float]]:
     with tempfile.TemporaryDirectory() as tmp, fake_llm(0.0) as llm_url:
-        settings = Settings.from_env(
-            {},
-            data_dir=Path(tmp),
-            topic_prefix=f"hops{uuid.uuid4().hex[:6]}",
-            http_port=free_port(),
-            anthropic_api_key="sk-bench",
-            anthropic_base_url=llm_url,
-            llm_retries=0,
-            summary_every=10_000,
-            **overrides,
-        )
-        chosen = HashEmbedder() if embedder == "fake" else BundledEmbedder()
-        running = await runner.start(settings, build_providers(settings, embedder=chosen), web=False)
+        settings, running = await start(Path(tmp), llm_url, embedder, overrides)
         wait = settings.effective_fetch_max_wait_ms
         try:
-            consumer = AIOKafkaConsumer(
-                topic_name(settings.topic_prefix, MEMORY_UPDATED),
-                bootstrap_servers=running.bootstrap,
-                auto_offset_reset="earliest",
-                fetch_max_wait_ms=wait,
-            )
-            producer = AIOKafkaProducer(bootstrap_servers=running.bootstrap)
-            await consumer.start()
-            await producer.start()
-            try:
-                turns_topic = topic_name(settings.topic_prefix, TURNS)
-                for i in range(turns):
-                    session, project = f"h{i}", f"/bench/hops-{i}"
-                    now = datetime.now(UTC)
-                    for role, content in (("user", "q"), ("assistant", f"a {_TAG} {i}.0 done")):
-                        turn = make_turn(session_id=session, project=project, role=role, content=content, ts=now)
-                        await producer.send_and_wait(turns_topic, encode(turn), key=session.encode())
-                    while not await _arrived(consumer, f"{_TAG} {i}.0 "):
-                        pass
-            finally:
-                await consumer.stop()
-                await producer.stop()
+            await one_turn_at_a_time(running, settings, turns, NAME)
             # A session's last turn (the assistant's) is the one its snapshot answers.
             stamps = {
                 spec.name: await _timestamps(
@@ -110,16 +70,17 @@ async def measure(turns: int, embedder: str, overrides: dict[str, Any]) -> dict[
     hops: dict[str, list[float]] = {}
     for i in range(turns):
         for before, after in zip(PATH, PATH[1:], strict=False):
-            start = stamps[before.name].get(_key(before, i))
-            end = stamps[after.name].get(_key(after, i))
-            if start is not None and end is not None:
-                hops.setdefault(f"{before.name} → {after.name}", []).append(end - start)
+            consumed = stamps[before.name].get(_key(before, i))
+            produced = stamps[after.name].get(_key(after, i))
+            if consumed is not None and produced is not None:
+                hops.setdefault(f"{before.name} → {after.name}", []).append(produced - consumed)
     return hops
 
 
 def _key(spec: Any, i: int) -> bytes:
     """Turns and snapshots are keyed by session; facts onward by the project's scope."""
-    return (f"h{i}" if spec in (TURNS, SNAPSHOTS) else project_key(f"/bench/hops-{i}")).encode()
+    session, project = session_of(NAME, i)
+    return (session if spec in (TURNS, SNAPSHOTS) else project_key(project)).encode()
 
 
 def main() -> None:

@@ -7,7 +7,6 @@ user/assistant turns, and follows memory-updated like a downstream service would
 
 from __future__ import annotations
 
-import asyncio
 import hashlib
 import json
 import multiprocessing
@@ -103,6 +102,25 @@ def _serve_fake(latency: float, conn: Any) -> None:
         conn.recv()
 
 
+async def start(
+    data_dir: Path, llm_url: str, embedder: str, overrides: Mapping[str, Any] | None = None
+) -> tuple[Settings, runner.Running]:
+    """The pipeline under test: the fake LLM at ``llm_url``, no retries, no summary turns."""
+    settings = Settings.from_env(
+        {},
+        data_dir=data_dir,
+        topic_prefix=f"bench{uuid.uuid4().hex[:6]}",
+        http_port=free_port(),
+        anthropic_api_key="sk-bench",
+        anthropic_base_url=llm_url,
+        llm_retries=0,
+        summary_every=10_000,
+        **(overrides or {}),
+    )
+    chosen = HashEmbedder() if embedder == "fake" else BundledEmbedder()
+    return settings, await runner.start(settings, build_providers(settings, embedder=chosen), web=False)
+
+
 def _respond(request: dict[str, Any]) -> str:
     system = str(request.get("system", ""))
     if "supersede" in system.lower():
@@ -142,19 +160,7 @@ async def run(
     ``overrides`` are settings to run with (``fetch_max_wait_ms=5``, say), to compare them.
     """
     with tempfile.TemporaryDirectory() as tmp, fake_llm(llm_latency) as llm_url:
-        settings = Settings.from_env(
-            {},
-            data_dir=Path(tmp),
-            topic_prefix=f"bench{uuid.uuid4().hex[:6]}",
-            http_port=free_port(),
-            anthropic_api_key="sk-bench",
-            anthropic_base_url=llm_url,
-            llm_retries=0,
-            summary_every=10_000,
-            **(overrides or {}),
-        )
-        chosen = HashEmbedder() if embedder == "fake" else BundledEmbedder()
-        running = await runner.start(settings, build_providers(settings, embedder=chosen), web=False)
+        settings, running = await start(Path(tmp), llm_url, embedder, overrides)
         llm_before = _sum(metrics.LLM_SECONDS), _count(metrics.LLM_SECONDS)
         embed_before = _sum(metrics.EMBED_SECONDS), _count(metrics.EMBED_SECONDS)
         try:
@@ -248,52 +254,11 @@ async def run_sequential(*, turns: int, embedder: str = "bundled", timeout: floa
     times measured over the same run: the two outside services on the turn's path.
     """
     with tempfile.TemporaryDirectory() as tmp, fake_llm(0.0) as llm_url:
-        settings = Settings.from_env(
-            {},
-            data_dir=Path(tmp),
-            topic_prefix=f"bench{uuid.uuid4().hex[:6]}",
-            http_port=free_port(),
-            anthropic_api_key="sk-bench",
-            anthropic_base_url=llm_url,
-            llm_retries=0,
-            summary_every=10_000,
-        )
-        chosen = HashEmbedder() if embedder == "fake" else BundledEmbedder()
-        running = await runner.start(settings, build_providers(settings, embedder=chosen), web=False)
+        settings, running = await start(Path(tmp), llm_url, embedder)
         llm_before = _sum(metrics.LLM_SECONDS), _count(metrics.LLM_SECONDS)
         embed_before = _sum(metrics.EMBED_SECONDS), _count(metrics.EMBED_SECONDS)
-        latencies: list[float] = []
         try:
-            consumer = AIOKafkaConsumer(
-                topic_name(settings.topic_prefix, MEMORY_UPDATED),
-                bootstrap_servers=running.bootstrap,
-                auto_offset_reset="earliest",
-                # Tansu holds a fetch for its whole wait, even when data arrives: aiokafka's
-                # default 500 ms would be measured as pipeline latency.
-                fetch_max_wait_ms=settings.effective_fetch_max_wait_ms,
-            )
-            producer = AIOKafkaProducer(bootstrap_servers=running.bootstrap)
-            await consumer.start()
-            await producer.start()
-            try:
-                turns_topic = topic_name(settings.topic_prefix, TURNS)
-                for i in range(turns):
-                    session, project = f"q{i}", f"/bench/sequential-{i}"
-                    now = datetime.now(UTC)
-                    await producer.send_and_wait(
-                        turns_topic, encode(make_turn(session_id=session, project=project, role="user", content="q", ts=now)), key=session.encode()
-                    )
-                    reply = make_turn(session_id=session, project=project, role="assistant", content=f"a {_TAG} {i}.0 done", ts=now)
-                    sent = time.monotonic()
-                    await producer.send_and_wait(turns_topic, encode(reply), key=session.encode())
-                    deadline = sent + timeout
-                    while not await _arrived(consumer, f"{_TAG} {i}.0 "):
-                        if time.monotonic() > deadline:
-                            raise TimeoutError(f"turn {i} did not become a memory within {timeout}s")
-                    latencies.append(time.monotonic() - sent)
-            finally:
-                await consumer.stop()
-                await producer.stop()
+            latencies = await one_turn_at_a_time(running, settings, turns, "sequential", timeout)
         finally:
             await running.stop()
     llm_ms = (_sum(metrics.LLM_SECONDS) - llm_before[0]) / max(1, _count(metrics.LLM_SECONDS) - llm_before[1]) * 1000
@@ -308,6 +273,46 @@ async def run_sequential(*, turns: int, embedder: str = "bundled", timeout: floa
         "own_p50_ms": statistics.median(own),
         "own_p99_ms": _p99(own),
     }
+
+
+def session_of(name: str, i: int) -> tuple[str, str]:
+    """The session and project of the ``i``-th turn of a one-at-a-time run called ``name``."""
+    return f"{name}-{i}", f"/bench/{name}-{i}"
+
+
+async def one_turn_at_a_time(running: runner.Running, settings: Settings, turns: int, name: str, timeout: float = 120) -> list[float]:
+    """Publish ``turns`` user/assistant exchanges, each in a session (and project) of its
+    own and each after the previous one's memory arrived; returns their latencies (s)."""
+    consumer = AIOKafkaConsumer(
+        topic_name(settings.topic_prefix, MEMORY_UPDATED),
+        bootstrap_servers=running.bootstrap,
+        auto_offset_reset="earliest",
+        # Tansu holds a fetch for its whole wait, even when data arrives: aiokafka's
+        # default 500 ms would be measured as pipeline latency.
+        fetch_max_wait_ms=settings.effective_fetch_max_wait_ms,
+    )
+    producer = AIOKafkaProducer(bootstrap_servers=running.bootstrap)
+    await consumer.start()
+    await producer.start()
+    latencies: list[float] = []
+    try:
+        turns_topic = topic_name(settings.topic_prefix, TURNS)
+        for i in range(turns):
+            session, project = session_of(name, i)
+            now = datetime.now(UTC)
+            question = make_turn(session_id=session, project=project, role="user", content="q", ts=now)
+            await producer.send_and_wait(turns_topic, encode(question), key=session.encode())
+            reply = make_turn(session_id=session, project=project, role="assistant", content=f"a {_TAG} {i}.0 done", ts=now)
+            sent = time.monotonic()
+            await producer.send_and_wait(turns_topic, encode(reply), key=session.encode())
+            while not await _arrived(consumer, f"{_TAG} {i}.0 "):
+                if time.monotonic() > sent + timeout:
+                    raise TimeoutError(f"turn {i} did not become a memory within {timeout}s")
+            latencies.append(time.monotonic() - sent)
+    finally:
+        await consumer.stop()
+        await producer.stop()
+    return latencies
 
 
 async def _arrived(consumer: AIOKafkaConsumer, needle: str) -> bool:
