@@ -58,6 +58,7 @@ def build_app(settings: Settings, providers: Providers, bootstrap: str, *, web: 
         autodiscover=False,
     )
     app.fetch_max_wait_ms = settings.effective_fetch_max_wait_ms
+    app.prefetch_backoff_ms = settings.prefetch_backoff_ms
     topics = bind_topics(app, settings.topic_prefix, settings.partitions)
     dead_letters = DeadLetters(topics.dead_letters)
     app.dead_letter_sink = dead_letters

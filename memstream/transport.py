@@ -1,9 +1,14 @@
-"""Faust's aiokafka transport, with the fetch wait memstream needs.
+"""Faust's aiokafka transport, with the fetch wait and prefetch backoff memstream needs.
 
 Faust's driver hard-codes ``fetch_max_wait_ms=1500``. Kafka answers a waiting fetch as
 soon as data arrives, so there that only bounds idle polling; Tansu (0.6) holds every
 fetch for the full wait, which cost ~650 ms per stage (measured: a plain aiokafka
 consumer saw a median 656 ms per message at 1500 ms and 3.7 ms at 100 ms).
+
+aiokafka's fetcher also stops fetching from a broker for up to ``prefetch_backoff``
+(0.1 s, no setting in aiokafka's consumer nor in Faust) while any partition it serves
+has records the application has not taken yet. With one broker, one busy stage holds
+every other stage's next fetch: the ~100 ms spikes ``bench.hops`` shows on every hop.
 """
 
 from __future__ import annotations
@@ -15,8 +20,9 @@ import faust
 from faust.transport.drivers import aiokafka as driver
 
 
-def transport_class(fetch_max_wait_ms: int) -> type[driver.Transport]:
-    """A Faust transport whose worker consumer waits at most ``fetch_max_wait_ms`` per fetch."""
+def transport_class(fetch_max_wait_ms: int, prefetch_backoff_ms: int) -> type[driver.Transport]:
+    """A Faust transport whose worker consumer waits at most ``fetch_max_wait_ms`` per fetch
+    and backs off ``prefetch_backoff_ms`` while fetched records wait to be taken."""
 
     class ConsumerThread(driver.AIOKafkaConsumerThread):
         def _create_worker_consumer(self, transport: Any) -> aiokafka.AIOKafkaConsumer:
@@ -24,6 +30,11 @@ def transport_class(fetch_max_wait_ms: int) -> type[driver.Transport]:
             # aiokafka reads this when start() builds its fetcher; Faust offers no setting.
             consumer._fetch_max_wait_ms = fetch_max_wait_ms
             return consumer
+
+        async def on_start(self) -> None:
+            await super().on_start()
+            # The fetcher exists once the consumer started; aiokafka passes it no backoff.
+            self._ensure_consumer()._fetcher._prefetch_backoff = prefetch_backoff_ms / 1000
 
     class Consumer(driver.Consumer):
         def _new_consumer_thread(self) -> driver.AIOKafkaConsumerThread:
@@ -40,7 +51,8 @@ class MemstreamApp(faust.App):
     """A Faust app with memstream's transport and a place for the dead-letter sink."""
 
     fetch_max_wait_ms: int = 1500
+    prefetch_backoff_ms: int = 100
     dead_letter_sink: Any = None
 
     def _new_transport(self) -> Any:
-        return transport_class(self.fetch_max_wait_ms)(self.conf.broker_consumer, self)
+        return transport_class(self.fetch_max_wait_ms, self.prefetch_backoff_ms)(self.conf.broker_consumer, self)
