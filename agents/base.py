@@ -1,11 +1,11 @@
-"""What every agent shares: the per-event guard that dead-letters instead of crashing."""
+"""What every agent shares: the per-event guard that dead-letters instead of crashing, and batching."""
 
 from __future__ import annotations
 
 import asyncio
 import logging
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from datetime import UTC, datetime
 from typing import Any, TypeVar
 
@@ -101,6 +101,63 @@ def state_table(app: faust.App, name: str, partitions: int, *, use_partitioner: 
         use_partitioner=use_partitioner,
     )
     return app.tables.add(table)  # type: ignore[return-value]
+
+
+async def batches(stream: faust.StreamT, max_size: int, *, linger: float = 0.0) -> AsyncIterator[list[EventT]]:
+    """Batches of the events that have arrived: wait for one, then take what is already
+    waiting, up to ``max_size``; with ``linger`` > 0, wait that long at most for more.
+
+    With no linger a lone event goes at once, and under load batches grow by themselves:
+    events arrive while the previous batch is processed. Faust's ``take_events`` instead
+    waits out its whole window whenever a batch is not full, which is pure latency when
+    the stage is idle. Events are acked once their batch is processed (the consumer side
+    of the generator resumes), so a crash redelivers the batch in flight.
+    """
+    waiting: asyncio.Queue[tuple[EventT, trace.Span] | BaseException] = asyncio.Queue(maxsize=max_size)
+
+    async def read() -> None:
+        try:
+            async for event in stream.noack().events():
+                await waiting.put((event, trace.get_current_span()))
+        except asyncio.CancelledError:
+            raise
+        except BaseException as exc:  # surfaces in the consuming loop rather than hanging it
+            await waiting.put(exc)
+
+    def take(item: tuple[EventT, trace.Span] | BaseException, into: list[tuple[EventT, trace.Span]]) -> None:
+        if isinstance(item, BaseException):
+            raise item
+        into.append(item)
+
+    reader = asyncio.create_task(read())
+    try:
+        while True:
+            batch: list[tuple[EventT, trace.Span]] = []
+            take(await waiting.get(), batch)
+            deadline = time.monotonic() + linger
+            while len(batch) < max_size:
+                if not waiting.empty():
+                    take(waiting.get_nowait(), batch)
+                    continue
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    break
+                try:
+                    take(await asyncio.wait_for(waiting.get(), left), batch)
+                except TimeoutError:
+                    break
+            try:
+                yield [event for event, _ in batch]
+                # Resumed: the batch is processed. A stop or crash in between acks nothing.
+                for event, _ in batch:
+                    event.ack()
+            finally:
+                for _, process_span in batch:
+                    # Faust's OpenTelemetry sensor ends its span on an ack by the stream,
+                    # which a noack stream never makes.
+                    process_span.end()
+    finally:
+        reader.cancel()
 
 
 async def guarded_by_key(

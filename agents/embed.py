@@ -1,8 +1,10 @@
 """Embed agent: document embeddings for facts, in batches.
 
 Consumes ``facts`` (key: scope). Emits ``embedded`` (key: scope), in the order the facts
-arrived on each partition. Batches up to ``MEMSTREAM_EMBED_BATCH`` facts, waiting at most
-``MEMSTREAM_EMBED_BATCH_WINDOW`` seconds to fill one (seed 000: embeddings batched).
+arrived on each partition. Embeds the facts that have arrived, up to ``MEMSTREAM_EMBED_BATCH``
+at a time (seed 000: embeddings batched): a lone fact goes at once, and under load batches
+fill while the previous one is embedded. ``MEMSTREAM_EMBED_BATCH_WINDOW`` > 0 waits that long
+at most for more, for remote APIs that bill or limit per request.
 State: table ``embed-stats`` — per scope, texts embedded and batches. A batch spans
 partitions, so the table is written through the partitioner, not the current event.
 """
@@ -14,7 +16,7 @@ import logging
 
 import faust
 
-from agents.base import DeadLetters, state_table
+from agents.base import DeadLetters, batches, state_table
 from memstream import metrics
 from memstream.bootstrap import Providers
 from memstream.tracing import span_from_headers, stage_span
@@ -65,7 +67,7 @@ def register(app: faust.App, topics: Topics, providers: Providers, sink: DeadLet
 
     @app.agent(topics.facts, name=STAGE)
     async def embed(stream: faust.StreamT) -> None:
-        async for events in stream.take_events(settings.embed_batch, within=settings.embed_batch_window):
+        async for events in batches(stream, settings.embed_batch, linger=settings.embed_batch_window):
             try:
                 await handle_batch(list(events))
             except asyncio.CancelledError:
