@@ -20,7 +20,7 @@ def test_defaults_from_an_empty_environment() -> None:
     assert (s.llm_timeout, s.llm_retries) == (45.0, 2)
     assert (s.snapshot_messages, s.snapshot_max_chars, s.message_max_chars) == (8, 12_000, 4_000)
     assert (s.summary_every, s.session_summary_cap) == (5, 3)
-    assert (s.embed_batch, s.embed_batch_window) == (64, 0.05)
+    assert (s.embed_batch, s.embed_batch_window) == (64, 0.0)
     assert (s.http_host, s.http_port) == ("127.0.0.1", 8765)
     assert (s.log_level, s.trace_exporter) == ("warning", "none")
     assert s.api_url == "http://127.0.0.1:8765"
@@ -162,3 +162,8 @@ def test_settings_table_gives_every_variable_a_meaning() -> None:
     empty = [name for name, _, meaning in settings_table() if not meaning.strip()]
     assert empty == []
 
+
+
+def test_a_negative_embed_batch_window_is_refused() -> None:
+    with pytest.raises(SettingsError, match="MEMSTREAM_EMBED_BATCH_WINDOW"):
+        Settings.from_env({"MEMSTREAM_EMBED_BATCH_WINDOW": "-0.1"})
