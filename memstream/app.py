@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import faust
-from faust.contrib.opentelemetry import setup_opentelemetry
+from faust.contrib.opentelemetry import sdk_is_configured, setup_opentelemetry
 
 import agents
 from agents.base import DeadLetters
@@ -64,7 +64,8 @@ def build_app(settings: Settings, providers: Providers, bootstrap: str, *, web: 
     app.dead_letter_sink = dead_letters
     for module in agents.ALL_AGENTS:
         module.register(app, topics, providers, dead_letters)
-    setup_opentelemetry(app)
+    if sdk_is_configured():  # else the sensor would read every event's headers for no-op spans
+        setup_opentelemetry(app)
     if web:
         api.register(app, providers, topics)
     return Pipeline(app=app, topics=topics, providers=providers, dead_letters=dead_letters)
