@@ -50,8 +50,14 @@ class AnthropicLLM:
         self._timeout = timeout
         self._retry = retry
         # An empty base_url (an unset setting) must mean "the SDK's default", not a relative URL.
+        # The SDK's aiohttp transport costs half the CPU per call of its default httpx one
+        # (1.3 vs 2.5 ms, 400 calls to the fake API), and a worker makes one call per turn or more.
         self._client = anthropic.AsyncAnthropic(
-            api_key=api_key, base_url=base_url or None, timeout=timeout, max_retries=0
+            api_key=api_key,
+            base_url=base_url or None,
+            timeout=timeout,
+            max_retries=0,
+            http_client=anthropic.DefaultAioHttpClient(timeout=timeout),
         )
 
     async def complete(self, system: str, prompt: str, *, max_tokens: int = 1024) -> Completion:
