@@ -40,7 +40,7 @@ from memstream.bootstrap import Providers
 from memstream.identity import NormalizedContent, derived_id, memory_id, normalize_content
 from memstream.llm.base import LLMError
 from memstream.rules import audit, decision, lexical
-from memstream.rules.dedup import cosine_distance, find_duplicate, remember, threshold
+from memstream.rules.dedup import cosine_distances, find_duplicate, remember, threshold
 from memstream.rules.modes import REASON_EXACT_DUPLICATE, REASON_UPDATE_DELETE_NOT_ALLOWED, PipelineFlags, gate
 from memstream.tracing import stage_span
 from schemas import (
@@ -233,8 +233,8 @@ class Decider:
         candidates: dict[str, decision.Candidate] = {hit.memory.id: hit.memory for hit in hits}
         # Memories decided on but perhaps not stored yet are candidates too, on their
         # vector alone (seed 003: a single leg's score stands as it is).
-        for memory in recent:
-            if memory.id not in candidates and 1.0 - cosine_distance(vector, memory.array()) >= self.min_score:
+        for memory, distance in zip(recent, cosine_distances(vector, recent).tolist(), strict=True):
+            if memory.id not in candidates and 1.0 - distance >= self.min_score:
                 candidates[memory.id] = memory
         candidates = dict(list(candidates.items())[: decision.MAX_CANDIDATES])
         if not candidates:

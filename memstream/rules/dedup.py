@@ -32,11 +32,27 @@ def cosine_distance(a: Sequence[float] | np.ndarray, b: Sequence[float] | np.nda
     return 1.0 - float(va @ vb) / denom if denom else 1.0
 
 
+def cosine_distances(vector: Sequence[float] | np.ndarray, memories: Sequence[RecentMemory]) -> np.ndarray:
+    """The cosine distance from ``vector`` to each memory's, in one matrix product.
+
+    The decide stage measures every fact against its project's recent memories; one by one,
+    converting the fact's vector again for each, this was 1.5% of a worker's CPU (py-spy).
+    """
+    if not memories:
+        return np.empty(0, dtype=np.float32)
+    v = np.asarray(vector, dtype=np.float32)
+    matrix = np.stack([m.array() for m in memories])
+    norms = np.linalg.norm(matrix, axis=1) * np.linalg.norm(v)
+    dots = matrix @ v
+    safe = np.where(norms > 0, norms, 1.0)
+    return np.where(norms > 0, 1.0 - dots / safe, 1.0)
+
+
 def find_duplicate(
     fact_type: str,
     vector: Sequence[float],
     stored: Iterable[ScoredMemory],
-    recent: Iterable[RecentMemory],
+    recent: Sequence[RecentMemory],
     profile: DistanceProfile,
 ) -> Duplicate | None:
     """The closest memory of the same type within the type's dedup distance, if any.
@@ -51,10 +67,8 @@ def find_duplicate(
             continue
         if hit.distance <= limit and (best is None or hit.distance < best.distance):
             best = Duplicate(hit.memory.id, hit.distance)
-    for memory in recent:
-        if memory.type != fact_type:
-            continue
-        distance = cosine_distance(vector, memory.array())
+    same_type = [m for m in recent if m.type == fact_type]
+    for memory, distance in zip(same_type, cosine_distances(vector, same_type).tolist(), strict=True):
         if distance <= limit and (best is None or distance < best.distance):
             best = Duplicate(memory.id, distance)
     return best

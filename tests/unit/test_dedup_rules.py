@@ -7,7 +7,7 @@ import math
 import pytest
 
 from memstream.embed.base import DistanceProfile
-from memstream.rules.dedup import Duplicate, cosine_distance, find_duplicate, remember, threshold
+from memstream.rules.dedup import Duplicate, cosine_distance, cosine_distances, find_duplicate, remember, threshold
 from schemas import MEMORY_TYPES, STRUCTURAL_TYPES, RecentMemory, ScoredMemory
 
 #: Seed 000's values for voyage-code-3.
@@ -172,3 +172,12 @@ def test_packed_and_numeric_vectors_dedup_alike() -> None:
     for memory in (packed, numeric):
         found = find_duplicate("architecture", [0.6, 0.8], [], [memory], PROFILE)
         assert found is not None and found.memory_id == memory.id and found.distance < 1e-6
+
+
+def test_cosine_distances_match_one_by_one_and_zero_vectors_are_one() -> None:
+    vectors = [[1.0, 0.0], [0.0, 1.0], [-1.0, 0.0], [6.0, 8.0], [0.0, 0.0]]
+    recent = [RecentMemory.of(id=f"m{i}", type="architecture", text="t", vector=v, decided_at=0.0) for i, v in enumerate(vectors)]
+    together = cosine_distances([3.0, 4.0], recent).tolist()
+    assert together == pytest.approx([cosine_distance([3.0, 4.0], v) for v in vectors], abs=1e-6)
+    assert together[-1] == 1.0
+    assert cosine_distances([1.0, 0.0], []).shape == (0,)
