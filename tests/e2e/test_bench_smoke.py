@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from bench import floor as bench_floor
 from bench import hops as bench_hops
 from bench import pipeline
 
@@ -15,6 +16,9 @@ async def test_throughput_run_keeps_order_and_counts_every_turn() -> None:
     assert result.turns == 6 and result.order_kept
     assert result.turns_per_s > 0 and result.p99_ms >= result.p50_ms > 0
     assert result.llm_ms_mean > 0 and result.embed_ms_mean > 0
+    assert result.cpu_ms_per_turn > 0
+    # Both turn events reach the snapshot stage; the fact then crosses extract, embed, decide, store.
+    assert result.events_per_turn >= 6
 
 
 async def test_sequential_latency_run_separates_llm_and_embedder() -> None:
@@ -28,3 +32,9 @@ async def test_hop_by_hop_run_times_every_stage_on_the_path() -> None:
     hops = await bench_hops.measure(2, "fake", {"embed_batch_window": 0.01})
     assert list(hops) == [f"{a.name} → {b.name}" for a, b in zip(bench_hops.PATH, bench_hops.PATH[1:], strict=False)]
     assert all(len(ms) == 2 and all(m >= 0 for m in ms) for ms in hops.values())
+
+
+async def test_floor_run_times_records_through_pass_through_agents() -> None:
+    floor = await bench_floor.measure(messages=40, hops=2)
+    assert (floor.messages, floor.hops) == (40, 2)
+    assert floor.cpu_us_per_hop > 0 and floor.wall_us_per_hop > 0
