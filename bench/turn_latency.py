@@ -3,7 +3,7 @@ event, on the embedded default (Tansu, Qdrant edge, bundled embedder), in raw mo
 
     .venv/bin/python -m bench.turn_latency [--turns 20]
 
-Compares against nothing yet: the side-by-side harness is the benchmarks issue's.
+The side-by-side comparison, with mem0, is ``bench.harness``.
 """
 
 from __future__ import annotations
