@@ -23,7 +23,7 @@ from typing import Any
 
 from aiokafka import AIOKafkaProducer
 
-from memstream.app import HEARTBEAT_INTERVAL, REBALANCE_TIMEOUT, SESSION_TIMEOUT
+from memstream.app import CONSUMER_OPTIONS
 from memstream.broker import EmbeddedBroker
 from memstream.runner import READY_TIMEOUT_SECONDS, _Worker
 from memstream.settings import Settings
@@ -54,11 +54,7 @@ async def measure(messages: int = 5000, hops: int = 3, partitions: int = 4, time
                 store="memory://",
                 datadir=tmp,
                 topic_partitions=partitions,
-                topic_disable_leader=True,
-                consumer_auto_offset_reset="earliest",
-                broker_rebalance_timeout=REBALANCE_TIMEOUT,
-                broker_session_timeout=SESSION_TIMEOUT,
-                broker_heartbeat_interval=HEARTBEAT_INTERVAL,
+                **CONSUMER_OPTIONS,
                 web_enabled=False,
                 autodiscover=False,
             )

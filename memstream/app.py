@@ -7,6 +7,7 @@ broker address once they are known.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 import faust
 from faust.contrib.opentelemetry import sdk_is_configured, setup_opentelemetry
@@ -25,6 +26,15 @@ from topics.binding import Topics, bind_topics
 REBALANCE_TIMEOUT = 3.0
 SESSION_TIMEOUT = 6.0
 HEARTBEAT_INTERVAL = 1.0
+#: How a memstream Faust app joins its group and starts reading: the pipeline's, and the
+#: pass-through agents of ``bench.floor``, which must cost what the pipeline's hops cost.
+CONSUMER_OPTIONS: dict[str, Any] = {
+    "topic_disable_leader": True,
+    "consumer_auto_offset_reset": "earliest",
+    "broker_rebalance_timeout": REBALANCE_TIMEOUT,
+    "broker_session_timeout": SESSION_TIMEOUT,
+    "broker_heartbeat_interval": HEARTBEAT_INTERVAL,
+}
 
 
 @dataclass
@@ -45,11 +55,7 @@ def build_app(settings: Settings, providers: Providers, bootstrap: str, *, web: 
         datadir=str(settings.data_dir / "faust"),
         topic_partitions=settings.partitions,
         topic_replication_factor=settings.replication,
-        topic_disable_leader=True,
-        consumer_auto_offset_reset="earliest",
-        broker_rebalance_timeout=REBALANCE_TIMEOUT,
-        broker_session_timeout=SESSION_TIMEOUT,
-        broker_heartbeat_interval=HEARTBEAT_INTERVAL,
+        **CONSUMER_OPTIONS,
         web_enabled=web,
         web_host=settings.http_host,
         web_bind=settings.http_host,
