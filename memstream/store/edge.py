@@ -54,7 +54,7 @@ from memstream.store.base import (
     oldest_tombstones,
     query_terms,
 )
-from memstream.store.hosts import ShardHost
+from memstream.store.hosts import SHARD_CONFIG_FILE, ShardHost
 from schemas import Memory, ScoredMemory
 from schemas.codec import memory_from_payload, memory_to_payload
 from schemas.memory import HybridHit
@@ -70,8 +70,6 @@ PAYLOAD_INDEXES: Final[dict[str, PayloadSchemaType]] = {
 }
 #: Points fetched per scroll call when listing; list() sorts in memory, so it reads them all.
 SCROLL_PAGE: Final = 256
-#: The shard's own persisted config; its presence means the shard exists.
-CONFIG_FILE: Final = "edge_config.json"
 
 T = TypeVar("T")
 
@@ -136,7 +134,7 @@ class EdgeStore:
         await self._host.open()
 
     def _open_shard(self) -> EdgeShard:
-        config_file = self.path / CONFIG_FILE
+        config_file = self.path / SHARD_CONFIG_FILE
         if config_file.exists():
             # The shard exposes no config accessor, so the dim is read from its own file
             # before loading: a mismatch must fail loudly, not at the first upsert.

@@ -31,9 +31,7 @@ import msgspec
 from qdrant_client import AsyncQdrantClient, models
 from qdrant_edge import (
     Direction,
-    EdgeConfig,
     EdgeShard,
-    EdgeSparseVectorParams,
     FieldCondition,
     Filter,
     KeywordIndexParams,
@@ -47,7 +45,7 @@ from qdrant_edge import (
     UpdateOperation,
 )
 
-from memstream.store.hosts import ClientHost, ShardHost, create_collection, is_local
+from memstream.store.hosts import ClientHost, ShardHost, ensure_payload_collection, open_payload_shard
 from memstream.rules.graph import (
     MAX_BOOST_MEMORIES,
     MAX_ENTITY_HITS,
@@ -81,10 +79,6 @@ KEYWORD_FIELDS: Final[tuple[str, ...]] = (
     "source_entity_id",
     "target_entity_id",
 )
-#: Edge's sparse vector that no row fills (a shard needs some vector kind).
-NO_VECTOR: Final = "none"
-#: The shard's own persisted config; its presence means the shard exists.
-CONFIG_FILE: Final = "edge_config.json"
 
 Kind = Literal["entity", "relation", "mention"]
 T = TypeVar("T")
@@ -356,19 +350,10 @@ class EdgeGraphStore(_QdrantGraph):
         await self._host.open()
 
     def _open_shard(self) -> EdgeShard:
-        if (self.path / CONFIG_FILE).exists():
-            shard = EdgeShard.load(str(self.path))
-        else:
-            config = EdgeConfig(sparse_vectors={NO_VECTOR: EdgeSparseVectorParams()})
-            shard = EdgeShard.create(str(self.path), config)
-        existing = shard.info().payload_schema
         indexes: dict[str, Any] = dict.fromkeys(KEYWORD_FIELDS, PayloadSchemaType.Keyword)
         indexes["canonical_name"] = KeywordIndexParams(prefix=True)
         indexes["mentions"] = PayloadSchemaType.Integer
-        for name, schema in indexes.items():
-            if name not in existing:
-                shard.update(UpdateOperation.create_field_index(name, schema))
-        return shard
+        return open_payload_shard(self.path, indexes)
 
     async def close(self) -> None:
         await self._host.close()
@@ -453,22 +438,12 @@ class ServerGraphStore(_QdrantGraph):
         await self._host.open(self._ensure_collection)
 
     async def _ensure_collection(self, client: AsyncQdrantClient) -> None:
-        await create_collection(
-            client, self.collection, lambda: client.create_collection(self.collection, vectors_config={})
-        )
-        if is_local(client):
-            return  # Local mode ignores payload indexes and warns on every create.
-        existing = (await client.get_collection(self.collection)).payload_schema
         indexes: dict[str, models.PayloadSchemaType | models.KeywordIndexParams] = dict.fromkeys(
             KEYWORD_FIELDS, models.PayloadSchemaType.KEYWORD
         )
-        indexes["canonical_name"] = models.KeywordIndexParams(
-            type=models.KeywordIndexType.KEYWORD, prefix=True
-        )
+        indexes["canonical_name"] = models.KeywordIndexParams(type=models.KeywordIndexType.KEYWORD, prefix=True)
         indexes["mentions"] = models.PayloadSchemaType.INTEGER
-        for name, schema in indexes.items():
-            if name not in existing:
-                await client.create_payload_index(self.collection, name, field_schema=schema)
+        await ensure_payload_collection(client, self.collection, indexes)
 
     async def close(self) -> None:
         await self._host.close()

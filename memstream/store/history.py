@@ -23,9 +23,7 @@ import msgspec
 from qdrant_client import AsyncQdrantClient, models
 from qdrant_edge import (
     Direction,
-    EdgeConfig,
     EdgeShard,
-    EdgeSparseVectorParams,
     FieldCondition,
     Filter,
     MatchValue,
@@ -37,17 +35,13 @@ from qdrant_edge import (
     UpdateOperation,
 )
 
-from memstream.store.hosts import ClientHost, ShardHost, create_collection, is_local
+from memstream.store.hosts import ClientHost, ShardHost, ensure_payload_collection, open_payload_shard
 from schemas.history import HistoryRecord
 
 #: The collection (server) or shard directory (Edge) of the audit trail.
 COLLECTION: Final = "history"
 #: Keyword fields the reads filter on.
 KEYWORD_FIELDS: Final[tuple[str, ...]] = ("memory_id", "target_id", "scope_key")
-#: Edge's sparse vector that no record fills (a shard needs some vector kind).
-NO_VECTOR: Final = "none"
-#: The shard's own persisted config; its presence means the shard exists.
-CONFIG_FILE: Final = "edge_config.json"
 
 T = TypeVar("T")
 
@@ -105,18 +99,9 @@ class EdgeHistoryStore:
         await self._host.open()
 
     def _open_shard(self) -> EdgeShard:
-        if (self.path / CONFIG_FILE).exists():
-            shard = EdgeShard.load(str(self.path))
-        else:
-            config = EdgeConfig(sparse_vectors={NO_VECTOR: EdgeSparseVectorParams()})
-            shard = EdgeShard.create(str(self.path), config)
-        existing = shard.info().payload_schema
-        for field in KEYWORD_FIELDS:
-            if field not in existing:
-                shard.update(UpdateOperation.create_field_index(field, PayloadSchemaType.Keyword))
-        if "ts" not in existing:
-            shard.update(UpdateOperation.create_field_index("ts", PayloadSchemaType.Datetime))
-        return shard
+        indexes: dict[str, Any] = dict.fromkeys(KEYWORD_FIELDS, PayloadSchemaType.Keyword)
+        indexes["ts"] = PayloadSchemaType.Datetime
+        return open_payload_shard(self.path, indexes)
 
     async def close(self) -> None:
         await self._host.close()
@@ -191,21 +176,11 @@ class ServerHistoryStore:
         await self._host.open(self._ensure_collection)
 
     async def _ensure_collection(self, client: AsyncQdrantClient) -> None:
-        await create_collection(
-            client, self.collection, lambda: client.create_collection(self.collection, vectors_config={})
+        indexes: dict[str, models.PayloadSchemaType | models.KeywordIndexParams] = dict.fromkeys(
+            KEYWORD_FIELDS, models.PayloadSchemaType.KEYWORD
         )
-        if is_local(client):
-            return  # Local mode ignores payload indexes and warns on every create.
-        existing = (await client.get_collection(self.collection)).payload_schema
-        for field in KEYWORD_FIELDS:
-            if field not in existing:
-                await client.create_payload_index(
-                    self.collection, field, field_schema=models.PayloadSchemaType.KEYWORD
-                )
-        if "ts" not in existing:
-            await client.create_payload_index(
-                self.collection, "ts", field_schema=models.PayloadSchemaType.DATETIME
-            )
+        indexes["ts"] = models.PayloadSchemaType.DATETIME
+        await ensure_payload_collection(client, self.collection, indexes)
 
     async def close(self) -> None:
         await self._host.close()

@@ -8,15 +8,20 @@ These two holders own the lifecycle they share; each store adds only its collect
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import TypeVar
+from typing import Any, Final, TypeVar
 
-from qdrant_client import AsyncQdrantClient
-from qdrant_edge import EdgeShard
+from qdrant_client import AsyncQdrantClient, models
+from qdrant_edge import EdgeConfig, EdgeShard, EdgeSparseVectorParams, UpdateOperation
 
 T = TypeVar("T")
+
+#: A shard's own persisted config; its presence means the shard exists.
+SHARD_CONFIG_FILE: Final = "edge_config.json"
+#: The sparse vector a payload-only shard declares and no point fills (a shard needs a vector kind).
+NO_VECTOR: Final = "none"
 
 
 class ShardHost:
@@ -119,6 +124,34 @@ async def create_collection(client: AsyncQdrantClient, name: str, create: Callab
     except Exception:
         if not await client.collection_exists(name):
             raise
+
+
+def open_payload_shard(path: Path, indexes: Mapping[str, Any]) -> EdgeShard:
+    """Load, or create, a shard of payloads only (no vectors) with the given payload indexes:
+    the audit history's and the graph's. Runs on the shard's thread (a ShardHost opener)."""
+    if (path / SHARD_CONFIG_FILE).exists():
+        shard = EdgeShard.load(str(path))
+    else:
+        shard = EdgeShard.create(str(path), EdgeConfig(sparse_vectors={NO_VECTOR: EdgeSparseVectorParams()}))
+    existing = shard.info().payload_schema
+    for field, schema in indexes.items():
+        if field not in existing:
+            shard.update(UpdateOperation.create_field_index(field, schema))
+    return shard
+
+
+async def ensure_payload_collection(
+    client: AsyncQdrantClient, name: str, indexes: Mapping[str, models.PayloadSchemaType | models.KeywordIndexParams]
+) -> None:
+    """A collection of payloads only (no vectors) with the given payload indexes: the audit
+    history's and the graph's. Existing collections get the indexes they lack."""
+    await create_collection(client, name, lambda: client.create_collection(name, vectors_config={}))
+    if is_local(client):
+        return  # Local mode ignores payload indexes and warns on every create.
+    existing = (await client.get_collection(name)).payload_schema
+    for field, schema in indexes.items():
+        if field not in existing:
+            await client.create_payload_index(name, field, field_schema=schema)
 
 
 def is_local(client: AsyncQdrantClient) -> bool:
