@@ -20,7 +20,8 @@ RUN python -c "import tomllib; print('\n'.join(tomllib.load(open('pyproject.toml
         > /tmp/requirements.txt \
     && pip install --upgrade pip \
     && pip install -r /tmp/requirements.txt
-# Then the project itself (the packages pyproject.toml includes: memstream, agents, topics, schemas).
+# Then the project itself. agents/, topics/ and schemas/ install as memstream.agents, .topics and
+# .schemas (pyproject's package-dir), so the image's site-packages gains only `memstream`.
 COPY memstream ./memstream
 COPY agents ./agents
 COPY topics ./topics
@@ -53,9 +54,8 @@ USER 10001:10001
 WORKDIR /home/memstream
 # MEMSTREAM_DATA_DIR holds Faust table state and the runtime file. With MEMSTREAM_KAFKA_BOOTSTRAP and
 # MEMSTREAM_QDRANT_URL set nothing durable lives there (tables are rebuilt from their changelog
-# topics), so it is deliberately not a VOLUME: mount a tmpfs on it (docker-compose.yml does). A runtime
-# file surviving a crash inside a restarted container would name a live PID (1) and make `memstream up`
-# refuse to start.
+# topics), so it is deliberately not a VOLUME. A runtime file left behind by a killed container is
+# recognised as stale (it names this very pid, or a process that is not memstream) and ignored.
 
 EXPOSE 8765
 

@@ -16,14 +16,14 @@ import faust
 import msgspec
 from faust.types import EventT
 
-from agents.base import DeadLetters, expect, guarded, state_table
+from memstream.agents.base import DeadLetters, expect, guarded, state_table
 from memstream.bootstrap import Providers
 from memstream.identity import derived_id
 from memstream.rules.aging import condense_prompt, stale_progress, summaries_to_condense
 from memstream.rules.extraction import CONDENSE_SYSTEM, parse_facts
 from memstream.tracing import stage_span
-from schemas import AgeState, DeleteMemory, Fact, Memory, MemoryUpdated
-from topics.binding import Topics
+from memstream.schemas import AgeState, DeleteMemory, Fact, Memory, MemoryUpdated
+from memstream.topics.binding import Topics
 
 STAGE = "age"
 log = logging.getLogger(__name__)

@@ -15,7 +15,7 @@ from opentelemetry import trace
 
 from memstream import metrics
 from memstream.codec import CODEC_NAME
-from schemas import DeadLetter
+from memstream.schemas import DeadLetter
 
 log = logging.getLogger("memstream.agents")
 

@@ -35,13 +35,13 @@ import msgspec
 from faust.types import EventT
 from opentelemetry import trace
 
-from agents.base import DeadLetters, state_table
+from memstream.agents.base import DeadLetters, state_table
 from memstream import artifacts, metrics
 from memstream.bootstrap import Providers
 from memstream.identity import derived_id, normalize_content
 from memstream.rules import phase2
 from memstream.tracing import stage_span
-from schemas import (
+from memstream.schemas import (
     CONSOLIDATED,
     ConsolidationRequest,
     CreateMemory,
@@ -51,7 +51,7 @@ from schemas import (
     Phase2State,
     RolloutOutput,
 )
-from topics.binding import Topics
+from memstream.topics.binding import Topics
 
 STAGE = "consolidate"
 log = logging.getLogger(__name__)

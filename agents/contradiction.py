@@ -15,13 +15,13 @@ from typing import Any
 import faust
 from faust.types import EventT
 
-from agents.base import DeadLetters, expect, guarded_by_key, state_table
+from memstream.agents.base import DeadLetters, expect, guarded_by_key, state_table
 from memstream.bootstrap import Providers
 from memstream.identity import derived_id
 from memstream.rules import contradiction as rules
 from memstream.tracing import stage_span
-from schemas import ContradictionState, MemoryUpdated, SupersedeMemory
-from topics.binding import Topics
+from memstream.schemas import ContradictionState, MemoryUpdated, SupersedeMemory
+from memstream.topics.binding import Topics
 
 STAGE = "contradiction"
 log = logging.getLogger(__name__)

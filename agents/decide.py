@@ -35,7 +35,7 @@ from typing import Any
 import faust
 from faust.types import EventT
 
-from agents.base import DeadLetters, expect, guarded_by_key, state_table
+from memstream.agents.base import DeadLetters, expect, guarded_by_key, state_table
 from memstream.bootstrap import Providers
 from memstream.identity import NormalizedContent, derived_id, memory_id, normalize_content
 from memstream.llm.base import LLMError
@@ -43,7 +43,7 @@ from memstream.rules import audit, decision, lexical
 from memstream.rules.dedup import cosine_distances, find_duplicate, remember, threshold
 from memstream.rules.modes import REASON_EXACT_DUPLICATE, REASON_UPDATE_DELETE_NOT_ALLOWED, PipelineFlags, gate
 from memstream.tracing import stage_span
-from schemas import (
+from memstream.schemas import (
     MEMORY_TYPES,
     AnyMemoryOp,
     CreateMemory,
@@ -57,7 +57,7 @@ from schemas import (
     RefreshMemory,
     SupersedeMemory,
 )
-from topics.binding import Topics
+from memstream.topics.binding import Topics
 
 STAGE = "decide"
 log = logging.getLogger(__name__)

@@ -16,12 +16,12 @@ import logging
 
 import faust
 
-from agents.base import DeadLetters, batches, state_table
+from memstream.agents.base import DeadLetters, batches, state_table
 from memstream import metrics
 from memstream.bootstrap import Providers
 from memstream.tracing import span_from_headers, stage_span
-from schemas import EmbeddedFact, EmbedStats, Fact
-from topics.binding import Topics
+from memstream.schemas import EmbeddedFact, EmbedStats, Fact
+from memstream.topics.binding import Topics
 
 STAGE = "embed"
 log = logging.getLogger(__name__)

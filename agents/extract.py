@@ -19,7 +19,7 @@ import faust
 import msgspec
 from faust.types import EventT
 
-from agents.base import DeadLetters, expect, guarded_by_key, state_table
+from memstream.agents.base import DeadLetters, expect, guarded_by_key, state_table
 from memstream.bootstrap import Providers
 from memstream.identity import derived_id
 from memstream.llm.base import LLMError
@@ -37,8 +37,8 @@ from memstream.rules import audit
 from memstream.rules.modes import REASON_LOW_CONFIDENCE
 from memstream.rules.secrets import redact
 from memstream.tracing import stage_span
-from schemas import Entity, ExtractState, Fact, HistoryRecord, ParkedSnapshot, Snapshot
-from topics.binding import Topics
+from memstream.schemas import Entity, ExtractState, Fact, HistoryRecord, ParkedSnapshot, Snapshot
+from memstream.topics.binding import Topics
 
 STAGE = "extract"
 log = logging.getLogger(__name__)

@@ -22,11 +22,11 @@ import faust
 import msgspec
 from faust.types import EventT
 
-from agents.base import DeadLetters, expect, guarded, state_table
+from memstream.agents.base import DeadLetters, expect, guarded, state_table
 from memstream.bootstrap import Providers
 from memstream.tracing import stage_span
-from schemas import GraphStats, MemoryUpdated
-from topics.binding import Topics
+from memstream.schemas import GraphStats, MemoryUpdated
+from memstream.topics.binding import Topics
 
 STAGE = "graph"
 log = logging.getLogger(__name__)

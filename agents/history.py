@@ -14,12 +14,12 @@ import logging
 
 import faust
 
-from agents.base import DeadLetters, state_table
+from memstream.agents.base import DeadLetters, state_table
 from memstream import metrics
 from memstream.bootstrap import Providers
 from memstream.tracing import stage_span
-from schemas import HistoryRecord, HistoryStats
-from topics.binding import Topics
+from memstream.schemas import HistoryRecord, HistoryStats
+from memstream.topics.binding import Topics
 
 STAGE = "history"
 log = logging.getLogger(__name__)

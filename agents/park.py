@@ -15,11 +15,11 @@ from typing import Any
 import faust
 from faust.types import EventT
 
-from agents.base import DeadLetters, expect, guarded, state_table
+from memstream.agents.base import DeadLetters, expect, guarded, state_table
 from memstream.bootstrap import Providers
 from memstream.tracing import stage_span
-from schemas import ParkedSnapshot, ParkStats
-from topics.binding import Topics
+from memstream.schemas import ParkedSnapshot, ParkStats
+from memstream.topics.binding import Topics
 
 STAGE = "park"
 

@@ -23,13 +23,13 @@ import faust
 import msgspec
 from faust.types import EventT
 
-from agents.base import DeadLetters, expect, guarded, state_table
+from memstream.agents.base import DeadLetters, expect, guarded, state_table
 from memstream import metrics
 from memstream.bootstrap import Providers
 from memstream.rules import phase1
 from memstream.tracing import stage_span
-from schemas import ConsolidationRequest, RolloutOutput, RolloutState, Snapshot
-from topics.binding import Topics
+from memstream.schemas import ConsolidationRequest, RolloutOutput, RolloutState, Snapshot
+from memstream.topics.binding import Topics
 
 STAGE = "rollout"
 log = logging.getLogger(__name__)

@@ -16,7 +16,7 @@ from typing import Any
 import faust
 from faust.types import EventT
 
-from agents.base import DeadLetters, expect, guarded, state_table
+from memstream.agents.base import DeadLetters, expect, guarded, state_table
 from memstream.bootstrap import Providers
 from memstream.identity import derived_id, project_key, user_key
 from memstream.project_files import read_project_files
@@ -24,8 +24,8 @@ from memstream.rules.explicit import explicit_requests
 from memstream.rules.secrets import redact
 from memstream.rules.snapshot import format_snapshot, last_exchange, snapshot_modes, window
 from memstream.tracing import stage_span
-from schemas import Message, SessionState, Snapshot, Turn
-from topics.binding import Topics
+from memstream.schemas import Message, SessionState, Snapshot, Turn
+from memstream.topics.binding import Topics
 
 STAGE = "snapshot"
 

@@ -17,12 +17,12 @@ import faust
 import msgspec
 from faust.types import EventT
 
-from agents.base import DeadLetters, expect, guarded, state_table
+from memstream.agents.base import DeadLetters, expect, guarded, state_table
 from memstream.bootstrap import Providers
 from memstream.rules import audit
 from memstream.store.base import MemoryStore
 from memstream.tracing import stage_span
-from schemas import (
+from memstream.schemas import (
     AnyMemoryOp,
     CreateMemory,
     DeleteMemory,
@@ -33,7 +33,7 @@ from schemas import (
     StoreStats,
     SupersedeMemory,
 )
-from topics.binding import Topics
+from memstream.topics.binding import Topics
 
 STAGE = "store"
 log = logging.getLogger(__name__)

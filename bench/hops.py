@@ -24,7 +24,7 @@ from aiokafka import AIOKafkaConsumer
 from bench.pipeline import fake_llm, one_turn_at_a_time, session_of, start
 from memstream.identity import project_key
 from memstream.settings import Settings, _parse
-from topics import EMBEDDED, FACTS, MEMORY_OPS, MEMORY_UPDATED, SNAPSHOTS, TURNS, topic_name
+from memstream.topics import EMBEDDED, FACTS, MEMORY_OPS, MEMORY_UPDATED, SNAPSHOTS, TURNS, topic_name
 
 NAME = "hops"
 #: The turn's path: each topic is consumed by the stage that produces the next.

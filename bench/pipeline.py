@@ -32,9 +32,9 @@ from memstream.embed.bundled import BundledEmbedder
 from memstream.publish import make_turn
 from memstream.rules import decision
 from memstream.settings import Settings
-from schemas import MemoryUpdated, decode, encode
+from memstream.schemas import MemoryUpdated, decode, encode
 from tests.fakes.anthropic_server import FakeAnthropic
-from topics import MEMORY_UPDATED, TURNS, topic_name
+from memstream.topics import MEMORY_UPDATED, TURNS, topic_name
 
 #: One fact per assistant turn, tagged so its turn can be recognised downstream.
 _TAG = "bench-turn"

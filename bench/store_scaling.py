@@ -33,8 +33,8 @@ import numpy as np
 
 from memstream.identity import memory_id, project_key
 from memstream.store.edge import EdgeStore
-from schemas import Memory
-from schemas.memory import MEMORY_TYPES
+from memstream.schemas import Memory
+from memstream.schemas.memory import MEMORY_TYPES
 
 MODEL = "bench-scaling"
 SCOPES = 20

@@ -24,8 +24,8 @@ from memstream import runner
 from memstream.broker import free_port
 from memstream.publish import make_turn, publish
 from memstream.settings import Settings
-from schemas import MemoryUpdated, decode
-from topics import MEMORY_UPDATED, topic_name
+from memstream.schemas import MemoryUpdated, decode
+from memstream.topics import MEMORY_UPDATED, topic_name
 
 
 async def measure(turns: int) -> None:

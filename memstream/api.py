@@ -23,8 +23,8 @@ from faust.web import Request, Response, View
 from memstream.bootstrap import Providers
 from memstream.identity import project_key, user_key
 from memstream import metrics, recall
-from schemas import Memory, MemoryUsage
-from topics.binding import Topics
+from memstream.schemas import Memory, MemoryUsage
+from memstream.topics.binding import Topics
 
 log = logging.getLogger(__name__)
 

@@ -12,14 +12,14 @@ from typing import Any
 import faust
 from faust.contrib.opentelemetry import sdk_is_configured, setup_opentelemetry
 
-import agents
-from agents.base import DeadLetters
+import memstream.agents as agents
+from memstream.agents.base import DeadLetters
 from memstream import api
 from memstream.bootstrap import Providers
 from memstream.codec import register_codec
 from memstream.settings import Settings
 from memstream.transport import MemstreamApp
-from topics.binding import Topics, bind_topics
+from memstream.topics.binding import Topics, bind_topics
 
 #: Seconds a consumer-group join waits for members. Faust's default made a worker
 #: take 30 s to become ready on Tansu; the broker holds a join for the session timeout.

@@ -18,7 +18,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from schemas import RolloutOutput
+from memstream.schemas import RolloutOutput
 
 RAW_MEMORIES = "raw_memories.md"
 SUMMARIES = "rollout_summaries"

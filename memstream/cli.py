@@ -226,8 +226,8 @@ def cmd_init(args: argparse.Namespace, settings: Settings) -> int:
     from memstream.project_files import PROJECT_FILES, read_project_files
     from memstream.publish import publish_events
     from memstream.rules.secrets import redact
-    from schemas import Snapshot
-    from topics import SNAPSHOTS
+    from memstream.schemas import Snapshot
+    from memstream.topics import SNAPSHOTS
 
     directory = Path(args.directory).resolve()
     if not directory.is_dir():
@@ -260,8 +260,8 @@ def cmd_remember(args: argparse.Namespace, settings: Settings) -> int:
     from memstream.publish import publish_events
     from memstream.rules.explicit import guess_type
     from memstream.rules.secrets import redact
-    from schemas import MEMORY_TYPES, Fact
-    from topics import FACTS
+    from memstream.schemas import MEMORY_TYPES, Fact
+    from memstream.topics import FACTS
 
     text = redact(args.text.strip())
     if len(text) < 10:

@@ -6,7 +6,7 @@ from typing import Any
 
 from faust.serializers import codecs
 
-from schemas import decode, encode
+from memstream.schemas import decode, encode
 
 CODEC_NAME = "memstream"
 

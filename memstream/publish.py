@@ -14,8 +14,8 @@ from aiokafka import AIOKafkaProducer
 
 from memstream.logs import quiet_payload_loggers
 from memstream.tracing import stage_span
-from schemas import ROLES, Turn, encode
-from topics import TURNS, TopicSpec, topic_name
+from memstream.schemas import ROLES, Turn, encode
+from memstream.topics import TURNS, TopicSpec, topic_name
 
 
 class TurnError(ValueError):

@@ -13,7 +13,7 @@ import msgspec
 
 from memstream.bootstrap import Providers
 from memstream.store.graph import GraphStore
-from schemas import CONSOLIDATED, Memory, ScoredMemory
+from memstream.schemas import CONSOLIDATED, Memory, ScoredMemory
 
 log = logging.getLogger(__name__)
 

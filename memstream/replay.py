@@ -28,8 +28,8 @@ from memstream.bootstrap import active_collection, build_embedder, build_provide
 from memstream.logs import quiet_payload_loggers
 from memstream.settings import Settings
 from memstream.store.base import collection_name
-from schemas import Memory
-from topics import ALL_TOPICS, TURNS, topic_name
+from memstream.schemas import Memory
+from memstream.topics import ALL_TOPICS, TURNS, topic_name
 
 #: How long the shadow pipeline must stay idle, with nothing left to read, to count as drained.
 IDLE_SECONDS = 2.0

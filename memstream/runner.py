@@ -21,7 +21,7 @@ from memstream.bootstrap import Providers, build_providers
 from memstream.broker import EmbeddedBroker
 from memstream.logs import quiet_payload_loggers
 from memstream.settings import Settings
-from topics.admin import ensure_topics
+from memstream.topics.admin import ensure_topics
 
 log = logging.getLogger(__name__)
 

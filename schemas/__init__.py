@@ -3,8 +3,8 @@
 This package imports neither Faust nor any provider SDK.
 """
 
-from schemas.codec import DecodeError, decode, encode, memory_from_payload, memory_to_payload
-from schemas.events import (
+from memstream.schemas.codec import DecodeError, decode, encode, memory_from_payload, memory_to_payload
+from memstream.schemas.events import (
     ROLES,
     AnyEvent,
     AnyMemoryOp,
@@ -28,8 +28,8 @@ from schemas.events import (
     SupersedeMemory,
     Turn,
 )
-from schemas.history import OUTCOMES, Action, HistoryRecord, Mode, Outcome
-from schemas.state import (
+from memstream.schemas.history import OUTCOMES, Action, HistoryRecord, Mode, Outcome
+from memstream.schemas.state import (
     AgeState,
     AnyState,
     ContradictionState,
@@ -47,7 +47,7 @@ from schemas.state import (
     SessionState,
     StoreStats,
 )
-from schemas.memory import (
+from memstream.schemas.memory import (
     CONSOLIDATED,
     CONTRADICTION_EXEMPT_TYPES,
     MEMORY_TYPES,

@@ -6,10 +6,10 @@ from typing import Any
 
 import msgspec
 
-from schemas.events import AnyEvent
-from schemas.history import HistoryRecord
-from schemas.memory import Memory
-from schemas.state import AnyState
+from memstream.schemas.events import AnyEvent
+from memstream.schemas.history import HistoryRecord
+from memstream.schemas.memory import Memory
+from memstream.schemas.state import AnyState
 
 _encoder = msgspec.json.Encoder()
 _decoder = msgspec.json.Decoder(AnyEvent | HistoryRecord | AnyState)

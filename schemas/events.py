@@ -11,7 +11,7 @@ from typing import Literal
 
 import msgspec
 
-from schemas.memory import Memory, MemoryType, Scope
+from memstream.schemas.memory import Memory, MemoryType, Scope
 
 Role = Literal["user", "assistant", "system", "tool"]
 ROLES: tuple[str, ...] = Role.__args__  # type: ignore[attr-defined]

@@ -8,7 +8,7 @@ from datetime import datetime
 import msgspec
 import numpy as np
 
-from schemas.events import Message, RolloutOutput
+from memstream.schemas.events import Message, RolloutOutput
 
 
 class State(msgspec.Struct, tag_field="schema", kw_only=True):

@@ -5,7 +5,7 @@ onward are keyed by scope (project or user), so dedup, aging and supersede decis
 one project are made one at a time while different projects run in parallel.
 """
 
-from topics.catalog import (
+from memstream.topics.catalog import (
     ALL_TOPICS,
     CONSOLIDATION,
     DEAD_LETTERS,

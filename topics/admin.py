@@ -7,7 +7,7 @@ import logging
 from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 from aiokafka.errors import TopicAlreadyExistsError
 
-from topics.catalog import ALL_TOPICS, TopicSpec, topic_name
+from memstream.topics.catalog import ALL_TOPICS, TopicSpec, topic_name
 
 log = logging.getLogger(__name__)
 

@@ -9,7 +9,7 @@ import faust
 from faust.types import Message
 
 from memstream.codec import CODEC_NAME
-from topics.catalog import (
+from memstream.topics.catalog import (
     CONSOLIDATION,
     DEAD_LETTERS,
     HISTORY,
@@ -23,7 +23,7 @@ from topics.catalog import (
     TopicSpec,
     topic_name,
 )
-from topics.admin import partitions_of
+from memstream.topics.admin import partitions_of
 
 
 class DeadLetterSink(Protocol):

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from schemas import (
+from memstream.schemas import (
     AnyMemoryOp,
     HistoryRecord,
     ConsolidationEvent,

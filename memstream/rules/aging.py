@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from schemas import Memory
+from memstream.schemas import Memory
 
 
 def stale_progress(new: Memory, progress: Sequence[Memory]) -> list[Memory]:

@@ -11,7 +11,7 @@ from datetime import datetime
 from typing import Any
 
 from memstream.identity import derived_id
-from schemas import HistoryRecord, Memory, Outcome
+from memstream.schemas import HistoryRecord, Memory, Outcome
 
 #: Causes the store records when it applies them; the decision stage records its own.
 CAUSE_OUTCOMES: tuple[tuple[str, str, Outcome], ...] = (

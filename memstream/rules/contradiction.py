@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from memstream.rules.extraction import load_json_reply
-from schemas import CONTRADICTION_EXEMPT_TYPES, Memory
+from memstream.schemas import CONTRADICTION_EXEMPT_TYPES, Memory
 
 #: Most nearby memories put to the LLM at once.
 MAX_CANDIDATES = 5

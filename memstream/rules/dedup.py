@@ -13,7 +13,7 @@ import msgspec
 import numpy as np
 
 from memstream.embed.base import DistanceProfile
-from schemas import STRUCTURAL_TYPES, RecentMemory, ScoredMemory
+from memstream.schemas import STRUCTURAL_TYPES, RecentMemory, ScoredMemory
 
 
 class Duplicate(msgspec.Struct, frozen=True):

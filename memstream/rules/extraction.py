@@ -22,7 +22,7 @@ from memstream.rules.prompts import (  # noqa: F401 - the prompts are part of th
     system_prompt,
 )
 
-from schemas import MEMORY_TYPES, USER_SCOPED_TYPES, Entity
+from memstream.schemas import MEMORY_TYPES, USER_SCOPED_TYPES, Entity
 
 #: Type given to facts whose type is missing or unknown; plain string arrays get it too (seed 000).
 FALLBACK_TYPE = "learned-pattern"

@@ -21,8 +21,8 @@ from typing import Final, NamedTuple
 import msgspec
 
 from memstream.identity import derived_id
-from schemas.events import Entity
-from schemas.graph import GraphEntity, GraphMention, GraphRelation
+from memstream.schemas.events import Entity
+from memstream.schemas.graph import GraphEntity, GraphMention, GraphRelation
 
 #: Entities matched by the query's tokens, most mentioned first (seed 003: 20).
 MAX_ENTITY_HITS: Final = 20

@@ -18,7 +18,7 @@ from typing import Final, NamedTuple
 
 import msgspec
 
-from schemas.history import Mode, Outcome
+from memstream.schemas.history import Mode, Outcome
 
 #: Seed 003's ``minFactConfidenceForWrite``: facts below it are not written.
 MIN_FACT_CONFIDENCE = 0.7

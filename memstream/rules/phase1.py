@@ -16,7 +16,7 @@ import msgspec
 
 from memstream.rules.extraction import load_json_reply
 from memstream.rules.secrets import redact
-from schemas import RolloutState
+from memstream.schemas import RolloutState
 
 PROMPT_VERSION = "phase1.v1"
 

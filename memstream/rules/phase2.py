@@ -18,7 +18,7 @@ import msgspec
 
 from memstream.rules.extraction import load_json_reply
 from memstream.rules.secrets import redact
-from schemas import Phase2Input, RolloutOutput, SelectedRollout
+from memstream.schemas import Phase2Input, RolloutOutput, SelectedRollout
 
 PROMPT_VERSION = "phase2.v1"
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 
-from schemas import Message
+from memstream.schemas import Message
 
 _PRIVATE_BLOCK = re.compile(r"<private>.*?</private>", re.IGNORECASE | re.DOTALL)
 #: An opening tag never closed hides everything after it: failing closed is the safe side.

@@ -16,8 +16,8 @@ from typing import Final, NamedTuple, Protocol
 
 from qdrant_edge import Bm25, Bm25Config, TokenizerType
 
-from schemas import Memory, ScoredMemory
-from schemas.memory import HybridHit
+from memstream.schemas import Memory, ScoredMemory
+from memstream.schemas.memory import HybridHit
 
 #: The sparse vector holding each memory's BM25 term weights.
 BM25_VECTOR: Final = "bm25"

@@ -55,9 +55,9 @@ from memstream.store.base import (
     query_terms,
 )
 from memstream.store.hosts import SHARD_CONFIG_FILE, ShardHost
-from schemas import Memory, ScoredMemory
-from schemas.codec import memory_from_payload, memory_to_payload
-from schemas.memory import HybridHit
+from memstream.schemas import Memory, ScoredMemory
+from memstream.schemas.codec import memory_from_payload, memory_to_payload
+from memstream.schemas.memory import HybridHit
 
 VECTOR_NAME: Final = "dense"
 #: Payload fields the filters use: keyword indexes keep filtered search exact and fast, the

@@ -57,8 +57,8 @@ from memstream.rules.graph import (
     plan_upsert,
     query_tokens,
 )
-from schemas.events import Entity
-from schemas.graph import GraphEntity, GraphMention, GraphRelation, GraphRow
+from memstream.schemas.events import Entity
+from memstream.schemas.graph import GraphEntity, GraphMention, GraphRelation, GraphRow
 
 log = logging.getLogger(__name__)
 

@@ -36,7 +36,7 @@ from qdrant_edge import (
 )
 
 from memstream.store.hosts import ClientHost, ShardHost, ensure_payload_collection, open_payload_shard
-from schemas.history import HistoryRecord
+from memstream.schemas.history import HistoryRecord
 
 #: The collection (server) or shard directory (Edge) of the audit trail.
 COLLECTION: Final = "history"

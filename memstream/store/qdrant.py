@@ -23,9 +23,9 @@ from memstream.store.base import (
     query_terms,
 )
 from memstream.store.hosts import ClientHost, create_collection, is_local
-from schemas import Memory, ScoredMemory
-from schemas.codec import memory_from_payload, memory_to_payload
-from schemas.memory import HybridHit
+from memstream.schemas import Memory, ScoredMemory
+from memstream.schemas.codec import memory_from_payload, memory_to_payload
+from memstream.schemas.memory import HybridHit
 
 log = logging.getLogger(__name__)
 

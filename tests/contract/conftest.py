@@ -20,8 +20,8 @@ from qdrant_edge import (
 from memstream.store.base import MemoryStore, collection_name
 from memstream.store.edge import EdgeStore
 from memstream.store.qdrant import QdrantServerStore
-from schemas import Memory
-from schemas.codec import memory_to_payload
+from memstream.schemas import Memory
+from memstream.schemas.codec import memory_to_payload
 
 MODEL = "test-model/v1"
 DIM = 8

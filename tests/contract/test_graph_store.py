@@ -12,7 +12,7 @@ from qdrant_client import AsyncQdrantClient
 from memstream.identity import derived_id
 from memstream.rules.graph import MAX_BOOST_MEMORIES, MAX_ENTITY_HITS, MAX_NEIGHBOURS, canonical_name
 from memstream.store.graph import EdgeGraphStore, GraphPurged, GraphStore, ServerGraphStore
-from schemas.events import Entity
+from memstream.schemas.events import Entity
 
 SCOPE = "p_alpha"
 

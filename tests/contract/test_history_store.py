@@ -11,7 +11,7 @@ from qdrant_client import AsyncQdrantClient
 
 from memstream.identity import derived_id
 from memstream.store.history import EdgeHistoryStore, HistoryStore, ServerHistoryStore
-from schemas.history import HistoryRecord
+from memstream.schemas.history import HistoryRecord
 
 T0 = datetime(2025, 3, 4, 5, 6, 7, 891011, tzinfo=UTC)
 MEMORY = derived_id("memory", "kafka")

@@ -15,8 +15,8 @@ from qdrant_client import AsyncQdrantClient
 from qdrant_client.http.exceptions import UnexpectedResponse
 
 from memstream.store.base import MemoryStore
-from schemas import Memory, ScoredMemory
-from schemas.memory import HybridHit
+from memstream.schemas import Memory, ScoredMemory
+from memstream.schemas.memory import HybridHit
 
 from .conftest import DIM, MODEL, LegacyWriter, StoreFactory
 

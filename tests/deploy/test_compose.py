@@ -298,12 +298,12 @@ def test_memstream_environment_is_accepted_by_settings(services: dict[str, Any])
     assert interpolate(worker_env["ANTHROPIC_API_KEY"], {"ANTHROPIC_API_KEY": "sk-test"}) == "sk-test"
 
 
-def test_memstream_data_dir_is_a_fresh_tmpfs(services: dict[str, Any]) -> None:
+def test_memstream_runs_up_directly_on_its_data_dir(services: dict[str, Any]) -> None:
+    # A runtime file left by a killed container is recognised as stale by `memstream up` itself
+    # (tests/unit/test_runtime_file.py), so no tmpfs or wrapper script is needed around it.
     for name in MEMSTREAM_SERVICES:
-        data_dir = environment(services[name])["MEMSTREAM_DATA_DIR"]
-        tmpfs = services[name].get("tmpfs", [])
-        tmpfs = [tmpfs] if isinstance(tmpfs, str) else tmpfs
-        assert any(entry.split(":")[0] == data_dir for entry in tmpfs), f"{name}: {data_dir} is not a tmpfs"
+        assert "tmpfs" not in services[name], f"{name}: a tmpfs workaround for the runtime file is back"
+        assert environment(services[name])["MEMSTREAM_DATA_DIR"] == "/var/lib/memstream"
 
 
 def test_files_mounted_from_the_repository_exist(services: dict[str, Any]) -> None:
@@ -606,8 +606,10 @@ def test_dockerfile_runtime_contract() -> None:
 def test_dockerfile_copies_every_package_the_project_installs() -> None:
     import tomllib
 
-    include = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]["packages"]["find"]["include"]
-    packages = {pattern.rstrip("*") for pattern in include}
+    setuptools = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]
+    # Each installed package comes from its mapped folder (memstream.agents from agents/), else its own.
+    folders = {setuptools["package-dir"].get(name, name.replace(".", "/")) for name in setuptools["packages"]}
+    packages = {folder.split("/")[0] for folder in folders}
     sources = {
         source.rstrip("/")
         for keyword, args in _dockerfile_instructions(DOCKERFILE.read_text())

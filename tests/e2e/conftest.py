@@ -12,7 +12,7 @@ import pytest_asyncio
 from aiokafka import AIOKafkaConsumer
 
 from memstream import runner
-from schemas import decode
+from memstream.schemas import decode
 from tests.conftest import make_settings
 
 T = TypeVar("T")

@@ -11,13 +11,13 @@ from pathlib import Path
 
 import pytest
 
-from agents.consolidate import consolidated_memory_id
+from memstream.agents.consolidate import consolidated_memory_id
 from memstream import artifacts
 from memstream.identity import project_key
 from memstream.publish import publish, publish_events
 from memstream.rules import phase2
-from schemas import ConsolidationRequest, MemoryUsage, RolloutOutput, Turn
-from topics.catalog import CONSOLIDATION
+from memstream.schemas import ConsolidationRequest, MemoryUsage, RolloutOutput, Turn
+from memstream.topics.catalog import CONSOLIDATION
 from tests.e2e.conftest import eventually, read_topic, start_pipeline, values
 from tests.e2e.phase_model import PhaseModel
 from tests.fakes.anthropic_server import FakeAnthropic

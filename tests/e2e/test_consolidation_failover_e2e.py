@@ -25,13 +25,13 @@ from typing import Any
 
 import pytest
 
-from agents.consolidate import consolidated_memory_id
+from memstream.agents.consolidate import consolidated_memory_id
 from memstream import artifacts
 from memstream.broker import EmbeddedBroker, free_port
 from memstream.identity import project_key
 from memstream.publish import publish
 from memstream.rules import phase2
-from schemas import Turn
+from memstream.schemas import Turn
 from tests.e2e.conftest import eventually
 from tests.e2e.phase_model import PhaseModel
 from tests.fakes.anthropic_server import FakeAnthropic

@@ -16,11 +16,11 @@ import pytest_asyncio
 from memstream import runner
 from memstream.identity import project_key
 from memstream.publish import make_turn, publish
-from schemas import DeadLetter, Memory
+from memstream.schemas import DeadLetter, Memory
 from tests.e2e.conftest import eventually, read_topic, start_pipeline, values
 from tests.fakes.anthropic_server import FakeAnthropic
 from tests.fakes.openai_server import FakeOpenAI
-from topics import ALL_TOPICS, DEAD_LETTERS, FACTS, PARKED, TURNS, topic_name
+from memstream.topics import ALL_TOPICS, DEAD_LETTERS, FACTS, PARKED, TURNS, topic_name
 
 pytestmark = [pytest.mark.e2e, pytest.mark.asyncio(loop_scope="module")]
 

@@ -19,7 +19,7 @@ from memstream.publish import make_turn, publish
 from memstream.rules import contradiction, decision
 from memstream.rules.graph import canonical_name
 from memstream.rules.prompts import NORMAL_SYSTEM
-from schemas import GraphStats, Memory
+from memstream.schemas import GraphStats, Memory
 from tests.e2e.conftest import eventually, start_pipeline
 from tests.fakes.anthropic_server import FakeAnthropic
 from tests.fakes.loopback import text_of_blocks

@@ -22,7 +22,7 @@ from memstream.rules import decision
 from memstream.rules.contradiction import SYSTEM as CONTRADICTION_SYSTEM
 from memstream.rules.prompts import NORMAL_SYSTEM
 from memstream.runner import Running
-from schemas import HistoryRecord, Memory, Turn
+from memstream.schemas import HistoryRecord, Memory, Turn
 from tests.e2e.conftest import eventually, start_pipeline
 from tests.fakes.anthropic_server import FakeAnthropic
 

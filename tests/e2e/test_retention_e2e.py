@@ -16,14 +16,14 @@ from pathlib import Path
 
 import pytest
 
-from agents.retention import sweep
+from memstream.agents.retention import sweep
 from memstream.cli import main
 from memstream.identity import derived_id, project_key
 from memstream.publish import publish_events
-from schemas import CreateMemory, Memory, SupersedeMemory
-from schemas.events import Entity
+from memstream.schemas import CreateMemory, Memory, SupersedeMemory
+from memstream.schemas.events import Entity
 from tests.e2e.conftest import eventually, start_pipeline
-from topics.catalog import MEMORY_OPS
+from memstream.topics.catalog import MEMORY_OPS
 
 pytestmark = [pytest.mark.e2e, pytest.mark.asyncio]
 

@@ -20,11 +20,11 @@ from aiokafka import AIOKafkaProducer
 from memstream import runner
 from memstream.identity import project_key, user_key
 from memstream.publish import make_turn, publish
-from schemas import DeadLetter, Memory, MemoryUpdated
+from memstream.schemas import DeadLetter, Memory, MemoryUpdated
 from tests.e2e import session
 from tests.e2e.conftest import eventually, read_topic, start_pipeline, values
 from tests.fakes.anthropic_server import FakeAnthropic
-from topics import ALL_TOPICS, DEAD_LETTERS, MEMORY_UPDATED, TURNS, topic_name
+from memstream.topics import ALL_TOPICS, DEAD_LETTERS, MEMORY_UPDATED, TURNS, topic_name
 
 pytestmark = [pytest.mark.e2e, pytest.mark.asyncio(loop_scope="module")]
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 
-from schemas import Memory
+from memstream.schemas import Memory
 
 T0 = datetime(2025, 1, 1, tzinfo=UTC)
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta
 
 from memstream.rules.aging import condense_prompt, stale_progress, summaries_to_condense
-from schemas import Memory
+from memstream.schemas import Memory
 
 T0 = datetime(2025, 1, 1, tzinfo=UTC)
 

@@ -8,7 +8,7 @@ from collections.abc import AsyncIterator
 
 import pytest
 
-from agents.base import batches
+from memstream.agents.base import batches
 
 
 class FakeEvent:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta
 
 from memstream.recall import LAST_SESSION_LIMIT, RELEVANT_LIMIT, SECTION_LIMIT, render_block, scopes
-from schemas import MEMORY_TYPES, Memory, ScoredMemory
+from memstream.schemas import MEMORY_TYPES, Memory, ScoredMemory
 
 T0 = datetime(2025, 1, 1, tzinfo=UTC)
 

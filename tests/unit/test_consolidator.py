@@ -12,11 +12,11 @@ from typing import Any
 
 import pytest
 
-from agents.consolidate import GLOBAL, Consolidator, consolidated_memory_id
+from memstream.agents.consolidate import GLOBAL, Consolidator, consolidated_memory_id
 from memstream import artifacts
 from memstream.llm.base import Completion
 from memstream.settings import Settings
-from schemas import ConsolidationRequest, CreateMemory, MemoryUsage, Phase2State, RolloutOutput
+from memstream.schemas import ConsolidationRequest, CreateMemory, MemoryUsage, Phase2State, RolloutOutput
 
 pytestmark = pytest.mark.asyncio
 

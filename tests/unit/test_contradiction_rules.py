@@ -12,7 +12,7 @@ from memstream.rules.contradiction import (
     parse_superseded,
     prompt,
 )
-from schemas import MEMORY_TYPES
+from memstream.schemas import MEMORY_TYPES
 
 from tests.unit.factories import T0, memory
 

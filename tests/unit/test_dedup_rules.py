@@ -8,7 +8,7 @@ import pytest
 
 from memstream.embed.base import DistanceProfile
 from memstream.rules.dedup import Duplicate, cosine_distance, cosine_distances, find_duplicate, remember, threshold
-from schemas import MEMORY_TYPES, STRUCTURAL_TYPES, RecentMemory, ScoredMemory
+from memstream.schemas import MEMORY_TYPES, STRUCTURAL_TYPES, RecentMemory, ScoredMemory
 
 #: Seed 000's values for voyage-code-3.
 PROFILE = DistanceProfile(0.12, 0.25, 0.35)

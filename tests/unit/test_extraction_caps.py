@@ -24,7 +24,7 @@ from memstream.rules.prompts import (
     extraction_prompt,
     system_prompt,
 )
-from schemas import MEMORY_TYPES, Entity
+from memstream.schemas import MEMORY_TYPES, Entity
 
 
 def _reply(memories: list[Any], entities: Any = None) -> str:

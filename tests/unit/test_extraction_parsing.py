@@ -18,7 +18,7 @@ from memstream.rules.extraction import (
     raw_fact,
     system_prompt,
 )
-from schemas import MEMORY_TYPES
+from memstream.schemas import MEMORY_TYPES
 
 SEED_REPLY = json.dumps(
     [

@@ -11,17 +11,17 @@ from typing import Any, cast
 import faust
 import pytest
 
-from agents import graph as graph_agent
-from agents.base import DeadLetters
+from memstream.agents import graph as graph_agent
+from memstream.agents.base import DeadLetters
 from memstream import recall
 from memstream.bootstrap import Providers
 from memstream.codec import register_codec
 from memstream.rules.graph import GraphWrite
-from schemas import Entity, GraphStats, MemoryUpdated, ScoredMemory
-from schemas.graph import GraphEntity, GraphRelation
+from memstream.schemas import Entity, GraphStats, MemoryUpdated, ScoredMemory
+from memstream.schemas.graph import GraphEntity, GraphRelation
 from tests.conftest import make_settings
 from tests.unit.factories import memory
-from topics.binding import bind_topics
+from memstream.topics.binding import bind_topics
 
 NEAR, FAR = memory("near"), memory("far")
 #: "near" is 0.10 closer to the query than "far".

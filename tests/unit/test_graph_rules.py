@@ -18,8 +18,8 @@ from memstream.rules.graph import (
     relation_id,
     running_average,
 )
-from schemas.events import Entity
-from schemas.graph import GraphEntity, GraphMention, GraphRelation, GraphRow
+from memstream.schemas.events import Entity
+from memstream.schemas.graph import GraphEntity, GraphMention, GraphRelation, GraphRow
 
 SCOPE = "p_alpha"
 M1, M2, M3 = "memory-1", "memory-2", "memory-3"

@@ -17,7 +17,7 @@ import pytest
 
 from memstream.broker import free_port
 from memstream.cli import format_record, main
-from schemas.history import HistoryRecord
+from memstream.schemas.history import HistoryRecord
 
 MEMORY = "6f1c1a2e-0000-5000-8000-000000000001"
 SUCCESSOR = "6f1c1a2e-0000-5000-8000-000000000002"

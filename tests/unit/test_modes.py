@@ -20,7 +20,7 @@ from memstream.rules.modes import (
     exact_duplicate,
     gate,
 )
-from schemas.history import OUTCOMES
+from memstream.schemas.history import OUTCOMES
 
 CONTROLLED = PipelineFlags()
 FULL = PipelineFlags(allow_update_delete=True)

@@ -10,7 +10,7 @@ import pytest
 
 from memstream import artifacts
 from memstream.rules import phase1, phase2
-from schemas import Phase2Input, RolloutOutput, RolloutState, SelectedRollout
+from memstream.schemas import Phase2Input, RolloutOutput, RolloutState, SelectedRollout
 
 NOW = datetime(2026, 11, 22, 12, 0, tzinfo=UTC)
 IDLE = timedelta(minutes=15)

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from memstream.publish import TurnError, make_turn, parse_jsonl, read_jsonl
-from schemas import ROLES, Turn
+from memstream.schemas import ROLES, Turn
 
 TS = datetime(2025, 1, 2, 3, 4, 5, tzinfo=UTC)
 

@@ -9,8 +9,8 @@ from datetime import UTC, datetime
 import msgspec
 import pytest
 
-import schemas
-from schemas import (
+import memstream.schemas as schemas
+from memstream.schemas import (
     AgeState,
     ConsolidationRequest,
     ContradictionState,

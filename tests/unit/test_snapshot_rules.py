@@ -14,7 +14,7 @@ from memstream.rules.snapshot import (
     truncate,
     window,
 )
-from schemas import Message
+from memstream.schemas import Message
 
 MARK = " …[truncated]"
 

@@ -10,9 +10,9 @@ from pathlib import Path
 import pytest
 import pytest_asyncio
 
-from agents.store import apply
+from memstream.agents.store import apply
 from memstream.store.edge import EdgeStore
-from schemas import CreateMemory, SupersedeMemory
+from memstream.schemas import CreateMemory, SupersedeMemory
 from tests.unit.factories import T0, memory
 
 pytestmark = pytest.mark.asyncio

@@ -257,16 +257,9 @@ containers:
   - name: memstream
     image: {{ include "memstream.image" $root | quote }}
     imagePullPolicy: {{ $root.Values.image.pullPolicy }}
-    {{- if $root.Values.clearStaleRuntimeFile }}
-    command:
-      - /bin/sh
-      - -c
-      - rm -f "$MEMSTREAM_DATA_DIR/runtime.json" && exec memstream up
-    {{- else }}
     command:
       - memstream
       - up
-    {{- end }}
     ports:
       - name: http
         containerPort: {{ int64 $root.Values.http.port }}
