@@ -7,9 +7,37 @@ its agent on the app. Agent bodies decode, call a pure rule from ``memstream.rul
 and send the results; an event they cannot process goes to the dead-letter topic.
 """
 
-from memstream.agents import age, consolidate, contradiction, decide, embed, extract, graph, history, park, retention, rollout, snapshot, store
+from memstream.agents import (
+    age,
+    consolidate,
+    contradiction,
+    decide,
+    embed,
+    extract,
+    graph,
+    history,
+    park,
+    retention,
+    rollout,
+    snapshot,
+    store,
+)
 
 #: In pipeline order.
-ALL_AGENTS = (snapshot, extract, park, embed, decide, store, history, age, contradiction, graph, rollout, consolidate, retention)
+ALL_AGENTS = (
+    snapshot,
+    extract,
+    park,
+    embed,
+    decide,
+    store,
+    history,
+    age,
+    contradiction,
+    graph,
+    rollout,
+    consolidate,
+    retention,
+)
 
 __all__ = ["ALL_AGENTS"]

@@ -21,9 +21,9 @@ from memstream.bootstrap import Providers
 from memstream.identity import derived_id
 from memstream.rules.aging import condense_prompt, stale_progress, summaries_to_condense
 from memstream.rules.extraction import CONDENSE_SYSTEM, parse_facts
-from memstream.tracing import stage_span
 from memstream.schemas import AgeState, DeleteMemory, Fact, Memory, MemoryUpdated
 from memstream.topics.binding import Topics
+from memstream.tracing import stage_span
 
 STAGE = "age"
 log = logging.getLogger(__name__)

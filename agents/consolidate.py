@@ -35,12 +35,11 @@ import msgspec
 from faust.types import EventT
 from opentelemetry import trace
 
-from memstream.agents.base import DeadLetters, state_table
 from memstream import artifacts, metrics
+from memstream.agents.base import DeadLetters, state_table
 from memstream.bootstrap import Providers
 from memstream.identity import derived_id, normalize_content
 from memstream.rules import phase2
-from memstream.tracing import stage_span
 from memstream.schemas import (
     CONSOLIDATED,
     ConsolidationRequest,
@@ -52,6 +51,7 @@ from memstream.schemas import (
     RolloutOutput,
 )
 from memstream.topics.binding import Topics
+from memstream.tracing import stage_span
 
 STAGE = "consolidate"
 log = logging.getLogger(__name__)
@@ -136,7 +136,11 @@ class Consolidator:
             )
             log.info(
                 "Phase 2 run %d: %d selected (%d added, %d removed), watermark %d",
-                state.runs + 1, len(selection), len(diff.added), len(diff.removed), watermark,
+                state.runs + 1,
+                len(selection),
+                len(diff.added),
+                len(diff.removed),
+                watermark,
             )
         return "succeeded"
 

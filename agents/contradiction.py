@@ -19,9 +19,9 @@ from memstream.agents.base import DeadLetters, expect, guarded_by_key, state_tab
 from memstream.bootstrap import Providers
 from memstream.identity import derived_id
 from memstream.rules import contradiction as rules
-from memstream.tracing import stage_span
 from memstream.schemas import ContradictionState, MemoryUpdated, SupersedeMemory
 from memstream.topics.binding import Topics
+from memstream.tracing import stage_span
 
 STAGE = "contradiction"
 log = logging.getLogger(__name__)

@@ -42,7 +42,6 @@ from memstream.llm.base import LLMError
 from memstream.rules import audit, decision, lexical
 from memstream.rules.dedup import cosine_distances, find_duplicate, remember, threshold
 from memstream.rules.modes import REASON_EXACT_DUPLICATE, REASON_UPDATE_DELETE_NOT_ALLOWED, PipelineFlags, gate
-from memstream.tracing import stage_span
 from memstream.schemas import (
     MEMORY_TYPES,
     AnyMemoryOp,
@@ -58,6 +57,7 @@ from memstream.schemas import (
     SupersedeMemory,
 )
 from memstream.topics.binding import Topics
+from memstream.tracing import stage_span
 
 STAGE = "decide"
 log = logging.getLogger(__name__)
@@ -173,14 +173,18 @@ class Decider:
                 return result
             # Not destructive: the fact joins its target instead of replacing it.
             beside = f"added beside {proposal.target_id}: {REASON_UPDATE_DELETE_NOT_ALLOWED}"
-            return self._create(fact, new, embedded, result, record("created", "create", memory_id=new.id, reason=beside))
+            return self._create(
+                fact, new, embedded, result, record("created", "create", memory_id=new.id, reason=beside)
+            )
         if verdict.outcome == "created":
             created = record("created", "create", memory_id=new.id, **{**decided, "target_id": ""})
             return self._create(fact, new, embedded, result, created)
         # updated or deleted: the target is superseded by the fact's new memory. (The
         # target is never the fact's own memory: exact duplicates were refreshed above.)
         assert target is not None
-        result.records.append(record(verdict.outcome, "decision", memory_id=target.id, **{**decided, "target_id": new.id}))
+        result.records.append(
+            record(verdict.outcome, "decision", memory_id=target.id, **{**decided, "target_id": new.id})
+        )
         created = record("created", "create", memory_id=new.id, **{**decided, "target_id": target.id})
         self._create(fact, new, embedded, result, created)
         result.ops.append(
@@ -250,13 +254,19 @@ class Decider:
             # Every provider failed: the fact is added undecided rather than lost; seed
             # 000's dedup already ran, and the contradiction check still will.
             log.warning("decision on fact %s unavailable, adding it: %s", fact.fact_id, error)
-            return decision.Proposal(action="ADD", confidence=fact.confidence, reason=f"{DECISION_UNAVAILABLE}: {error}"), candidates, ""
+            return (
+                decision.Proposal(action="ADD", confidence=fact.confidence, reason=f"{DECISION_UNAVAILABLE}: {error}"),
+                candidates,
+                "",
+            )
         proposal, warnings = decision.parse_decision(completion.text, candidates)
         for warning in warnings:
             log.warning("decision on fact %s: %s", fact.fact_id, warning)
         if proposal is None:
             dropped = "; ".join(warnings) or "no usable decision"
-            proposal = decision.Proposal(action="ADD", confidence=fact.confidence, reason=f"decision dropped ({dropped}); added")
+            proposal = decision.Proposal(
+                action="ADD", confidence=fact.confidence, reason=f"decision dropped ({dropped}); added"
+            )
         return proposal, candidates, completion.model
 
     def _memory(self, fact: Fact, content: NormalizedContent, embedding_model: str) -> Memory:
@@ -286,7 +296,9 @@ class Decider:
             entities=fact.entities,
         )
 
-    def _create(self, fact: Fact, new: Memory, embedded: EmbeddedFact, result: Outcome, created: HistoryRecord) -> Outcome:
+    def _create(
+        self, fact: Fact, new: Memory, embedded: EmbeddedFact, result: Outcome, created: HistoryRecord
+    ) -> Outcome:
         result.records.append(created)
         result.ops.insert(
             0,
@@ -331,7 +343,9 @@ def register(app: faust.App, topics: Topics, providers: Providers, sink: DeadLet
             decided_at=time.time(),
         )
         recent_table[fact.scope_key] = DedupState(
-            recent=remember(state.recent, decided, now=decided.decided_at, keep_seconds=RECENT_SECONDS, keep=RECENT_KEEP),
+            recent=remember(
+                state.recent, decided, now=decided.decided_at, keep_seconds=RECENT_SECONDS, keep=RECENT_KEEP
+            ),
             created=state.created + (not outcome.refreshed),
             refreshed=state.refreshed + outcome.refreshed,
         )

@@ -16,12 +16,12 @@ import logging
 
 import faust
 
-from memstream.agents.base import DeadLetters, batches, state_table
 from memstream import metrics
+from memstream.agents.base import DeadLetters, batches, state_table
 from memstream.bootstrap import Providers
-from memstream.tracing import span_from_headers, stage_span
 from memstream.schemas import EmbeddedFact, EmbedStats, Fact
 from memstream.topics.binding import Topics
+from memstream.tracing import span_from_headers, stage_span
 
 STAGE = "embed"
 log = logging.getLogger(__name__)
@@ -38,7 +38,9 @@ def register(app: faust.App, topics: Topics, providers: Providers, sink: DeadLet
             if isinstance(event.value, Fact):
                 facts.append((event.value, event))
             else:
-                await sink.dead_letter(STAGE, f"TypeError: expected Fact, got {type(event.value).__name__}", event.message)
+                await sink.dead_letter(
+                    STAGE, f"TypeError: expected Fact, got {type(event.value).__name__}", event.message
+                )
         if not facts:
             return
         try:

@@ -23,6 +23,7 @@ from memstream.agents.base import DeadLetters, expect, guarded_by_key, state_tab
 from memstream.bootstrap import Providers
 from memstream.identity import derived_id
 from memstream.llm.base import LLMError
+from memstream.rules import audit
 from memstream.rules.explicit import guess_type
 from memstream.rules.extraction import (
     PROMPT_VERSION,
@@ -33,12 +34,11 @@ from memstream.rules.extraction import (
     raw_fact,
     system_prompt,
 )
-from memstream.rules import audit
 from memstream.rules.modes import REASON_LOW_CONFIDENCE
 from memstream.rules.secrets import redact
-from memstream.tracing import stage_span
 from memstream.schemas import Entity, ExtractState, Fact, HistoryRecord, ParkedSnapshot, Snapshot
 from memstream.topics.binding import Topics
+from memstream.tracing import stage_span
 
 STAGE = "extract"
 log = logging.getLogger(__name__)
@@ -120,7 +120,9 @@ def register(app: faust.App, topics: Topics, providers: Providers, sink: DeadLet
             span.set_attribute("extract.facts", len(facts))
             span.set_attribute("extract.gated", len(result.facts) - len(kept))
             for i, fact in enumerate(facts):
-                await topics.facts.send(key=_scope_key(snapshot, fact).encode(), value=_fact(snapshot, fact, i, entities))
+                await topics.facts.send(
+                    key=_scope_key(snapshot, fact).encode(), value=_fact(snapshot, fact, i, entities)
+                )
             # Seed 003's first write gate, audited: a fact below it never travels further.
             for i, fact in enumerate(f for f in result.facts if f.confidence < gate):
                 await topics.history.send(key=_scope_key(snapshot, fact).encode(), value=_gated(snapshot, fact, i))

@@ -14,12 +14,12 @@ import logging
 
 import faust
 
-from memstream.agents.base import DeadLetters, state_table
 from memstream import metrics
+from memstream.agents.base import DeadLetters, state_table
 from memstream.bootstrap import Providers
-from memstream.tracing import stage_span
 from memstream.schemas import HistoryRecord, HistoryStats
 from memstream.topics.binding import Topics
+from memstream.tracing import stage_span
 
 STAGE = "history"
 log = logging.getLogger(__name__)
@@ -38,7 +38,9 @@ def register(app: faust.App, topics: Topics, providers: Providers, sink: DeadLet
             if isinstance(event.value, HistoryRecord):
                 records.append(event.value)
             else:
-                await sink.dead_letter(STAGE, f"TypeError: expected HistoryRecord, got {type(event.value).__name__}", event.message)
+                await sink.dead_letter(
+                    STAGE, f"TypeError: expected HistoryRecord, got {type(event.value).__name__}", event.message
+                )
         if not records:
             return
         with stage_span("memstream.history", records=len(records)):

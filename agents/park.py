@@ -17,9 +17,9 @@ from faust.types import EventT
 
 from memstream.agents.base import DeadLetters, expect, guarded, state_table
 from memstream.bootstrap import Providers
-from memstream.tracing import stage_span
 from memstream.schemas import ParkedSnapshot, ParkStats
 from memstream.topics.binding import Topics
+from memstream.tracing import stage_span
 
 STAGE = "park"
 

@@ -23,13 +23,13 @@ import faust
 import msgspec
 from faust.types import EventT
 
-from memstream.agents.base import DeadLetters, expect, guarded, state_table
 from memstream import metrics
+from memstream.agents.base import DeadLetters, expect, guarded, state_table
 from memstream.bootstrap import Providers
 from memstream.rules import phase1
-from memstream.tracing import stage_span
 from memstream.schemas import ConsolidationRequest, RolloutOutput, RolloutState, Snapshot
 from memstream.topics.binding import Topics
+from memstream.tracing import stage_span
 
 STAGE = "rollout"
 log = logging.getLogger(__name__)
@@ -108,9 +108,7 @@ def register(app: faust.App, topics: Topics, providers: Providers, sink: DeadLet
         except Exception as exc:
             current: RolloutState = rollouts.get(session_id) or claimed
             failures = current.failures + 1
-            when = phase1.retry_at(
-                now, failures, base=settings.phase1_retry_delay, cap=settings.phase1_retry_delay_max
-            )
+            when = phase1.retry_at(now, failures, base=settings.phase1_retry_delay, cap=settings.phase1_retry_delay_max)
             log.warning("Phase 1 of session %s failed (attempt %d, retry at %s): %s", session_id, failures, when, exc)
             metrics.EVENTS_FAILED.labels(STAGE).inc()
             rollouts[session_id] = msgspec.structs.replace(current, failures=failures, retry_at=when, outcome="failed")

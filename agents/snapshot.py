@@ -23,9 +23,9 @@ from memstream.project_files import read_project_files
 from memstream.rules.explicit import explicit_requests
 from memstream.rules.secrets import redact
 from memstream.rules.snapshot import format_snapshot, last_exchange, snapshot_modes, window
-from memstream.tracing import stage_span
 from memstream.schemas import Message, SessionState, Snapshot, Turn
 from memstream.topics.binding import Topics
+from memstream.tracing import stage_span
 
 STAGE = "snapshot"
 
@@ -71,7 +71,9 @@ def register(app: faust.App, topics: Topics, providers: Providers, sink: DeadLet
             return
         with stage_span("memstream.snapshot", session=turn.session_id, turn=turns):
             text = redact(
-                format_snapshot(messages, message_max_chars=settings.message_max_chars, max_chars=settings.snapshot_max_chars)
+                format_snapshot(
+                    messages, message_max_chars=settings.message_max_chars, max_chars=settings.snapshot_max_chars
+                )
             )
             exchange_start = max((i for i, m in enumerate(messages) if m.role == "user"), default=0)
             exchange = redact(last_exchange(messages, message_max_chars=settings.message_max_chars))

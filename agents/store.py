@@ -20,8 +20,6 @@ from faust.types import EventT
 from memstream.agents.base import DeadLetters, expect, guarded, state_table
 from memstream.bootstrap import Providers
 from memstream.rules import audit
-from memstream.store.base import MemoryStore
-from memstream.tracing import stage_span
 from memstream.schemas import (
     AnyMemoryOp,
     CreateMemory,
@@ -33,7 +31,9 @@ from memstream.schemas import (
     StoreStats,
     SupersedeMemory,
 )
+from memstream.store.base import MemoryStore
 from memstream.topics.binding import Topics
+from memstream.tracing import stage_span
 
 STAGE = "store"
 log = logging.getLogger(__name__)
@@ -69,7 +69,17 @@ async def apply(store: MemoryStore, op: AnyMemoryOp) -> tuple[str, Memory] | Non
         if refreshed is not None:
             return "refreshed", refreshed
         # The duplicate's target is gone (aged out meanwhile): the fact stands on its own.
-        return await apply(store, CreateMemory(op_id=op.op_id, scope_key=op.scope_key, cause=op.cause, memory=op.memory, vector=op.vector, entities=op.entities))
+        return await apply(
+            store,
+            CreateMemory(
+                op_id=op.op_id,
+                scope_key=op.scope_key,
+                cause=op.cause,
+                memory=op.memory,
+                vector=op.vector,
+                entities=op.entities,
+            ),
+        )
     if isinstance(op, DeleteMemory):
         deleted = await store.delete(op.memory_id)
         return ("deleted", deleted) if deleted is not None else None
@@ -125,8 +135,13 @@ def register(app: faust.App, topics: Topics, providers: Providers, sink: DeadLet
                 await topics.history.send(
                     key=op.scope_key.encode(),
                     value=audit.store_record(
-                        outcome, memory, op_id=op.op_id, cause=op.cause, ts=now,
-                        model=op.model, prompt_version=op.prompt_version,
+                        outcome,
+                        memory,
+                        op_id=op.op_id,
+                        cause=op.cause,
+                        ts=now,
+                        model=op.model,
+                        prompt_version=op.prompt_version,
                     ),
                 )
 

@@ -21,8 +21,8 @@ from pathlib import Path
 
 from memstream.embed.bundled import BundledEmbedder
 from memstream.identity import memory_id, normalize_content
-from memstream.store.edge import EdgeStore
 from memstream.schemas import Memory
+from memstream.store.edge import EdgeStore
 from tests.unit.calibration_pairs import GROUPS
 
 SCOPE = "p_calibration"

@@ -84,7 +84,9 @@ async def measure(messages: int = 5000, hops: int = 3, partitions: int = 4, time
             for i in range(hops):
                 app.agent(chain[i], name=f"hop{i}")(forward(chain[i + 1]))
             app.agent(chain[-1], name="sink")(sink)
-            worker = _Worker(app, daemon=False, loglevel="warning", quiet=True, redirect_stdouts=False, override_logging=False)
+            worker = _Worker(
+                app, daemon=False, loglevel="warning", quiet=True, redirect_stdouts=False, override_logging=False
+            )
             await worker.start()
             producer = AIOKafkaProducer(bootstrap_servers=broker.bootstrap, linger_ms=5)
             try:

@@ -108,15 +108,41 @@ async def main(quick: bool, skip_mem0: bool, skip_store: bool, repeat: int) -> N
         )
 
     lat = await pipeline.run_sequential(turns=5 if quick else 30, embedder="bundled")
-    rows.append(("c. publish → memory-updated", f"p50 {lat['p50_ms']:.0f} ms, p99 {lat['p99_ms']:.0f} ms", "end to end, one turn at a time"))
-    rows.append(("c. of which LLM / embedder", f"{lat['llm_ms']:.0f} ms / {lat['embed_ms']:.0f} ms", "means per turn (fake LLM over HTTP; bundled e5)"))
-    rows.append(("c. pipeline's own", f"p50 {lat['own_p50_ms']:.0f} ms, p99 {lat['own_p99_ms']:.0f} ms", "target p50 < 20 ms, p99 < 100 ms"))
+    rows.append(
+        (
+            "c. publish → memory-updated",
+            f"p50 {lat['p50_ms']:.0f} ms, p99 {lat['p99_ms']:.0f} ms",
+            "end to end, one turn at a time",
+        )
+    )
+    rows.append(
+        (
+            "c. of which LLM / embedder",
+            f"{lat['llm_ms']:.0f} ms / {lat['embed_ms']:.0f} ms",
+            "means per turn (fake LLM over HTTP; bundled e5)",
+        )
+    )
+    rows.append(
+        (
+            "c. pipeline's own",
+            f"p50 {lat['own_p50_ms']:.0f} ms, p99 {lat['own_p99_ms']:.0f} ms",
+            "target p50 < 20 ms, p99 < 100 ms",
+        )
+    )
 
     if not skip_store:
         from bench import store_scaling
 
-        for row in await store_scaling.measure(sizes=(1_000,) if quick else (10_000, 100_000), searches=50 if quick else 200):
-            rows.append((f"d. store at {row['size']:,}", f"upsert {row['upsert_per_s']:,.0f}/s, search p95 {row['search_p95_ms']:.1f} ms", "target search p95 < 10 ms at 100k"))
+        for row in await store_scaling.measure(
+            sizes=(1_000,) if quick else (10_000, 100_000), searches=50 if quick else 200
+        ):
+            rows.append(
+                (
+                    f"d. store at {row['size']:,}",
+                    f"upsert {row['upsert_per_s']:,.0f}/s, search p95 {row['search_p95_ms']:.1f} ms",
+                    "target search p95 < 10 ms at 100k",
+                )
+            )
 
     if not skip_mem0:
         try:
@@ -134,7 +160,9 @@ async def main(quick: bool, skip_mem0: bool, skip_store: bool, repeat: int) -> N
         print(f"{name:<{width}}  {value:<{value_width}}  {note}")
 
 
-async def _side_by_side(mem0: Any, quick: bool, repeat: int, ours_sequential: dict[str, float]) -> list[tuple[str, str, str]]:
+async def _side_by_side(
+    mem0: Any, quick: bool, repeat: int, ours_sequential: dict[str, float]
+) -> list[tuple[str, str, str]]:
     """mem0 and memstream on the same turns, the same fake LLM latency and the bundled embedder.
 
     mem0 gets as many adds in flight as memstream has sessions, so the ratio is the design's,
@@ -147,8 +175,12 @@ async def _side_by_side(mem0: Any, quick: bool, repeat: int, ours_sequential: di
     for llm_latency, (sessions, turns) in runs:
         pairs = []
         for _ in range(repeat):
-            ours = await pipeline.run(sessions=sessions, turns_per_session=turns, llm_latency=llm_latency, embedder="bundled")
-            theirs = await mem0.run_mem0(mem0.synthetic_turns(sessions, turns), llm_latency=llm_latency, concurrency=sessions)
+            ours = await pipeline.run(
+                sessions=sessions, turns_per_session=turns, llm_latency=llm_latency, embedder="bundled"
+            )
+            theirs = await mem0.run_mem0(
+                mem0.synthetic_turns(sessions, turns), llm_latency=llm_latency, concurrency=sessions
+            )
             pairs.append((ours.turns_per_s, theirs["turns_per_s"]))
         ours_rate, theirs_rate = _median(pairs, _ratio)
         label = f"LLM {llm_latency:g} s, {sessions} sessions"
@@ -163,7 +195,13 @@ async def _side_by_side(mem0: Any, quick: bool, repeat: int, ours_sequential: di
     if not quick:
         # How an agent host calls a request-at-a-time layer: add() after each turn, and wait.
         serial = await mem0.run_mem0(mem0.synthetic_turns(1, 10), llm_latency=1.0, concurrency=1)
-        rows.append(("e. mem0 one add at a time, LLM 1 s", f"{serial['turns_per_s']:,.2f} turns/s", f"memstream at 20 sessions: ×{ours_rate / serial['turns_per_s']:.0f}"))
+        rows.append(
+            (
+                "e. mem0 one add at a time, LLM 1 s",
+                f"{serial['turns_per_s']:,.2f} turns/s",
+                f"memstream at 20 sessions: ×{ours_rate / serial['turns_per_s']:.0f}",
+            )
+        )
     alone = await mem0.run_mem0(mem0.synthetic_turns(1, 3 if quick else 10), llm_latency=0.0, concurrency=1)
     rows.append(
         (

@@ -53,6 +53,7 @@ def _telemetry_off() -> None:
         if module is not None and hasattr(module, "MEM0_TELEMETRY"):
             module.MEM0_TELEMETRY = False
 
+
 #: Same tag as bench.pipeline, so a turn's fact can be traced back to its turn.
 _TAG = "bench-turn"
 
@@ -95,7 +96,7 @@ def mem0_responder(request: dict[str, Any]) -> str:
     if "## New Messages\n" in user:  # 2.x additive extraction
         fact = _fact_for(_section(user, "New Messages"))
         return json.dumps({"memory": [{"id": "0", "text": fact, "attributed_to": "assistant"}]})
-    if '"facts"' in system or "facts" in system.lower() and "memory manager" not in system.lower():  # 1.x pass 1
+    if '"facts"' in system or ("facts" in system.lower() and "memory manager" not in system.lower()):  # 1.x pass 1
         return json.dumps({"facts": [_fact_for(user.split("Input:", 1)[-1])]})
     # 1.x pass 2 (update memory): ADD the retrieved fact. Best effort, the 2.x path is the one measured.
     facts = user.split("New Retrieved Facts", 1)[-1] if "New Retrieved Facts" in user else user
@@ -310,9 +311,7 @@ def main(argv: list[str]) -> None:
     per_session = int(argv[1]) if len(argv) > 1 else 5
     latency = float(argv[2]) if len(argv) > 2 else 0.0
     concurrency = int(argv[3]) if len(argv) > 3 else 1
-    result = asyncio.run(
-        run_mem0(synthetic_turns(sessions, per_session), llm_latency=latency, concurrency=concurrency)
-    )
+    result = asyncio.run(run_mem0(synthetic_turns(sessions, per_session), llm_latency=latency, concurrency=concurrency))
     print(json.dumps(result, indent=2))
 
 

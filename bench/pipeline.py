@@ -31,10 +31,10 @@ from memstream.embed.base import DistanceProfile
 from memstream.embed.bundled import BundledEmbedder
 from memstream.publish import make_turn
 from memstream.rules import decision
-from memstream.settings import Settings
 from memstream.schemas import MemoryUpdated, decode, encode
-from tests.fakes.anthropic_server import FakeAnthropic
+from memstream.settings import Settings
 from memstream.topics import MEMORY_UPDATED, TURNS, topic_name
+from tests.fakes.anthropic_server import FakeAnthropic
 
 #: One fact per assistant turn, tagged so its turn can be recognised downstream.
 _TAG = "bench-turn"
@@ -130,7 +130,17 @@ def _respond(request: dict[str, Any]) -> str:
     content = request["messages"][-1]["content"]
     lines = [line for line in content.splitlines() if line.startswith("[assistant]")]
     tag = lines[-1].split(_TAG, 1)[1].split()[0] if lines and _TAG in lines[-1] else "none"
-    return json.dumps({"memories": [{"memory": f"Fact recorded for {_TAG} {tag} in this project", "type": "learned-pattern", "confidence": 0.9}]})
+    return json.dumps(
+        {
+            "memories": [
+                {
+                    "memory": f"Fact recorded for {_TAG} {tag} in this project",
+                    "type": "learned-pattern",
+                    "confidence": 0.9,
+                }
+            ]
+        }
+    )
 
 
 @dataclass
@@ -201,7 +211,9 @@ async def _drive(
     running: runner.Running, settings: Settings, sessions: int, turns: int, timeout: float
 ) -> tuple[dict[str, float], dict[str, float], bool]:
     consumer = AIOKafkaConsumer(
-        topic_name(settings.topic_prefix, MEMORY_UPDATED), bootstrap_servers=running.bootstrap, auto_offset_reset="earliest"
+        topic_name(settings.topic_prefix, MEMORY_UPDATED),
+        bootstrap_servers=running.bootstrap,
+        auto_offset_reset="earliest",
     )
     producer = AIOKafkaProducer(bootstrap_servers=running.bootstrap, linger_ms=5)
     await consumer.start()
@@ -236,7 +248,11 @@ async def _drive(
                 for record in records:
                     event = decode(record.value)
                     # A near-identical fact refreshes the memory before it instead of creating one.
-                    if not isinstance(event, MemoryUpdated) or event.change not in ("created", "refreshed") or _TAG not in event.memory.text:
+                    if (
+                        not isinstance(event, MemoryUpdated)
+                        or event.change not in ("created", "refreshed")
+                        or _TAG not in event.memory.text
+                    ):
                         continue
                     key = event.memory.text.split(_TAG, 1)[1].split()[0]
                     seen.setdefault(key, now)
@@ -280,7 +296,9 @@ async def run_sequential(*, turns: int, embedder: str = "bundled", timeout: floa
         finally:
             await running.stop()
     llm_ms = (_sum(metrics.LLM_SECONDS) - llm_before[0]) / max(1, _count(metrics.LLM_SECONDS) - llm_before[1]) * 1000
-    embed_ms = (_sum(metrics.EMBED_SECONDS) - embed_before[0]) / max(1, _count(metrics.EMBED_SECONDS) - embed_before[1]) * 1000
+    embed_ms = (
+        (_sum(metrics.EMBED_SECONDS) - embed_before[0]) / max(1, _count(metrics.EMBED_SECONDS) - embed_before[1]) * 1000
+    )
     ms = sorted(x * 1000 for x in latencies)
     own = sorted(max(0.0, x - llm_ms - embed_ms) for x in ms)
     return {
@@ -298,7 +316,9 @@ def session_of(name: str, i: int) -> tuple[str, str]:
     return f"{name}-{i}", f"/bench/{name}-{i}"
 
 
-async def one_turn_at_a_time(running: runner.Running, settings: Settings, turns: int, name: str, timeout: float = 120) -> list[float]:
+async def one_turn_at_a_time(
+    running: runner.Running, settings: Settings, turns: int, name: str, timeout: float = 120
+) -> list[float]:
     """Publish ``turns`` user/assistant exchanges, each in a session (and project) of its
     own and each after the previous one's memory arrived; returns their latencies (s)."""
     consumer = AIOKafkaConsumer(
@@ -320,7 +340,9 @@ async def one_turn_at_a_time(running: runner.Running, settings: Settings, turns:
             now = datetime.now(UTC)
             question = make_turn(session_id=session, project=project, role="user", content="q", ts=now)
             await producer.send_and_wait(turns_topic, encode(question), key=session.encode())
-            reply = make_turn(session_id=session, project=project, role="assistant", content=f"a {_TAG} {name}.{i} done", ts=now)
+            reply = make_turn(
+                session_id=session, project=project, role="assistant", content=f"a {_TAG} {name}.{i} done", ts=now
+            )
             sent = time.monotonic()
             await producer.send_and_wait(turns_topic, encode(reply), key=session.encode())
             # The run's name is in the needle: the consumer reads from the start, earlier runs included.

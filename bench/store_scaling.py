@@ -32,9 +32,9 @@ from typing import Any
 import numpy as np
 
 from memstream.identity import memory_id, project_key
-from memstream.store.edge import EdgeStore
 from memstream.schemas import Memory
 from memstream.schemas.memory import MEMORY_TYPES
+from memstream.store.edge import EdgeStore
 
 MODEL = "bench-scaling"
 SCOPES = 20
@@ -210,12 +210,16 @@ def main() -> None:
     args = parser.parse_args()
 
     rows = asyncio.run(measure(tuple(args.sizes), args.dim, args.searches, args.seed))
-    print(f"machine: {platform.platform()}, {platform.processor() or platform.machine()}, "
-          f"{os.cpu_count()} CPUs, Python {platform.python_version()}")
-    print(f"EdgeStore, dim={args.dim}, {SCOPES} project scopes, {len(MEMORY_TYPES)} types, "
-          f"~{SUPERSEDED_FRACTION:.0%} superseded; load window {LOAD_WINDOW}, "
-          f"{EXTRA_UPSERTS} timed single upserts, {args.searches} searches "
-          f"(scope + active, types on half, limit {SEARCH_LIMIT}) after {WARMUP_SEARCHES} warm-up")
+    print(
+        f"machine: {platform.platform()}, {platform.processor() or platform.machine()}, "
+        f"{os.cpu_count()} CPUs, Python {platform.python_version()}"
+    )
+    print(
+        f"EdgeStore, dim={args.dim}, {SCOPES} project scopes, {len(MEMORY_TYPES)} types, "
+        f"~{SUPERSEDED_FRACTION:.0%} superseded; load window {LOAD_WINDOW}, "
+        f"{EXTRA_UPSERTS} timed single upserts, {args.searches} searches "
+        f"(scope + active, types on half, limit {SEARCH_LIMIT}) after {WARMUP_SEARCHES} warm-up"
+    )
     print(format_table(rows))
     print(f"target: {TARGET}")
     at_100k = [r for r in rows if r["size"] >= 100_000]

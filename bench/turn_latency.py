@@ -23,8 +23,8 @@ from aiokafka import AIOKafkaConsumer
 from memstream import runner
 from memstream.broker import free_port
 from memstream.publish import make_turn, publish
-from memstream.settings import Settings
 from memstream.schemas import MemoryUpdated, decode
+from memstream.settings import Settings
 from memstream.topics import MEMORY_UPDATED, topic_name
 
 
@@ -37,15 +37,21 @@ async def measure(turns: int) -> None:
         running = await runner.start(settings)
         startup = time.monotonic() - began
         consumer = AIOKafkaConsumer(
-            topic_name(settings.topic_prefix, MEMORY_UPDATED), bootstrap_servers=running.bootstrap, auto_offset_reset="earliest"
+            topic_name(settings.topic_prefix, MEMORY_UPDATED),
+            bootstrap_servers=running.bootstrap,
+            auto_offset_reset="earliest",
         )
         await consumer.start()
         latencies: list[float] = []
         try:
             for i in range(turns):
-                user = make_turn(session_id=f"b{i}", project="/bench", role="user", content=f"question {i}: how is module {i} built?")
+                user = make_turn(
+                    session_id=f"b{i}", project="/bench", role="user", content=f"question {i}: how is module {i} built?"
+                )
                 reply = make_turn(
-                    session_id=f"b{i}", project="/bench", role="assistant",
+                    session_id=f"b{i}",
+                    project="/bench",
+                    role="assistant",
                     content=f"Module {i} is built with make target build-{i} and tested with pytest -k m{i}.",
                     ts=datetime.now(UTC),
                 )
@@ -65,11 +71,17 @@ async def measure(turns: int) -> None:
             await consumer.stop()
             await running.stop()
     quantiles = statistics.quantiles(latencies, n=100)
-    print(f"machine: {platform.machine()} {platform.system()} python {platform.python_version()}, "
-          f"{__import__('os').cpu_count()} cores")
-    print(f"startup to ready          {startup:6.2f} s   ({', '.join(f'{k} {v:.2f}' for k, v in running.timings.items())})")
-    print(f"publish -> memory-updated p50 {statistics.median(latencies) * 1000:7.0f} ms  "
-          f"p99 {quantiles[98] * 1000:7.0f} ms  (n={len(latencies)}, raw mode, bundled embedder)")
+    print(
+        f"machine: {platform.machine()} {platform.system()} python {platform.python_version()}, "
+        f"{__import__('os').cpu_count()} cores"
+    )
+    print(
+        f"startup to ready          {startup:6.2f} s   ({', '.join(f'{k} {v:.2f}' for k, v in running.timings.items())})"
+    )
+    print(
+        f"publish -> memory-updated p50 {statistics.median(latencies) * 1000:7.0f} ms  "
+        f"p99 {quantiles[98] * 1000:7.0f} ms  (n={len(latencies)}, raw mode, bundled embedder)"
+    )
 
 
 def main() -> None:

@@ -20,9 +20,9 @@ import faust
 import msgspec
 from faust.web import Request, Response, View
 
+from memstream import metrics, recall
 from memstream.bootstrap import Providers
 from memstream.identity import project_key, user_key
-from memstream import metrics, recall
 from memstream.schemas import Memory, MemoryUsage
 from memstream.topics.binding import Topics
 

@@ -13,13 +13,13 @@ import faust
 from faust.contrib.opentelemetry import sdk_is_configured, setup_opentelemetry
 
 import memstream.agents as agents
-from memstream.agents.base import DeadLetters
 from memstream import api
+from memstream.agents.base import DeadLetters
 from memstream.bootstrap import Providers
 from memstream.codec import register_codec
 from memstream.settings import Settings
-from memstream.transport import MemstreamApp
 from memstream.topics.binding import Topics, bind_topics
+from memstream.transport import MemstreamApp
 
 #: Seconds a consumer-group join waits for members. Faust's default made a worker
 #: take 30 s to become ready on Tansu; the broker holds a join for the session timeout.

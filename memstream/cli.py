@@ -98,9 +98,7 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def cmd_up(args: argparse.Namespace, settings: Settings) -> int:
-    logging.basicConfig(
-        level=settings.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s"
-    )
+    logging.basicConfig(level=settings.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     return asyncio.run(_up(settings))
 
 
@@ -247,9 +245,13 @@ def cmd_init(args: argparse.Namespace, settings: Settings) -> int:
         turn_index=0,
         ts=datetime.now(UTC),
     )
-    asyncio.run(publish_events(_bootstrap(settings), settings.topic_prefix, SNAPSHOTS, [(snapshot.session_id, snapshot)]))
+    asyncio.run(
+        publish_events(_bootstrap(settings), settings.topic_prefix, SNAPSHOTS, [(snapshot.session_id, snapshot)])
+    )
     sections = sum(1 for line in files.splitlines() if line.startswith("=== ") and line.endswith(" ==="))
-    print(f"published an init snapshot of {directory} ({sections} file{'s' if sections != 1 else ''}, {len(files)} characters)")
+    print(
+        f"published an init snapshot of {directory} ({sections} file{'s' if sections != 1 else ''}, {len(files)} characters)"
+    )
     return 0
 
 
@@ -320,7 +322,14 @@ def cmd_replay(args: argparse.Namespace, settings: Settings) -> int:
     logging.basicConfig(level=settings.log_level.upper(), format="%(levelname)s %(name)s: %(message)s")
     try:
         summary = asyncio.run(
-            replay(settings, name=args.name, bootstrap=_bootstrap(settings), api_url=api_url, start=start, switch=args.switch)
+            replay(
+                settings,
+                name=args.name,
+                bootstrap=_bootstrap(settings),
+                api_url=api_url,
+                start=start,
+                switch=args.switch,
+            )
         )
     except ReplayError as exc:
         raise CliError(str(exc)) from None

@@ -10,9 +10,7 @@ from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, gene
 
 REGISTRY = CollectorRegistry(auto_describe=True)
 
-EVENTS_PROCESSED = Counter(
-    "memstream_events_processed", "Events a stage handled", ["stage"], registry=REGISTRY
-)
+EVENTS_PROCESSED = Counter("memstream_events_processed", "Events a stage handled", ["stage"], registry=REGISTRY)
 EVENTS_FAILED = Counter(
     "memstream_events_failed", "Events a stage could not handle (dead-lettered)", ["stage"], registry=REGISTRY
 )
@@ -41,7 +39,9 @@ LLM_SECONDS = Histogram(
     buckets=(0.01, 0.05, 0.1, 0.25, 0.5, 1, 2, 5, 10, 30, 60),
     registry=REGISTRY,
 )
-LLM_CALLS = Counter("memstream_llm_calls", "LLM calls by provider and outcome", ["provider", "outcome"], registry=REGISTRY)
+LLM_CALLS = Counter(
+    "memstream_llm_calls", "LLM calls by provider and outcome", ["provider", "outcome"], registry=REGISTRY
+)
 LLM_TOKENS = Counter("memstream_llm_tokens", "LLM tokens by provider and kind", ["provider", "kind"], registry=REGISTRY)
 LLM_COST = Counter("memstream_llm_cost_usd", "Estimated LLM cost in US dollars", ["provider"], registry=REGISTRY)
 RETENTION_PURGED = Counter(

@@ -13,9 +13,9 @@ import msgspec
 from aiokafka import AIOKafkaProducer
 
 from memstream.logs import quiet_payload_loggers
-from memstream.tracing import stage_span
 from memstream.schemas import ROLES, Turn, encode
 from memstream.topics import TURNS, TopicSpec, topic_name
+from memstream.tracing import stage_span
 
 
 class TurnError(ValueError):
@@ -33,7 +33,14 @@ class _TurnInput(msgspec.Struct, forbid_unknown_fields=False):
 
 
 def make_turn(
-    *, session_id: str, project: str, role: str, content: str, ts: datetime | None = None, user: str = "", source: str = ""
+    *,
+    session_id: str,
+    project: str,
+    role: str,
+    content: str,
+    ts: datetime | None = None,
+    user: str = "",
+    source: str = "",
 ) -> Turn:
     if not session_id.strip():
         raise TurnError("session id is empty")
@@ -97,4 +104,3 @@ async def publish_events(
         return len(events)
     finally:
         await producer.stop()
-

@@ -12,8 +12,8 @@ from collections.abc import Collection, Sequence
 import msgspec
 
 from memstream.bootstrap import Providers
-from memstream.store.graph import GraphStore
 from memstream.schemas import CONSOLIDATED, Memory, ScoredMemory
+from memstream.store.graph import GraphStore
 
 log = logging.getLogger(__name__)
 
@@ -78,7 +78,7 @@ async def graph_boost_ids(graph: GraphStore, query: str, scope_keys: Sequence[st
         ids, timed_out = await asyncio.wait_for(
             graph.boost_ids(query, scope_keys, deadline_s=deadline_s), timeout=deadline_s + BOOST_GRACE_S
         )
-    except asyncio.TimeoutError:
+    except TimeoutError:
         log.warning("graph boost gave no answer within %.2fs; searching without it", deadline_s + BOOST_GRACE_S)
         return set()
     except Exception:
@@ -96,6 +96,7 @@ def rerank(
 
     Ties keep the vector order. Each hit keeps its real distance; only the order changes.
     """
+
     def score(hit: ScoredMemory) -> float:
         return (1.0 - hit.distance) + (weight if hit.memory.id in boosted else 0.0)
 

@@ -26,9 +26,9 @@ from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 from memstream import metrics, runner
 from memstream.bootstrap import active_collection, build_embedder, build_providers, build_store
 from memstream.logs import quiet_payload_loggers
+from memstream.schemas import Memory
 from memstream.settings import Settings
 from memstream.store.base import collection_name
-from memstream.schemas import Memory
 from memstream.topics import ALL_TOPICS, TURNS, topic_name
 
 #: How long the shadow pipeline must stay idle, with nothing left to read, to count as drained.
@@ -77,7 +77,9 @@ class Summary:
         return "\n".join(lines)
 
 
-def compare(live: list[Memory], shadow: list[Memory]) -> tuple[list[Memory], list[Memory], list[tuple[Memory, Memory]], int]:
+def compare(
+    live: list[Memory], shadow: list[Memory]
+) -> tuple[list[Memory], list[Memory], list[tuple[Memory, Memory]], int]:
     """(added, removed, changed, unchanged) going from the live memories to the shadow ones."""
     before = {m.id: m for m in live}
     after = {m.id: m for m in shadow}
@@ -86,7 +88,8 @@ def compare(live: list[Memory], shadow: list[Memory]) -> tuple[list[Memory], lis
     changed = [
         (before[i], m)
         for i, m in after.items()
-        if i in before and (m.text, m.type, m.superseded_by) != (before[i].text, before[i].type, before[i].superseded_by)
+        if i in before
+        and (m.text, m.type, m.superseded_by) != (before[i].text, before[i].type, before[i].superseded_by)
     ]
     return added, removed, changed, len(after) - len(added) - len(changed)
 
@@ -106,9 +109,7 @@ def progress_bar(label: str, done: int, total: int, *, width: int = 30) -> None:
     sys.stderr.flush()
 
 
-async def copy_turns(
-    bootstrap: str, source: str, target: str, start: Start, report: Callable[[int, int], None]
-) -> int:
+async def copy_turns(bootstrap: str, source: str, target: str, start: Start, report: Callable[[int, int], None]) -> int:
     """Copy the source topic's records from ``start`` to its current end into ``target``."""
     consumer = AIOKafkaConsumer(bootstrap_servers=bootstrap, enable_auto_commit=False, auto_offset_reset="earliest")
     producer = AIOKafkaProducer(bootstrap_servers=bootstrap, linger_ms=5)

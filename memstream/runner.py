@@ -27,6 +27,8 @@ log = logging.getLogger(__name__)
 
 #: How long a worker may take to join its group and recover its tables.
 READY_TIMEOUT_SECONDS = 90.0
+
+
 class _Worker(faust.Worker):
     """A Faust worker that tells when it is ready and leaves signals to its owner."""
 

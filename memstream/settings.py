@@ -171,7 +171,9 @@ class Settings:
     #: MEMSTREAM_CONSOLIDATION_RETRY_DELAY: seconds before a failed Phase 2 run is retried; doubled each time.
     consolidation_retry_delay: float = field(default=5.0, metadata=_env("MEMSTREAM_CONSOLIDATION_RETRY_DELAY"))
     #: MEMSTREAM_CONSOLIDATION_RETRY_DELAY_MAX: the longest a failed Phase 2 run waits.
-    consolidation_retry_delay_max: float = field(default=300.0, metadata=_env("MEMSTREAM_CONSOLIDATION_RETRY_DELAY_MAX"))
+    consolidation_retry_delay_max: float = field(
+        default=300.0, metadata=_env("MEMSTREAM_CONSOLIDATION_RETRY_DELAY_MAX")
+    )
 
     # --- serving -----------------------------------------------------------------------
     #: MEMSTREAM_HTTP_HOST: the address the search API of ``memstream up`` listens on.
@@ -201,13 +203,18 @@ class Settings:
         return settings
 
     def validate(self) -> None:
-        for name in ("partitions", "replication", "snapshot_messages", "summary_every", "embed_batch", "llm_concurrency"):
+        for name in (
+            "partitions",
+            "replication",
+            "snapshot_messages",
+            "summary_every",
+            "embed_batch",
+            "llm_concurrency",
+        ):
             if getattr(self, name) < 1:
                 raise SettingsError(f"{_var(name)} must be at least 1, got {getattr(self, name)}")
         if self.message_max_chars < 100 or self.snapshot_max_chars < 100:
-            raise SettingsError(
-                f"{_var('message_max_chars')} and {_var('snapshot_max_chars')} must be at least 100"
-            )
+            raise SettingsError(f"{_var('message_max_chars')} and {_var('snapshot_max_chars')} must be at least 100")
         if self.session_summary_cap < 1:
             raise SettingsError(f"{_var('session_summary_cap')} must be at least 1")
         if self.llm_primary not in {"anthropic", "xai", "google", "local"}:
@@ -248,9 +255,7 @@ class Settings:
         if self.phase1_max_chars < 500:
             raise SettingsError(f"{_var('phase1_max_chars')} must be at least 500")
         if self.trace_exporter not in {"none", "console", "otlp"}:
-            raise SettingsError(
-                f"{_var('trace_exporter')} must be none, console or otlp, got {self.trace_exporter!r}"
-            )
+            raise SettingsError(f"{_var('trace_exporter')} must be none, console or otlp, got {self.trace_exporter!r}")
 
     @property
     def embedded_broker(self) -> bool:

@@ -253,6 +253,7 @@ AnyEvent = (
 AnyMemoryOp = CreateMemory | RefreshMemory | DeleteMemory | SupersedeMemory
 
 __all__ = [
+    "ROLES",
     "AnyEvent",
     "AnyMemoryOp",
     "Change",
@@ -273,9 +274,8 @@ __all__ = [
     "Message",
     "ParkedSnapshot",
     "RefreshMemory",
-    "ROLES",
-    "RolloutOutput",
     "Role",
+    "RolloutOutput",
     "Scope",
     "Snapshot",
     "SupersedeMemory",

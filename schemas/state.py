@@ -169,4 +169,18 @@ class Phase2State(State, tag="state.phase2.v1", kw_only=True):
     failures: int = 0
 
 
-AnyState = SessionState | ExtractState | ParkStats | EmbedStats | DedupState | StoreStats | AgeState | ContradictionState | GraphStats | HistoryStats | RolloutState | Phase2Input | Phase2State
+AnyState = (
+    SessionState
+    | ExtractState
+    | ParkStats
+    | EmbedStats
+    | DedupState
+    | StoreStats
+    | AgeState
+    | ContradictionState
+    | GraphStats
+    | HistoryStats
+    | RolloutState
+    | Phase2Input
+    | Phase2State
+)

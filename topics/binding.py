@@ -9,12 +9,13 @@ import faust
 from faust.types import Message
 
 from memstream.codec import CODEC_NAME
+from memstream.topics.admin import partitions_of
 from memstream.topics.catalog import (
     CONSOLIDATION,
     DEAD_LETTERS,
-    HISTORY,
     EMBEDDED,
     FACTS,
+    HISTORY,
     MEMORY_OPS,
     MEMORY_UPDATED,
     PARKED,
@@ -23,7 +24,6 @@ from memstream.topics.catalog import (
     TopicSpec,
     topic_name,
 )
-from memstream.topics.admin import partitions_of
 
 
 class DeadLetterSink(Protocol):

@@ -7,13 +7,13 @@ from typing import Any
 
 from memstream.schemas import (
     AnyMemoryOp,
-    HistoryRecord,
     ConsolidationEvent,
     DeadLetter,
     EmbeddedFact,
     Fact,
-    ParkedSnapshot,
+    HistoryRecord,
     MemoryUpdated,
+    ParkedSnapshot,
     Snapshot,
     Turn,
 )

@@ -82,9 +82,7 @@ class GoogleLLM:
 
         async def attempt() -> types.GenerateContentResponse:
             try:
-                return await self._client.aio.models.generate_content(
-                    model=self.model, contents=prompt, config=config
-                )
+                return await self._client.aio.models.generate_content(model=self.model, contents=prompt, config=config)
             except _SDK_FAILURES as err:
                 raise self._as_llm_error(err) from err
 

@@ -17,11 +17,7 @@ def stale_progress(new: Memory, progress: Sequence[Memory]) -> list[Memory]:
     A progress memory newer than ``new`` is left alone: when events of one scope are
     seen late, the newest still wins.
     """
-    return [
-        m
-        for m in progress
-        if m.id != new.id and m.superseded_by is None and m.updated_at <= new.updated_at
-    ]
+    return [m for m in progress if m.id != new.id and m.superseded_by is None and m.updated_at <= new.updated_at]
 
 
 def summaries_to_condense(summaries: Sequence[Memory], cap: int) -> list[Memory]:

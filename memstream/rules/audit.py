@@ -40,7 +40,9 @@ def record(outcome: Outcome, *, scope_key: str, ts: datetime, about: str, **fiel
     )
 
 
-def store_record(outcome: Outcome, memory: Memory, *, op_id: str, cause: str, ts: datetime, **fields: Any) -> HistoryRecord:
+def store_record(
+    outcome: Outcome, memory: Memory, *, op_id: str, cause: str, ts: datetime, **fields: Any
+) -> HistoryRecord:
     return record(
         outcome,
         scope_key=memory.scope_key,

@@ -27,9 +27,7 @@ def checks_contradictions(memory: Memory) -> bool:
 
 def eligible_candidates(new: Memory, nearby: Sequence[Memory]) -> list[Memory]:
     return [
-        m
-        for m in nearby
-        if m.id != new.id and m.superseded_by is None and m.type not in CONTRADICTION_EXEMPT_TYPES
+        m for m in nearby if m.id != new.id and m.superseded_by is None and m.type not in CONTRADICTION_EXEMPT_TYPES
     ][:MAX_CANDIDATES]
 
 

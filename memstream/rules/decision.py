@@ -37,6 +37,7 @@ MAX_REASON_CHARS = 500
 #: Seed 003: the fixed reason of the ADD proposed, without an LLM call, when nothing is near.
 NO_CANDIDATES_REASON: Final = "no similar memories found"
 
+
 class Candidate(Protocol):
     """What the prompt shows of a candidate: a stored memory, or one just decided on."""
 

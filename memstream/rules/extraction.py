@@ -21,7 +21,6 @@ from memstream.rules.prompts import (  # noqa: F401 - the prompts are part of th
     extraction_prompt,
     system_prompt,
 )
-
 from memstream.schemas import MEMORY_TYPES, USER_SCOPED_TYPES, Entity
 
 #: Type given to facts whose type is missing or unknown; plain string arrays get it too (seed 000).
@@ -34,6 +33,7 @@ MAX_FACT_CHARS = 2_000
 MAX_ENTITIES = 50
 #: A fact without a confidence passes the default write gate (0.7), but not a stricter one.
 DEFAULT_CONFIDENCE = 0.8
+
 
 class ExtractedFact(msgspec.Struct, frozen=True):
     text: str

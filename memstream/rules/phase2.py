@@ -51,9 +51,7 @@ def last_activity(item: Phase2Input) -> datetime:
     return item.last_usage if item.last_usage is not None else item.output.generated_at
 
 
-def select(
-    inputs: Iterable[Phase2Input], now: datetime, *, max_unused_days: float, top_n: int
-) -> list[Phase2Input]:
+def select(inputs: Iterable[Phase2Input], now: datetime, *, max_unused_days: float, top_n: int) -> list[Phase2Input]:
     """Seed 004's selection: recent enough, by usage count then recency, top N."""
     horizon = now - timedelta(days=max_unused_days)
     eligible = [

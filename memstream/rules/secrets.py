@@ -28,7 +28,7 @@ import re
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
-__all__ = ["redact", "find_secrets"]
+__all__ = ["find_secrets", "redact"]
 
 log = logging.getLogger(__name__)
 

@@ -33,9 +33,7 @@ HYBRID_POOL_FACTOR: Final = 4
 # Qdrant's own BM25 tokenization (English stopwords and stemmer; a term's id is the murmur3
 # hash of its stem, stable across processes and the same as Qdrant's server-side BM25).
 # The code tokenizer also indexes the parts of ``getUserById`` and ``snake_case``.
-_BM25 = Bm25(
-    Bm25Config(k=1.2, b=0.75, avg_len=AVG_MEMORY_TERMS, tokenizer=TokenizerType.Code, language="english")
-)
+_BM25 = Bm25(Bm25Config(k=1.2, b=0.75, avg_len=AVG_MEMORY_TERMS, tokenizer=TokenizerType.Code, language="english"))
 
 
 def collection_name(embedding_model: str) -> str:
@@ -165,9 +163,7 @@ class MemoryStore(Protocol):
     ) -> Memory | None:
         """Refresh an existing memory's text and ``updated_at``; None if it does not exist."""
 
-    async def supersede(
-        self, memory_id: str, superseded_by: str, *, at: datetime | None = None
-    ) -> Memory | None:
+    async def supersede(self, memory_id: str, superseded_by: str, *, at: datetime | None = None) -> Memory | None:
         """Mark a memory superseded ``at`` (default now, UTC); it stays stored but leaves search.
 
         None if missing.

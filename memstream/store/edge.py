@@ -44,6 +44,9 @@ from qdrant_edge import (
     UpdateOperation,
 )
 
+from memstream.schemas import Memory, ScoredMemory
+from memstream.schemas.codec import memory_from_payload, memory_to_payload
+from memstream.schemas.memory import HybridHit
 from memstream.store.base import (
     BM25_VECTOR,
     HYBRID_POOL_FACTOR,
@@ -55,9 +58,6 @@ from memstream.store.base import (
     query_terms,
 )
 from memstream.store.hosts import SHARD_CONFIG_FILE, ShardHost
-from memstream.schemas import Memory, ScoredMemory
-from memstream.schemas.codec import memory_from_payload, memory_to_payload
-from memstream.schemas.memory import HybridHit
 
 VECTOR_NAME: Final = "dense"
 #: Payload fields the filters use: keyword indexes keep filtered search exact and fast, the
@@ -185,9 +185,7 @@ class EdgeStore:
         new_vector = None if vector is None else [float(x) for x in vector]
         return await self._run(lambda s: _replace(s, memory_id, changes, new_vector))
 
-    async def supersede(
-        self, memory_id: str, superseded_by: str, *, at: datetime | None = None
-    ) -> Memory | None:
+    async def supersede(self, memory_id: str, superseded_by: str, *, at: datetime | None = None) -> Memory | None:
         changes = {"superseded_by": superseded_by, "superseded_at": at or datetime.now(UTC)}
         return await self._run(lambda s: _replace(s, memory_id, changes, None))
 
@@ -348,9 +346,7 @@ def _dense(record: Record) -> list[float]:
     return [float(x) for x in vectors[VECTOR_NAME]]
 
 
-def _replace(
-    shard: EdgeShard, memory_id: str, changes: dict[str, Any], vector: list[float] | None
-) -> Memory | None:
+def _replace(shard: EdgeShard, memory_id: str, changes: dict[str, Any], vector: list[float] | None) -> Memory | None:
     records = shard.retrieve([memory_id], True, [VECTOR_NAME])
     if not records:
         return None

@@ -45,7 +45,6 @@ from qdrant_edge import (
     UpdateOperation,
 )
 
-from memstream.store.hosts import ClientHost, ShardHost, ensure_payload_collection, open_payload_shard
 from memstream.rules.graph import (
     MAX_BOOST_MEMORIES,
     MAX_ENTITY_HITS,
@@ -59,6 +58,7 @@ from memstream.rules.graph import (
 )
 from memstream.schemas.events import Entity
 from memstream.schemas.graph import GraphEntity, GraphMention, GraphRelation, GraphRow
+from memstream.store.hosts import ClientHost, ShardHost, ensure_payload_collection, open_payload_shard
 
 log = logging.getLogger(__name__)
 
@@ -276,9 +276,7 @@ class _QdrantGraph(ABC):
             log.warning("graph boost failed; searching without it", exc_info=True)
             return set(), False
 
-    async def _boost(
-        self, tokens: list[str], scope_keys: Sequence[str], deadline: float
-    ) -> tuple[set[str], bool]:
+    async def _boost(self, tokens: list[str], scope_keys: Sequence[str], deadline: float) -> tuple[set[str], bool]:
         if not tokens or not scope_keys:
             return set(), False
         named = _Select("entity", {"scope_key": scope_keys}, name_contains=tokens)
@@ -373,9 +371,7 @@ class EdgeGraphStore(_QdrantGraph):
         return [r.payload or {} for r in records]
 
     async def _page(self, select: _Select, offset: Any) -> tuple[list[dict[str, Any]], Any]:
-        request = ScrollRequest(
-            offset=offset, limit=SCROLL_PAGE, filter=_edge_filter(select), with_payload=True
-        )
+        request = ScrollRequest(offset=offset, limit=SCROLL_PAGE, filter=_edge_filter(select), with_payload=True)
         records, next_offset = await self._run(lambda s: s.scroll(request))
         return [r.payload or {} for r in records], next_offset
 

@@ -35,8 +35,8 @@ from qdrant_edge import (
     UpdateOperation,
 )
 
-from memstream.store.hosts import ClientHost, ShardHost, ensure_payload_collection, open_payload_shard
 from memstream.schemas.history import HistoryRecord
+from memstream.store.hosts import ClientHost, ShardHost, ensure_payload_collection, open_payload_shard
 
 #: The collection (server) or shard directory (Edge) of the audit trail.
 COLLECTION: Final = "history"
@@ -165,7 +165,11 @@ class ServerHistoryStore:
         """
         self.collection = collection
         self._host = ClientHost(
-            owner=f"ServerHistoryStore for {self.collection}", url=url, api_key=api_key, location=location, client=client
+            owner=f"ServerHistoryStore for {self.collection}",
+            url=url,
+            api_key=api_key,
+            location=location,
+            client=client,
         )
 
     @property
@@ -188,9 +192,7 @@ class ServerHistoryStore:
     async def append(self, records: Sequence[HistoryRecord]) -> None:
         if not records:
             return
-        points = [
-            models.PointStruct(id=r.record_id, vector={}, payload=record_to_payload(r)) for r in records
-        ]
+        points = [models.PointStruct(id=r.record_id, vector={}, payload=record_to_payload(r)) for r in records]
         await self._qdrant.upsert(self.collection, points)
 
     async def for_memory(self, memory_id: str, *, limit: int = 100) -> list[HistoryRecord]:
@@ -223,9 +225,7 @@ class ServerHistoryStore:
             await self._qdrant.delete(self.collection, points_selector=[r.id for r in records])
         return len(records)
 
-    async def _scroll(
-        self, flt: models.Filter, direction: models.Direction, limit: int
-    ) -> list[HistoryRecord]:
+    async def _scroll(self, flt: models.Filter, direction: models.Direction, limit: int) -> list[HistoryRecord]:
         records, _ = await self._qdrant.scroll(
             self.collection,
             scroll_filter=flt,

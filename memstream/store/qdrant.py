@@ -11,6 +11,9 @@ import msgspec
 from qdrant_client import AsyncQdrantClient, models
 from qdrant_client.http.exceptions import UnexpectedResponse
 
+from memstream.schemas import Memory, ScoredMemory
+from memstream.schemas.codec import memory_from_payload, memory_to_payload
+from memstream.schemas.memory import HybridHit
 from memstream.store.base import (
     BM25_VECTOR,
     HYBRID_POOL_FACTOR,
@@ -23,9 +26,6 @@ from memstream.store.base import (
     query_terms,
 )
 from memstream.store.hosts import ClientHost, create_collection, is_local
-from memstream.schemas import Memory, ScoredMemory
-from memstream.schemas.codec import memory_from_payload, memory_to_payload
-from memstream.schemas.memory import HybridHit
 
 log = logging.getLogger(__name__)
 
@@ -159,7 +159,9 @@ class QdrantServerStore:
             log.warning(
                 "collection %s has no %r vector and the server cannot add it (HTTP %s): "
                 "hybrid search will use the dense vector alone",
-                self.collection, BM25_VECTOR, exc.status_code,
+                self.collection,
+                BM25_VECTOR,
+                exc.status_code,
             )
             return False
         return True
@@ -177,9 +179,7 @@ class QdrantServerStore:
             )
             if records:
                 texts = [(r.id, (r.payload or {}).get("text", "")) for r in records]
-                terms = [
-                    models.PointVectors(id=i, vector={BM25_VECTOR: _sparse(document_terms(t))}) for i, t in texts
-                ]
+                terms = [models.PointVectors(id=i, vector={BM25_VECTOR: _sparse(document_terms(t))}) for i, t in texts]
                 await client.update_vectors(self.collection, terms)
             if offset is None:
                 return
@@ -212,15 +212,11 @@ class QdrantServerStore:
             changes["source_chunk"] = source_chunk
         return await self._replace(memory_id, changes, vector)
 
-    async def supersede(
-        self, memory_id: str, superseded_by: str, *, at: datetime | None = None
-    ) -> Memory | None:
+    async def supersede(self, memory_id: str, superseded_by: str, *, at: datetime | None = None) -> Memory | None:
         changes = {"superseded_by": superseded_by, "superseded_at": at or datetime.now(UTC)}
         return await self._replace(memory_id, changes, None)
 
-    async def _replace(
-        self, memory_id: str, changes: dict[str, Any], vector: Sequence[float] | None
-    ) -> Memory | None:
+    async def _replace(self, memory_id: str, changes: dict[str, Any], vector: Sequence[float] | None) -> Memory | None:
         # Read-modify-write is not atomic on a server; writers of one memory are serialized
         # upstream by its partition key, so last-writer-wins is acceptable here.
         records = await self._qdrant.retrieve(
@@ -246,9 +242,7 @@ class QdrantServerStore:
 
     async def purge_superseded(self, before: datetime, *, limit: int = 500) -> list[Memory]:
         purgeable = _purgeable(before)
-        records, _ = await self._qdrant.scroll(
-            self.collection, scroll_filter=purgeable, limit=limit, with_payload=True
-        )
+        records, _ = await self._qdrant.scroll(self.collection, scroll_filter=purgeable, limit=limit, with_payload=True)
         if records:
             # Deleted by id and still purgeable, so a memory re-created active under the same
             # id between the scroll and the delete survives.

@@ -17,11 +17,11 @@ from qdrant_edge import (
     UpdateOperation,
 )
 
+from memstream.schemas import Memory
+from memstream.schemas.codec import memory_to_payload
 from memstream.store.base import MemoryStore, collection_name
 from memstream.store.edge import EdgeStore
 from memstream.store.qdrant import QdrantServerStore
-from memstream.schemas import Memory
-from memstream.schemas.codec import memory_to_payload
 
 MODEL = "test-model/v1"
 DIM = 8
@@ -44,9 +44,7 @@ async def shared_client() -> AsyncIterator[AsyncQdrantClient]:
 
 
 @pytest.fixture
-async def make_store(
-    backend: str, tmp_path: Path, shared_client: AsyncQdrantClient
-) -> AsyncIterator[StoreFactory]:
+async def make_store(backend: str, tmp_path: Path, shared_client: AsyncQdrantClient) -> AsyncIterator[StoreFactory]:
     """Unopened stores that share one root (Edge) or one in-memory instance (Qdrant).
 
     Sharing is what lets tests reopen a store and put two models side by side; every

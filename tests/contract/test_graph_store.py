@@ -11,8 +11,8 @@ from qdrant_client import AsyncQdrantClient
 
 from memstream.identity import derived_id
 from memstream.rules.graph import MAX_BOOST_MEMORIES, MAX_ENTITY_HITS, MAX_NEIGHBOURS, canonical_name
-from memstream.store.graph import EdgeGraphStore, GraphPurged, GraphStore, ServerGraphStore
 from memstream.schemas.events import Entity
+from memstream.store.graph import EdgeGraphStore, GraphPurged, GraphStore, ServerGraphStore
 
 SCOPE = "p_alpha"
 

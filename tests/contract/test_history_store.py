@@ -10,8 +10,8 @@ import pytest
 from qdrant_client import AsyncQdrantClient
 
 from memstream.identity import derived_id
-from memstream.store.history import EdgeHistoryStore, HistoryStore, ServerHistoryStore
 from memstream.schemas.history import HistoryRecord
+from memstream.store.history import EdgeHistoryStore, HistoryStore, ServerHistoryStore
 
 T0 = datetime(2025, 3, 4, 5, 6, 7, 891011, tzinfo=UTC)
 MEMORY = derived_id("memory", "kafka")

@@ -14,9 +14,9 @@ from httpx import Headers
 from qdrant_client import AsyncQdrantClient
 from qdrant_client.http.exceptions import UnexpectedResponse
 
-from memstream.store.base import MemoryStore
 from memstream.schemas import Memory, ScoredMemory
 from memstream.schemas.memory import HybridHit
+from memstream.store.base import MemoryStore
 
 from .conftest import DIM, MODEL, LegacyWriter, StoreFactory
 
@@ -151,7 +151,10 @@ async def test_refresh_changes_text_and_updated_at_only(store: MemoryStore) -> N
     refreshed = await store.refresh(m.id, text="uses kafka 3.7", updated_at=later)
     assert refreshed is not None
     assert (refreshed.id, refreshed.created_at, refreshed.text, refreshed.updated_at) == (
-        m.id, m.created_at, "uses kafka 3.7", later,
+        m.id,
+        m.created_at,
+        "uses kafka 3.7",
+        later,
     )
     assert refreshed.source_chunk == m.source_chunk and refreshed.content_hash == m.content_hash
     assert await store.get(m.id) == refreshed
@@ -236,9 +239,7 @@ async def test_purge_superseded_respects_before_and_limit(store: MemoryStore) ->
     tombstones = [memory(f"was true {i}") for i in range(4)]
     for m in (active, *tombstones):
         await store.upsert(m, E0)
-    marked = [
-        await store.supersede(m.id, active.id, at=T0 + timedelta(days=i + 1)) for i, m in enumerate(tombstones)
-    ]
+    marked = [await store.supersede(m.id, active.id, at=T0 + timedelta(days=i + 1)) for i, m in enumerate(tombstones)]
 
     # Superseded exactly at the cutoff is not older than it.
     assert await store.purge_superseded(T0 + timedelta(days=1)) == []
@@ -320,7 +321,9 @@ async def test_search_honours_max_distance_and_exclude_ids(store: MemoryStore) -
     assert ids(await store.search(E0, ["p_alpha"], max_distance=0.3)) == [fan[0].id, fan[1].id]
     assert ids(await store.search(E0, ["p_alpha"], max_distance=1.5)) == [m.id for m in fan[:4]]
     assert ids(await store.search(E0, ["p_alpha"], exclude_ids=[fan[0].id, fan[2].id])) == [
-        fan[1].id, fan[3].id, fan[4].id,
+        fan[1].id,
+        fan[3].id,
+        fan[4].id,
     ]
     assert ids(await store.search(E0, ["p_alpha"], max_distance=0.3, exclude_ids=[fan[0].id])) == [fan[1].id]
 
@@ -338,7 +341,8 @@ async def test_search_filters_by_scope_keys_and_types(store: MemoryStore) -> Non
     assert ids(await store.search(E0, ["p_beta"])) == [other.id]
     assert ids(await store.search(E0, ["p_alpha", "u_dev"])) == [arch.id, pref.id, err.id]
     assert ids(await store.search(E0, ["p_alpha", "u_dev"], types=["preference", "error-solution"])) == [
-        pref.id, err.id,
+        pref.id,
+        err.id,
     ]
     assert ids(await store.search(E0, ["p_beta"], types=["preference"])) == []
     assert await store.search(E0, []) == []

@@ -330,7 +330,7 @@ def test_the_collector_and_prometheus_read_the_mounted_configs(services: dict[st
 class _Handler(http.server.BaseHTTPRequestHandler):
     status_by_path: dict[str, int] = {}
 
-    def do_GET(self) -> None:  # noqa: N802
+    def do_GET(self) -> None:
         status = self.status_by_path.get(self.path.split("?")[0], 404)
         body = b"ok" if status == 200 else b"no"
         self.send_response(status)
@@ -395,7 +395,9 @@ def test_collector_has_trace_and_metric_pipelines_of_defined_components(collecto
         assert pipeline.get("receivers") and pipeline.get("exporters"), pipeline_name
         for kind in ("receivers", "processors", "exporters"):
             for component in pipeline.get(kind, []):
-                assert component in (collector.get(kind) or {}), f"{pipeline_name}: {kind[:-1]} {component} is undefined"
+                assert component in (collector.get(kind) or {}), (
+                    f"{pipeline_name}: {kind[:-1]} {component} is undefined"
+                )
     for extension in collector["service"].get("extensions", []):
         assert extension in collector.get("extensions", {}), f"extension {extension} is undefined"
     otlp = collector["receivers"]["otlp"]["protocols"]
@@ -410,7 +412,9 @@ def test_collector_sends_traces_to_jaeger_and_exposes_metrics_for_prometheus(
 ) -> None:
     exporters = collector["exporters"]
     traces = collector["service"]["pipelines"]["traces"]["exporters"]
-    to_jaeger = [e for e in traces if e.split("/")[0] in {"otlp", "otlp_grpc"} and "jaeger:4317" in exporters[e]["endpoint"]]
+    to_jaeger = [
+        e for e in traces if e.split("/")[0] in {"otlp", "otlp_grpc"} and "jaeger:4317" in exporters[e]["endpoint"]
+    ]
     assert to_jaeger, "no OTLP exporter to jaeger:4317 in the traces pipeline"
     assert "jaeger" in services
     metrics = collector["service"]["pipelines"]["metrics"]["exporters"]
@@ -529,7 +533,9 @@ def test_dashboard_panels_do_not_overlap(dashboard: dict[str, Any]) -> None:
                 cells[(x, y)] = panel["title"]
 
 
-def test_grafana_provisions_the_datasources_and_the_dashboard(services: dict[str, Any], dashboard: dict[str, Any]) -> None:
+def test_grafana_provisions_the_datasources_and_the_dashboard(
+    services: dict[str, Any], dashboard: dict[str, Any]
+) -> None:
     provisioning = DEPLOY / "grafana" / "provisioning"
     sources = yaml.safe_load((provisioning / "datasources" / "datasources.yaml").read_text())["datasources"]
     by_type = {s["type"]: s for s in sources}
@@ -579,7 +585,9 @@ def _final_stage(instructions: list[tuple[str, str]]) -> list[tuple[str, str]]:
 def test_dockerfile_runtime_contract() -> None:
     instructions = _dockerfile_instructions(DOCKERFILE.read_text())
     args = {a.split("=", 1)[0]: a.split("=", 1)[1] for k, a in instructions if k == "ARG" and "=" in a}
-    bases = [re.sub(r"\$\{?(\w+)\}?", lambda m: args.get(m[1], m[0]), a.split()[0]) for k, a in instructions if k == "FROM"]
+    bases = [
+        re.sub(r"\$\{?(\w+)\}?", lambda m: args.get(m[1], m[0]), a.split()[0]) for k, a in instructions if k == "FROM"
+    ]
     assert bases[-1].startswith("python:3.11-slim"), bases
 
     final = _final_stage(instructions)

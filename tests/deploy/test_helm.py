@@ -8,9 +8,10 @@ the CRDs (KEDA ScaledObject, Prometheus Operator ServiceMonitor) are checked str
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import fields
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 import pytest
 import yaml
@@ -136,7 +137,9 @@ def test_every_manifest_is_valid_kubernetes(rendered: dict[str, list[dict[str, A
         try:
             kubernetes_validate.validate(clean(doc), KUBE_VERSION, strict=True)
         except kubernetes_validate.ValidationError as exc:
-            pytest.fail(f"{doc['__template__']} ({doc['kind']}) is not valid Kubernetes {KUBE_VERSION}: {exc.message} at {list(exc.path)}")
+            pytest.fail(
+                f"{doc['__template__']} ({doc['kind']}) is not valid Kubernetes {KUBE_VERSION}: {exc.message} at {list(exc.path)}"
+            )
         except kubernetes_validate.SchemaNotFoundError as exc:
             pytest.fail(f"{doc['__template__']}: {exc.message}")
 

@@ -33,9 +33,13 @@ async def eventually(check: Callable[[], Awaitable[T]], *, timeout: float = DEAD
     raise AssertionError(f"timed out after {timeout}s waiting for {what or check}; last value: {last!r}")
 
 
-async def read_topic(bootstrap: str, topic: str, *, until: Callable[[list[Any]], bool], timeout: float = DEADLINE_SECONDS) -> list[Any]:
+async def read_topic(
+    bootstrap: str, topic: str, *, until: Callable[[list[Any]], bool], timeout: float = DEADLINE_SECONDS
+) -> list[Any]:
     """Consume a topic from the beginning as a downstream service would, until ``until`` holds."""
-    consumer = AIOKafkaConsumer(topic, bootstrap_servers=bootstrap, auto_offset_reset="earliest", enable_auto_commit=False)
+    consumer = AIOKafkaConsumer(
+        topic, bootstrap_servers=bootstrap, auto_offset_reset="earliest", enable_auto_commit=False
+    )
     await consumer.start()
     records: list[Any] = []
     try:

@@ -74,7 +74,9 @@ def up(env: dict[str, str], tmp_path: Path) -> Iterator[tuple[subprocess.Popen[s
             process.wait()
 
 
-def test_quickstart_publish_search_block_and_ctrl_c(up: tuple[subprocess.Popen[str], list[str]], env: dict[str, str], tmp_path: Path) -> None:
+def test_quickstart_publish_search_block_and_ctrl_c(
+    up: tuple[subprocess.Popen[str], list[str]], env: dict[str, str], tmp_path: Path
+) -> None:
     process, banner = up
     text = "\n".join(banner)
     assert "memstream is up in" in text and "Tansu (embedded" in text and "RAW MODE" in text
@@ -97,9 +99,14 @@ def test_quickstart_publish_search_block_and_ctrl_c(up: tuple[subprocess.Popen[s
     assert preference["text"] == "I prefer bun over npm for all installs" and preference["scope"] == "user"
     assert all("hunter2" not in str(hit["text"]) for hit in hits)
 
-    remembered = cli(env, "remember", "The staging database is restored nightly at 02:00", "--project", "demo-shop", cwd=tmp_path)
+    remembered = cli(
+        env, "remember", "The staging database is restored nightly at 02:00", "--project", "demo-shop", cwd=tmp_path
+    )
     assert remembered.returncode == 0, remembered.stderr
-    assert remembered.stdout.strip() == "remembered (tech-context, project scope): The staging database is restored nightly at 02:00"
+    assert (
+        remembered.stdout.strip()
+        == "remembered (tech-context, project scope): The staging database is restored nightly at 02:00"
+    )
     deadline = time.monotonic() + DEADLINE
     found: list[dict[str, object]] = []
     while time.monotonic() < deadline and not found:

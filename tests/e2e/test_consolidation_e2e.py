@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from memstream.agents.consolidate import consolidated_memory_id
 from memstream import artifacts
+from memstream.agents.consolidate import consolidated_memory_id
 from memstream.identity import project_key
 from memstream.publish import publish, publish_events
 from memstream.rules import phase2

@@ -25,8 +25,8 @@ from typing import Any
 
 import pytest
 
-from memstream.agents.consolidate import consolidated_memory_id
 from memstream import artifacts
+from memstream.agents.consolidate import consolidated_memory_id
 from memstream.broker import EmbeddedBroker, free_port
 from memstream.identity import project_key
 from memstream.publish import publish
@@ -85,7 +85,7 @@ def worker(env: dict[str, str], name: str, model: str, data_dir: Path, port: int
             "MEMSTREAM_HTTP_PORT": str(port),
         },
         stdout=subprocess.DEVNULL,
-        stderr=open(data_dir.parent / f"{name}.log", "wb"),  # noqa: SIM115 - closed with the process
+        stderr=open(data_dir.parent / f"{name}.log", "wb"),
         cwd=data_dir.parent,
     )
 

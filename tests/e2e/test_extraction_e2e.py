@@ -17,10 +17,10 @@ from memstream import runner
 from memstream.identity import project_key
 from memstream.publish import make_turn, publish
 from memstream.schemas import DeadLetter, Memory
+from memstream.topics import ALL_TOPICS, DEAD_LETTERS, FACTS, PARKED, TURNS, topic_name
 from tests.e2e.conftest import eventually, read_topic, start_pipeline, values
 from tests.fakes.anthropic_server import FakeAnthropic
 from tests.fakes.openai_server import FakeOpenAI
-from memstream.topics import ALL_TOPICS, DEAD_LETTERS, FACTS, PARKED, TURNS, topic_name
 
 pytestmark = [pytest.mark.e2e, pytest.mark.asyncio(loop_scope="module")]
 
@@ -33,7 +33,17 @@ def answer(request: dict[str, Any]) -> str:
     content = request["messages"][-1]["content"]
     prompt = content if isinstance(content, str) else " ".join(b.get("text", "") for b in content)
     if "project's files" in system:
-        return json.dumps({"memories": [{"memory": "Tiny converts CSV files to JSON from the command line", "type": "project-brief", "confidence": 0.95}]})
+        return json.dumps(
+            {
+                "memories": [
+                    {
+                        "memory": "Tiny converts CSV files to JSON from the command line",
+                        "type": "project-brief",
+                        "confidence": 0.95,
+                    }
+                ]
+            }
+        )
     if "supersede" in system.lower() or "summarize" in system.lower():
         return '{"superseded": []}' if "supersede" in system.lower() else "[]"
     lines = [line for line in prompt.splitlines() if line.startswith("[assistant]")]
@@ -52,7 +62,7 @@ def answer(request: dict[str, Any]) -> str:
 def openai_answer(body: dict[str, Any]) -> str:
     messages = body["messages"]
     system = next((m["content"] for m in messages if m["role"] == "system"), "")
-    return answer({"system": system, "messages": [messages[-1]]}) .replace("Session note:", "Local note:")
+    return answer({"system": system, "messages": [messages[-1]]}).replace("Session note:", "Local note:")
 
 
 class Run:
@@ -68,7 +78,9 @@ class Run:
             self.running.bootstrap,
             self.running.settings.topic_prefix,
             [
-                make_turn(session_id=name, project=str(project), role=role, content=text, ts=start + timedelta(seconds=i))
+                make_turn(
+                    session_id=name, project=str(project), role=role, content=text, ts=start + timedelta(seconds=i)
+                )
                 for i, (role, text) in enumerate(turns)
             ],
         )
@@ -111,13 +123,17 @@ async def test_the_next_provider_answers_when_the_primary_fails(run: Run, spans:
     assert all("Unsure guess" not in m.text for m in await run.memories(project))
     assert memory.type == "learned-pattern"
     # Entity triples ride on the fact events, for later graph use.
-    facts = await read_topic(run.running.bootstrap, run.topic(FACTS), until=lambda rs: any(b"Local note" in r.value for r in rs))
+    facts = await read_topic(
+        run.running.bootstrap, run.topic(FACTS), until=lambda rs: any(b"Local note" in r.value for r in rs)
+    )
     (fact,) = [v for v in values(facts) if "Local note: The API listens" in v.text]
     assert [(e.source, e.relationship) for e in fact.entities] == [("session", "mentions")] and fact.confidence == 0.9
     # This run's calls only: other tests' chains (with fake models) share the exporter.
     models = {run.running.settings.anthropic_model, run.running.settings.local_llm_model}
     calls = [
-        s for s in spans.get_finished_spans() if s.name == "memstream.llm.call" and s.attributes.get("llm.model") in models
+        s
+        for s in spans.get_finished_spans()
+        if s.name == "memstream.llm.call" and s.attributes.get("llm.model") in models
     ]
     outcomes = {(s.attributes["llm.provider"], s.attributes["llm.outcome"]) for s in calls}
     assert {("anthropic", "error"), ("local", "ok")} <= outcomes
@@ -169,7 +185,10 @@ async def test_explicit_requests_and_secrets(run: Run) -> None:
     await run.session(
         "ex",
         project,
-        ("user", f"Remember that the staging cluster runs in eu-west-1. Also: export ANTHROPIC_API_KEY={ANTHROPIC_KEY}"),
+        (
+            "user",
+            f"Remember that the staging cluster runs in eu-west-1. Also: export ANTHROPIC_API_KEY={ANTHROPIC_KEY}",
+        ),
         ("assistant", "Noted. I set DATABASE_URL=postgres://app:s3cretPassw0rd@db:5432/shop in the env file."),
     )
     explicit = await run.memory_with(project, "The staging cluster runs in eu-west-1")
@@ -199,8 +218,14 @@ async def test_memstream_init_command_extracts_foundational_facts(run: Run) -> N
         "MEMSTREAM_DATA_DIR": str(run.root / "cli-data"),
     }
     process = await asyncio.create_subprocess_exec(
-        sys.executable, "-m", "memstream.cli", "init", str(project),
-        env=env, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
+        sys.executable,
+        "-m",
+        "memstream.cli",
+        "init",
+        str(project),
+        env=env,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
     )
     out, err = await process.communicate()
     assert process.returncode == 0, err.decode()

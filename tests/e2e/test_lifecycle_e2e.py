@@ -72,7 +72,9 @@ class LifecycleModel:
         if system == CONTRADICTION_SYSTEM:
             return '{"superseded": []}'
         if system == NORMAL_SYSTEM:
-            said = [line.removeprefix("[assistant] ") for line in prompt.splitlines() if line.startswith("[assistant] ")]
+            said = [
+                line.removeprefix("[assistant] ") for line in prompt.splitlines() if line.startswith("[assistant] ")
+            ]
             last = said[-1] if said else ""
             if last in PROGRESS:
                 return json.dumps([{"memory": PROGRESS[last], "type": "progress"}])
@@ -138,19 +140,25 @@ async def test_controlled_mode_blocks_destructive_decisions_and_audits_everythin
         running = await run(tmp_path, model, fake)
         try:
             now = datetime.now(UTC)
-            await publish(running.bootstrap, running.settings.topic_prefix, session("s1", shop, ["Auth is done."], start=now))
+            await publish(
+                running.bootstrap, running.settings.topic_prefix, session("s1", shop, ["Auth is done."], start=now)
+            )
             created = await records_for(running, mid(shop, JWT), "created")
             # Nothing near it yet: ADD without asking the model.
             assert created[0].reason == decision.NO_CANDIDATES_REASON and created[0].model == ""
             assert not [p for p in model.decisions if JWT in p.split("\n")[0]]
 
             await publish(
-                running.bootstrap, running.settings.topic_prefix, session("s1", shop, ["Auth moved."], start=now + timedelta(minutes=1))
+                running.bootstrap,
+                running.settings.topic_prefix,
+                session("s1", shop, ["Auth moved."], start=now + timedelta(minutes=1)),
             )
             # UPDATE is blocked (allowUpdateDelete is off), and audited on its target with
             # the model, the prompt version and the lexical detector's review flag.
             (blocked,) = [r for r in await records_for(running, mid(shop, JWT), "blocked") if r.outcome == "blocked"]
-            assert blocked.action == "UPDATE" and blocked.reason.startswith("update_delete_not_allowed: auth moved to Redis")
+            assert blocked.action == "UPDATE" and blocked.reason.startswith(
+                "update_delete_not_allowed: auth moved to Redis"
+            )
             assert blocked.model == "claude-haiku-4-5" and blocked.prompt_version == decision.PROMPT_VERSION
             assert blocked.review_needed and "negation" in blocked.reason
             # ... and the fact is added beside it: nothing is lost, nothing destroyed.
@@ -173,14 +181,18 @@ async def test_controlled_mode_blocks_destructive_decisions_and_audits_everythin
 
             # The same fact again is an exact duplicate: deduped, one memory.
             await publish(
-                running.bootstrap, running.settings.topic_prefix, session("s2", shop, ["Auth is done."], start=now + timedelta(minutes=2))
+                running.bootstrap,
+                running.settings.topic_prefix,
+                session("s2", shop, ["Auth is done."], start=now + timedelta(minutes=2)),
             )
             deduped = await records_for(running, mid(shop, JWT), "deduped")
             assert any(r.reason == "exact_duplicate" for r in deduped)
 
             # The history is queryable per memory over the API `memstream history` uses.
             served = await asyncio.to_thread(history, running, mid(shop, JWT))
-            assert [r["outcome"] for r in served][:1] == ["created"] and {"blocked", "deduped"} <= {r["outcome"] for r in served}
+            assert [r["outcome"] for r in served][:1] == ["created"] and {"blocked", "deduped"} <= {
+                r["outcome"] for r in served
+            }
         finally:
             await running.stop()
 
@@ -280,6 +292,10 @@ async def _superseded(running: Running, memory: str) -> Memory | None:
     return found if found is not None and found.superseded_by else None
 
 
-async def _scope_records(running: Running, project: str, outcome: str, *, at_least: int = 1) -> list[HistoryRecord] | None:
-    records = [r for r in await running.providers.history.for_scope(project_key(project), limit=500) if r.outcome == outcome]
+async def _scope_records(
+    running: Running, project: str, outcome: str, *, at_least: int = 1
+) -> list[HistoryRecord] | None:
+    records = [
+        r for r in await running.providers.history.for_scope(project_key(project), limit=500) if r.outcome == outcome
+    ]
     return records if len(records) >= at_least else None

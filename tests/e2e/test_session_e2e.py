@@ -21,10 +21,10 @@ from memstream import runner
 from memstream.identity import project_key, user_key
 from memstream.publish import make_turn, publish
 from memstream.schemas import DeadLetter, Memory, MemoryUpdated
+from memstream.topics import ALL_TOPICS, DEAD_LETTERS, MEMORY_UPDATED, TURNS, topic_name
 from tests.e2e import session
 from tests.e2e.conftest import eventually, read_topic, start_pipeline, values
 from tests.fakes.anthropic_server import FakeAnthropic
-from memstream.topics import ALL_TOPICS, DEAD_LETTERS, MEMORY_UPDATED, TURNS, topic_name
 
 pytestmark = [pytest.mark.e2e, pytest.mark.asyncio(loop_scope="module")]
 
@@ -85,7 +85,14 @@ async def run(tmp_module_dir: Path) -> AsyncIterator[Run]:
         project = str(tmp_module_dir / "shop")
         start = datetime(2026, 11, 1, 9, 0, tzinfo=UTC)
         turns = [
-            make_turn(session_id="s-1", project=project, role=role, content=content, user=USER, ts=start + timedelta(minutes=i))
+            make_turn(
+                session_id="s-1",
+                project=project,
+                role=role,
+                content=content,
+                user=USER,
+                ts=start + timedelta(minutes=i),
+            )
             for i, (role, content) in enumerate(session.TURNS)
         ]
         await publish(running.bootstrap, running.settings.topic_prefix, turns)
@@ -106,7 +113,9 @@ async def settled(run: Run) -> list[Memory]:
         jwt = [m for m in everything if "JWT tokens" in m.text]
         progress = [m for m in everything if m.type == "progress"]
         patterns = [m for m in everything if m.type == "learned-pattern"]
-        done = redis and jwt and jwt[0].superseded_by and len(progress) == 1 and "signup" in progress[0].text and patterns
+        done = (
+            redis and jwt and jwt[0].superseded_by and len(progress) == 1 and "signup" in progress[0].text and patterns
+        )
         return everything if done else None
 
     try:
@@ -149,7 +158,9 @@ async def test_downstream_consumer_sees_every_change(run: Run) -> None:
     records = await read_topic(
         run.running.bootstrap,
         run.topic(MEMORY_UPDATED),
-        until=lambda rs: {"created", "refreshed", "deleted", "superseded"} <= {json.loads(r.value)["change"] for r in rs},
+        until=lambda rs: (
+            {"created", "refreshed", "deleted", "superseded"} <= {json.loads(r.value)["change"] for r in rs}
+        ),
     )
     updates = [v for v in values(records) if isinstance(v, MemoryUpdated)]
     changes = {(u.change, u.memory.type) for u in updates}
@@ -214,8 +225,15 @@ async def test_one_trace_spans_every_stage(run: Run, spans: Any) -> None:
     # Faust's sensor opens "{topic} process" per event; the embed stage batches with
     # take_events, which bypasses the sensor, so it continues the trace itself (memstream.embed).
     stages = {f"{prefix}.{t} process" for t in ("turns", "snapshots", "embedded", "memory-ops", "memory-updated")}
-    stages |= {"memstream.publish", "memstream.snapshot", "memstream.extract", "memstream.llm", "memstream.embed",
-               "memstream.decide", "memstream.store"}
+    stages |= {
+        "memstream.publish",
+        "memstream.snapshot",
+        "memstream.extract",
+        "memstream.llm",
+        "memstream.embed",
+        "memstream.decide",
+        "memstream.store",
+    }
     best = max(traces.values(), key=lambda names: len(stages & names))
     assert stages <= best, f"stages missing from the most complete trace: {sorted(stages - best)}"
 
@@ -229,12 +247,12 @@ async def test_undecodable_payload_is_dead_lettered_and_the_stage_moves_on(run: 
         await producer.send_and_wait(run.topic(TURNS), b'{"schema": "turn.v9"}', key=b"s-bad")
     finally:
         await producer.stop()
-    records = await read_topic(
-        run.running.bootstrap, run.topic(DEAD_LETTERS), until=lambda rs: len(rs) >= 2
-    )
+    records = await read_topic(run.running.bootstrap, run.topic(DEAD_LETTERS), until=lambda rs: len(rs) >= 2)
     letters = [v for v in values(records) if isinstance(v, DeadLetter)]
     assert {letter.payload for letter in letters} >= {b"{not json", b'{"schema": "turn.v9"}'}
-    assert all(letter.stage == f"decode:{run.topic(TURNS)}" and "does not decode" in letter.reason for letter in letters)
+    assert all(
+        letter.stage == f"decode:{run.topic(TURNS)}" and "does not decode" in letter.reason for letter in letters
+    )
     assert all(letter.offset >= 0 for letter in letters)
     # The snapshot stage still works after the bad records.
     await publish(
@@ -246,7 +264,8 @@ async def test_undecodable_payload_is_dead_lettered_and_the_stage_moves_on(run: 
         ],
     )
     await eventually(
-        lambda: _async(any("Nothing new here." in r.user_text for r in run.fake.requests)), what="the next turn to reach the LLM"
+        lambda: _async(any("Nothing new here." in r.user_text for r in run.fake.requests)),
+        what="the next turn to reach the LLM",
     )
 
 
@@ -264,9 +283,7 @@ async def test_prometheus_metrics_cover_stages_llm_and_lag(run: Run) -> None:
 
     text = await asyncio.to_thread(fetch)
     samples = {
-        line.split(" ")[0]: float(line.split(" ")[1])
-        for line in text.splitlines()
-        if line and not line.startswith("#")
+        line.split(" ")[0]: float(line.split(" ")[1]) for line in text.splitlines() if line and not line.startswith("#")
     }
     for stage in ("snapshot", "extract", "embed", "decide", "store", "history", "age", "contradiction"):
         assert samples[f'memstream_events_processed_total{{stage="{stage}"}}'] > 0, stage

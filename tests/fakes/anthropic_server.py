@@ -135,7 +135,7 @@ class FakeAnthropic(LoopbackFake[RecordedRequest]):
             answer = self._responder(body)
             # A coroutine responder can hold its answer without blocking the server's loop.
             text = await answer if inspect.isawaitable(answer) else answer
-        except Exception as err:  # noqa: BLE001 - shown as the API's own 500, so the test sees why
+        except Exception as err:
             return self._error(500, f"responder failed: {err!r}")
         input_words = word_count(recorded.system) + sum(
             word_count(text_of_blocks(m.get("content"))) for m in body["messages"] if isinstance(m, dict)

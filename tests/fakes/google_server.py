@@ -162,7 +162,7 @@ class FakeGoogle(LoopbackFake[RecordedRequest]):
 
         try:
             text = self._responder(body)
-        except Exception as err:  # noqa: BLE001 - shown as the API's own 500, so the test sees why
+        except Exception as err:
             return self._error(500, f"responder failed: {err!r}")
         prompt_words = sum(word_count(_text_of(c)) for c in contents)
         if recorded.system is not None:

@@ -126,7 +126,7 @@ class LoopbackFake(Generic[R]):
     def _run(self) -> None:
         try:
             asyncio.run(self._serve())
-        except BaseException as err:  # noqa: BLE001 - reported to start(), which waits on _ready
+        except BaseException as err:
             self._startup_error = err
             self._ready.set()
 

@@ -142,7 +142,7 @@ class FakeOpenAI(LoopbackFake[RecordedRequest]):
 
         try:
             text = self._responder(body)
-        except Exception as err:  # noqa: BLE001 - shown as the API's own 500, so the test sees why
+        except Exception as err:
             return self._error(500, f"responder failed: {err!r}")
         n = next(self._ids)
         answer: dict[str, Any] = {
@@ -150,9 +150,7 @@ class FakeOpenAI(LoopbackFake[RecordedRequest]):
             "object": "chat.completion",
             "created": int(time.time()),
             "model": self._served_model or body["model"],
-            "choices": [
-                {"index": 0, "message": {"role": "assistant", "content": text}, "finish_reason": "stop"}
-            ],
+            "choices": [{"index": 0, "message": {"role": "assistant", "content": text}, "finish_reason": "stop"}],
         }
         if self._usage:
             messages = [m for m in body["messages"] if isinstance(m, dict)]

@@ -23,6 +23,7 @@ from typing import Self
 
 import grpc
 from xai_sdk.proto import chat_pb2, chat_pb2_grpc, sample_pb2, usage_pb2
+
 from tests.fakes.loopback import word_count
 
 # Given the request proto (model, messages, max_tokens), returns the assistant's text.
@@ -168,7 +169,7 @@ class FakeXai(chat_pb2_grpc.ChatServicer):
 
     # --- the API ---
 
-    def GetCompletion(  # noqa: N802 - the generated servicer's name
+    def GetCompletion(
         self, request: chat_pb2.GetCompletionsRequest, context: grpc.ServicerContext
     ) -> chat_pb2.GetChatCompletionResponse:
         metadata = {key.lower(): value for key, value in context.invocation_metadata() if isinstance(value, str)}
@@ -195,7 +196,7 @@ class FakeXai(chat_pb2_grpc.ChatServicer):
 
         try:
             text = self._responder(request)
-        except Exception as err:  # noqa: BLE001 - shown as the API's own INTERNAL, so the test sees why
+        except Exception as err:
             context.abort(grpc.StatusCode.INTERNAL, f"responder failed: {err!r}")
         prompt_tokens = sum(word_count(_text_of(m)) for m in request.messages)
         completion_tokens = word_count(text)

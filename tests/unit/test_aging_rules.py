@@ -10,7 +10,9 @@ from memstream.schemas import Memory
 T0 = datetime(2025, 1, 1, tzinfo=UTC)
 
 
-def memory(id: str, type: str = "progress", *, minutes: int = 0, created: int | None = None, **fields: object) -> Memory:
+def memory(
+    id: str, type: str = "progress", *, minutes: int = 0, created: int | None = None, **fields: object
+) -> Memory:
     """A memory updated ``minutes`` after T0 (and created ``created`` minutes after, default the same)."""
     values: dict[str, object] = {
         "id": id,

@@ -13,8 +13,8 @@ from typing import Any
 import pytest
 
 from memstream.llm.anthropic import AnthropicLLM
-from memstream.llm.retry import RetryPolicy
 from memstream.llm.base import LLMError
+from memstream.llm.retry import RetryPolicy
 from tests.fakes.anthropic_server import FakeAnthropic
 from tests.unit.llm_clients import client_factory
 
@@ -76,9 +76,7 @@ async def test_empty_system_prompt_is_left_out(fake: FakeAnthropic, make_llm: Ma
 
 
 @pytest.mark.parametrize("status", [500, 529])
-async def test_server_error_is_retried_then_succeeds(
-    fake: FakeAnthropic, make_llm: MakeLLM, status: int
-) -> None:
+async def test_server_error_is_retried_then_succeeds(fake: FakeAnthropic, make_llm: MakeLLM, status: int) -> None:
     fake.fail_next(1, status=status)  # no retry-after: the SDK's own backoff (~0.4-0.5 s) is used
 
     completion = await make_llm(max_retries=2).complete(SYSTEM, QUESTION)
@@ -88,9 +86,7 @@ async def test_server_error_is_retried_then_succeeds(
     assert fake.requests[0].body == fake.requests[1].body
 
 
-async def test_persistent_rate_limit_raises_llm_error_naming_the_status(
-    fake: FakeAnthropic, make_llm: MakeLLM
-) -> None:
+async def test_persistent_rate_limit_raises_llm_error_naming_the_status(fake: FakeAnthropic, make_llm: MakeLLM) -> None:
     fake.fail_next(10, status=429, retry_after=0.01)
 
     with pytest.raises(LLMError) as caught:

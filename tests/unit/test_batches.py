@@ -112,4 +112,3 @@ async def test_a_failing_stream_raises_in_the_consumer_instead_of_hanging() -> N
     stream.arrivals.put_nowait(RuntimeError("consumer crashed"))
     with pytest.raises(RuntimeError, match="consumer crashed"):
         await asyncio.wait_for(anext(it), 5)
-

@@ -120,7 +120,10 @@ def test_sections_are_capped() -> None:
 
 
 def test_user_preferences_prefer_user_scope() -> None:
-    memories = [memory("u", "preference", "Use bun", scope="user"), memory("p", "preference", "Tabs here", scope="project")]
+    memories = [
+        memory("u", "preference", "Use bun", scope="user"),
+        memory("p", "preference", "Tabs here", scope="project"),
+    ]
     assert sections(render_block(memories))["User Preferences"] == ["- Use bun"]
 
 

@@ -12,11 +12,11 @@ from typing import Any
 
 import pytest
 
-from memstream.agents.consolidate import GLOBAL, Consolidator, consolidated_memory_id
 from memstream import artifacts
+from memstream.agents.consolidate import GLOBAL, Consolidator, consolidated_memory_id
 from memstream.llm.base import Completion
-from memstream.settings import Settings
 from memstream.schemas import ConsolidationRequest, CreateMemory, MemoryUsage, Phase2State, RolloutOutput
+from memstream.settings import Settings
 
 pytestmark = pytest.mark.asyncio
 
@@ -60,8 +60,14 @@ class Sent:
 def output(rollout: str, hours_ago: float) -> RolloutOutput:
     at = NOW - timedelta(hours=hours_ago)
     return RolloutOutput(
-        rollout_id=rollout, scope_key="p_1", project="/shop", slug=rollout, raw_memory=f"notes {rollout}",
-        rollout_summary=f"summary {rollout}", source_updated_at=at, generated_at=at,
+        rollout_id=rollout,
+        scope_key="p_1",
+        project="/shop",
+        slug=rollout,
+        raw_memory=f"notes {rollout}",
+        rollout_summary=f"summary {rollout}",
+        source_updated_at=at,
+        generated_at=at,
     )
 
 

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-
 import pytest
 
 from memstream.rules.contradiction import (
@@ -13,8 +12,7 @@ from memstream.rules.contradiction import (
     prompt,
 )
 from memstream.schemas import MEMORY_TYPES
-
-from tests.unit.factories import T0, memory
+from tests.unit.factories import memory
 
 
 @pytest.mark.parametrize("kind", MEMORY_TYPES)

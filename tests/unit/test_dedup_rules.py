@@ -12,7 +12,7 @@ from memstream.schemas import MEMORY_TYPES, STRUCTURAL_TYPES, RecentMemory, Scor
 
 #: Seed 000's values for voyage-code-3.
 PROFILE = DistanceProfile(0.12, 0.25, 0.35)
-from tests.unit.factories import T0, memory
+from tests.unit.factories import memory
 
 
 def scored(id: str, distance: float, type: str = "architecture") -> ScoredMemory:
@@ -46,7 +46,7 @@ def test_general_types_use_the_narrow_threshold(kind: str) -> None:
 
 
 def test_structural_types_are_the_five_of_seed_001() -> None:
-    assert STRUCTURAL_TYPES == {"project-brief", "architecture", "tech-context", "product-context", "project-config"}
+    assert {"project-brief", "architecture", "tech-context", "product-context", "project-config"} == STRUCTURAL_TYPES
 
 
 def test_threshold_follows_the_profile() -> None:
@@ -88,7 +88,9 @@ def test_closest_across_stored_and_recent() -> None:
 
 
 def test_stored_beats_a_farther_recent_memory() -> None:
-    dup = find_duplicate("architecture", QUERY, [scored("stored", 0.02)], [recent("recent", unit_at_distance(0.08))], PROFILE)
+    dup = find_duplicate(
+        "architecture", QUERY, [scored("stored", 0.02)], [recent("recent", unit_at_distance(0.08))], PROFILE
+    )
     assert dup == Duplicate("stored", 0.02)
 
 
@@ -112,7 +114,9 @@ def test_general_type_at_structural_distance_is_not_a_duplicate() -> None:
 
 def test_distance_equal_to_threshold_counts_as_duplicate() -> None:
     assert find_duplicate("progress", QUERY, [scored("g", 0.12, "progress")], [], PROFILE) == Duplicate("g", 0.12)
-    assert find_duplicate("tech-context", QUERY, [scored("s", 0.25, "tech-context")], [], PROFILE) == Duplicate("s", 0.25)
+    assert find_duplicate("tech-context", QUERY, [scored("s", 0.25, "tech-context")], [], PROFILE) == Duplicate(
+        "s", 0.25
+    )
 
 
 def test_back_to_back_duplicate_is_caught_through_the_recent_list_only() -> None:
@@ -176,7 +180,10 @@ def test_packed_and_numeric_vectors_dedup_alike() -> None:
 
 def test_cosine_distances_match_one_by_one_and_zero_vectors_are_one() -> None:
     vectors = [[1.0, 0.0], [0.0, 1.0], [-1.0, 0.0], [6.0, 8.0], [0.0, 0.0]]
-    recent = [RecentMemory.of(id=f"m{i}", type="architecture", text="t", vector=v, decided_at=0.0) for i, v in enumerate(vectors)]
+    recent = [
+        RecentMemory.of(id=f"m{i}", type="architecture", text="t", vector=v, decided_at=0.0)
+        for i, v in enumerate(vectors)
+    ]
     together = cosine_distances([3.0, 4.0], recent).tolist()
     assert together == pytest.approx([cosine_distance([3.0, 4.0], v) for v in vectors], abs=1e-6)
     assert together[-1] == 1.0

@@ -265,7 +265,12 @@ def test_memories_and_entities_object_shape() -> None:
         "memories": [
             {"memory": "Auth uses JWT in first-party httpOnly cookies", "type": "architecture", "confidence": 0.95},
             {"memory": "Tests run with `bun test`", "type": "project-config", "confidence": 0.9},
-            {"memory": "User prefers bun over npm for all installs", "type": "preference", "scope": "user", "confidence": 0.6},
+            {
+                "memory": "User prefers bun over npm for all installs",
+                "type": "preference",
+                "scope": "user",
+                "confidence": 0.6,
+            },
         ],
         "entities": [
             {"source": "auth", "relationship": "uses", "target": "JWT", "confidence": 0.95},

@@ -158,7 +158,9 @@ def test_memory_text_is_trimmed() -> None:
 
 
 def test_empty_and_blank_items_are_skipped_with_warnings() -> None:
-    result = parse_facts('["", "   ", {"memory": ""}, {"memory": null, "type": "progress"}, {"type": "progress"}, "kept memory"]')
+    result = parse_facts(
+        '["", "   ", {"memory": ""}, {"memory": null, "type": "progress"}, {"type": "progress"}, "kept memory"]'
+    )
     assert result.facts == [ExtractedFact("kept memory", "learned-pattern", "project")]
     assert result.warnings == [f"item {i}: empty memory, skipped" for i in range(5)]
 
@@ -208,7 +210,7 @@ def test_garbage_gives_zero_facts_and_a_warning_never_an_exception(raw: str) -> 
 
 
 def test_nested_junk_items_give_zero_facts_and_warnings() -> None:
-    result = parse_facts("[[1, [2, [3]]], {\"a\": {\"b\": []}}, 7]")
+    result = parse_facts('[[1, [2, [3]]], {"a": {"b": []}}, 7]')
     assert result.facts == []
     assert result.warnings == [
         "item 0: not a string or object, skipped",

@@ -86,9 +86,7 @@ async def test_empty_system_prompt_is_left_out(fake: FakeGoogle, make_llm: MakeL
     assert fake.requests[0].response_mime_type == "application/json"
 
 
-async def test_an_answer_without_text_raises_instead_of_returning_empty(
-    fake: FakeGoogle, make_llm: MakeLLM
-) -> None:
+async def test_an_answer_without_text_raises_instead_of_returning_empty(fake: FakeGoogle, make_llm: MakeLLM) -> None:
     with pytest.raises(LLMError, match="no text in the answer") as caught:
         await make_llm(max_retries=2).complete(SYSTEM, "Something else entirely")
 

@@ -11,17 +11,17 @@ from typing import Any, cast
 import faust
 import pytest
 
+from memstream import recall
 from memstream.agents import graph as graph_agent
 from memstream.agents.base import DeadLetters
-from memstream import recall
 from memstream.bootstrap import Providers
 from memstream.codec import register_codec
 from memstream.rules.graph import GraphWrite
 from memstream.schemas import Entity, GraphStats, MemoryUpdated, ScoredMemory
 from memstream.schemas.graph import GraphEntity, GraphRelation
+from memstream.topics.binding import bind_topics
 from tests.conftest import make_settings
 from tests.unit.factories import memory
-from memstream.topics.binding import bind_topics
 
 NEAR, FAR = memory("near"), memory("far")
 #: "near" is 0.10 closer to the query than "far".
@@ -40,7 +40,9 @@ class FakeStore:
         self.hits = list(hits)
         self.limits: list[int] = []
 
-    async def search(self, vector: Sequence[float], scope_keys: Sequence[str], *, limit: int = 10, **_: Any) -> list[ScoredMemory]:
+    async def search(
+        self, vector: Sequence[float], scope_keys: Sequence[str], *, limit: int = 10, **_: Any
+    ) -> list[ScoredMemory]:
         self.limits.append(limit)
         return self.hits[:limit]
 
@@ -52,7 +54,9 @@ class FakeGraph:
         self.ids, self.fail, self.hang, self.timed_out = ids, fail, hang, timed_out
         self.calls: list[tuple[str, list[str], float]] = []
 
-    async def boost_ids(self, query: str, scope_keys: Sequence[str], *, deadline_s: float = 0.5) -> tuple[set[str], bool]:
+    async def boost_ids(
+        self, query: str, scope_keys: Sequence[str], *, deadline_s: float = 0.5
+    ) -> tuple[set[str], bool]:
         self.calls.append((query, list(scope_keys), deadline_s))
         if self.fail:
             raise ConnectionError("graph store unreachable")
@@ -121,7 +125,9 @@ async def test_a_deadline_cut_boost_still_boosts_what_it_found(tmp_path: Path) -
     assert ids(await recall.search(providers(tmp_path, store, graph), "redis", "p_test")) == ["far", "near"]
 
 
-@pytest.mark.parametrize("broken", [FakeGraph({"far"}, fail=True), FakeGraph({"far"}, hang=True)], ids=["fails", "hangs"])
+@pytest.mark.parametrize(
+    "broken", [FakeGraph({"far"}, fail=True), FakeGraph({"far"}, hang=True)], ids=["fails", "hangs"]
+)
 async def test_a_failing_or_hanging_graph_leaves_the_plain_order(tmp_path: Path, broken: FakeGraph) -> None:
     store = FakeStore(CANDIDATES)
     started = asyncio.get_running_loop().time()
@@ -154,8 +160,13 @@ class RecordingGraph:
         self.applied.append((memory_id, scope_key, list(triples)))
         entity = GraphEntity(entity_id="e", scope_key=scope_key, name="API", canonical_name="api", mentions=1)
         relation = GraphRelation(
-            relation_id="r", scope_key=scope_key, source_entity_id="e", target_entity_id="e2",
-            relation_type="uses", mentions=1, confidence=0.8,
+            relation_id="r",
+            scope_key=scope_key,
+            source_entity_id="e",
+            target_entity_id="e2",
+            relation_type="uses",
+            mentions=1,
+            confidence=0.8,
         )
         return GraphWrite([entity, entity], [relation], [])
 

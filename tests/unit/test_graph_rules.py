@@ -29,9 +29,7 @@ def triple(source: str, relationship: str, target: str, confidence: float = 1.0)
     return Entity(source=source, relationship=relationship, target=target, confidence=confidence)
 
 
-def apply(
-    graph: dict[str, GraphRow], memory_id: str, triples: list[Entity], scope_key: str = SCOPE
-) -> GraphWrite:
+def apply(graph: dict[str, GraphRow], memory_id: str, triples: list[Entity], scope_key: str = SCOPE) -> GraphWrite:
     """What the store does: read the rows the plan names, plan, write the rows back."""
     keys = plan_keys(scope_key, triples)
     plan = plan_upsert(

@@ -78,7 +78,7 @@ class FakeApi(BaseHTTPRequestHandler):
     records: dict[str, list[dict[str, Any]]] = {}
     asked: list[dict[str, list[str]]] = []
 
-    def do_GET(self) -> None:  # noqa: N802 - the http.server protocol
+    def do_GET(self) -> None:
         url = urlparse(self.path)
         query = parse_qs(url.query)
         self.asked.append(query)

@@ -105,9 +105,7 @@ async def test_trailing_slash_on_base_url_is_ignored(fake: FakeOpenAI, make_llm:
     assert [r.path for r in fake.requests] == ["/v1/chat/completions"]
 
 
-async def test_an_answer_without_text_raises_instead_of_returning_empty(
-    fake: FakeOpenAI, make_llm: MakeLLM
-) -> None:
+async def test_an_answer_without_text_raises_instead_of_returning_empty(fake: FakeOpenAI, make_llm: MakeLLM) -> None:
     with pytest.raises(LLMError, match="no text in the answer") as caught:
         await make_llm(max_retries=2).complete(SYSTEM, "Something else entirely")
 

@@ -17,13 +17,18 @@ if "MEM0_DIR" not in os.environ:
 
 pytest.importorskip("mem0")
 
-from bench.mem0_side_by_side import mem0_responder, run_mem0, synthetic_turns  # noqa: E402
+from bench.mem0_side_by_side import mem0_responder, run_mem0, synthetic_turns
 
 
 def test_responder_answers_the_additive_extraction_prompt_with_one_fact() -> None:
     prompt = "## Existing Memories\n[]\n\n## New Messages\nuser: question 1\nassistant: answer bench-turn 0.1 done\n\n## Observation Date\nx"
-    answer = mem0_responder({"messages": [{"role": "system", "content": "Memory Extractor"}, {"role": "user", "content": prompt}]})
-    assert answer == '{"memory": [{"id": "0", "text": "Fact recorded for bench-turn 0.1 in this project", "attributed_to": "assistant"}]}'
+    answer = mem0_responder(
+        {"messages": [{"role": "system", "content": "Memory Extractor"}, {"role": "user", "content": prompt}]}
+    )
+    assert (
+        answer
+        == '{"memory": [{"id": "0", "text": "Fact recorded for bench-turn 0.1 in this project", "attributed_to": "assistant"}]}'
+    )
 
 
 async def test_run_mem0_adds_every_turn_with_positive_throughput() -> None:

@@ -102,7 +102,9 @@ def test_raw_mode_distils_without_a_model() -> None:
 # --- Phase 2 -------------------------------------------------------------------------------
 
 
-def output(rollout_id: str, *, scope: str = "p_1", generated: datetime = NOW, outcome: str = "succeeded") -> RolloutOutput:
+def output(
+    rollout_id: str, *, scope: str = "p_1", generated: datetime = NOW, outcome: str = "succeeded"
+) -> RolloutOutput:
     return RolloutOutput(
         rollout_id=rollout_id,
         scope_key=scope,
@@ -115,7 +117,9 @@ def output(rollout_id: str, *, scope: str = "p_1", generated: datetime = NOW, ou
     )
 
 
-def item(rollout_id: str, offset: int, *, usage: int = 0, last_usage: datetime | None = None, **kw: object) -> Phase2Input:
+def item(
+    rollout_id: str, offset: int, *, usage: int = 0, last_usage: datetime | None = None, **kw: object
+) -> Phase2Input:
     return Phase2Input(output=output(rollout_id, **kw), offset=offset, usage_count=usage, last_usage=last_usage)  # type: ignore[arg-type]
 
 
@@ -131,7 +135,10 @@ def test_selection_ranks_by_usage_then_recency_and_keeps_the_top_n() -> None:
         item("used-twice", 3, usage=2, last_usage=NOW - timedelta(days=5), generated=NOW - timedelta(days=9)),
     ]
     assert ids(phase2.select(inputs, NOW, max_unused_days=30, top_n=10)) == [
-        "used-twice", "used-once", "fresh-unused", "old-unused",
+        "used-twice",
+        "used-once",
+        "fresh-unused",
+        "old-unused",
     ]
     assert ids(phase2.select(inputs, NOW, max_unused_days=30, top_n=2)) == ["used-twice", "used-once"]
 

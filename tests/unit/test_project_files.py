@@ -4,8 +4,6 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import pytest
-
 from memstream.project_files import FILE_MAX_CHARS, PROJECT_FILES, TOTAL_MAX_CHARS, read_project_files
 from memstream.rules.prompts import extraction_prompt
 
@@ -18,7 +16,7 @@ def test_sections_come_in_project_files_order(tmp_path: Path) -> None:
     text = read_project_files(tmp_path)
     assert text == (
         "=== README.md ===\n# Demo shop\n\nAn online shop API."
-        "\n\n=== pyproject.toml ===\n[project]\nname = \"demo-shop\""
+        '\n\n=== pyproject.toml ===\n[project]\nname = "demo-shop"'
         '\n\n=== package.json ===\n{"name": "demo-shop"}'
     )
     positions = [text.index(f"=== {name} ===") for name in ("README.md", "pyproject.toml", "package.json")]

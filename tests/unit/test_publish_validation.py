@@ -24,8 +24,12 @@ def line(**fields: object) -> str:
 
 
 def test_make_turn_builds_a_turn() -> None:
-    turn = make_turn(session_id="s1", project="/repo", role="assistant", content="done", ts=TS, user="u@x", source="codex")
-    assert turn == Turn(session_id="s1", project="/repo", role="assistant", content="done", ts=TS, user="u@x", source="codex")
+    turn = make_turn(
+        session_id="s1", project="/repo", role="assistant", content="done", ts=TS, user="u@x", source="codex"
+    )
+    assert turn == Turn(
+        session_id="s1", project="/repo", role="assistant", content="done", ts=TS, user="u@x", source="codex"
+    )
 
 
 def test_make_turn_stamps_now_when_no_time_is_given() -> None:

@@ -20,8 +20,8 @@ from memstream.schemas import (
     DedupState,
     DeleteMemory,
     EmbeddedFact,
-    Entity,
     EmbedStats,
+    Entity,
     ExtractState,
     Fact,
     GraphStats,
@@ -173,7 +173,9 @@ STATES = [
         outcome="failed",
     ),
     Phase2Input(output=ROLLOUT, offset=7, usage_count=2, last_usage=TS),
-    Phase2State(watermark=7, selected=[SelectedRollout(rollout_id="s1", offset=7)], last_success_at=TS, runs=3, failures=1),
+    Phase2State(
+        watermark=7, selected=[SelectedRollout(rollout_id="s1", offset=7)], last_success_at=TS, runs=3, failures=1
+    ),
 ]
 
 
@@ -277,7 +279,17 @@ def test_unknown_fields_are_ignored() -> None:
         b"",
         b"[]",
     ],
-    ids=["unknown-version", "unknown-tag", "memory-is-not-an-event", "no-tag", "missing-field", "bad-role", "not-json", "empty", "array"],
+    ids=[
+        "unknown-version",
+        "unknown-tag",
+        "memory-is-not-an-event",
+        "no-tag",
+        "missing-field",
+        "bad-role",
+        "not-json",
+        "empty",
+        "array",
+    ],
 )
 def test_undecodable_bytes_raise_decode_error(data: bytes) -> None:
     with pytest.raises(DecodeError):

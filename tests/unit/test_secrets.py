@@ -6,7 +6,6 @@ import base64
 import hashlib
 import random
 import re
-
 from collections.abc import Iterator
 
 import pytest

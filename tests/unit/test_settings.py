@@ -95,8 +95,14 @@ def test_an_invalid_number_names_the_variable(name: str, raw: str) -> None:
 
 @pytest.mark.parametrize(
     "name",
-    ["MEMSTREAM_PARTITIONS", "MEMSTREAM_REPLICATION", "MEMSTREAM_SNAPSHOT_MESSAGES", "MEMSTREAM_SUMMARY_EVERY",
-     "MEMSTREAM_EMBED_BATCH", "MEMSTREAM_SESSION_SUMMARY_CAP"],
+    [
+        "MEMSTREAM_PARTITIONS",
+        "MEMSTREAM_REPLICATION",
+        "MEMSTREAM_SNAPSHOT_MESSAGES",
+        "MEMSTREAM_SUMMARY_EVERY",
+        "MEMSTREAM_EMBED_BATCH",
+        "MEMSTREAM_SESSION_SUMMARY_CAP",
+    ],
 )
 @pytest.mark.parametrize("raw", ["0", "-1"])
 def test_counts_below_one_are_rejected(name: str, raw: str) -> None:
@@ -161,7 +167,6 @@ def test_settings_table_meanings_examples() -> None:
 def test_settings_table_gives_every_variable_a_meaning() -> None:
     empty = [name for name, _, meaning in settings_table() if not meaning.strip()]
     assert empty == []
-
 
 
 def test_a_negative_embed_batch_window_is_refused() -> None:

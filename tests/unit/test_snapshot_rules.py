@@ -105,7 +105,9 @@ def test_format_snapshot_writes_role_and_content_per_line() -> None:
 
 def test_format_snapshot_truncates_each_message_with_the_marker() -> None:
     long = "x" * 100
-    text = format_snapshot([Message("user", long), Message("assistant", "short")], message_max_chars=30, max_chars=10_000)
+    text = format_snapshot(
+        [Message("user", long), Message("assistant", "short")], message_max_chars=30, max_chars=10_000
+    )
     first, second = text.split("\n")
     assert first == "[user] " + "x" * (30 - len(MARK)) + MARK
     assert len(first) == len("[user] ") + 30
@@ -160,7 +162,9 @@ def test_last_exchange_truncates_messages() -> None:
 # --- summary turns and modes ---
 
 
-@pytest.mark.parametrize(("turn", "expected"), [(0, False), (1, False), (4, False), (5, True), (6, False), (10, True), (15, True)])
+@pytest.mark.parametrize(
+    ("turn", "expected"), [(0, False), (1, False), (4, False), (5, True), (6, False), (10, True), (15, True)]
+)
 def test_every_fifth_assistant_turn_is_a_summary_turn(turn: int, expected: bool) -> None:
     assert is_summary_turn(turn, 5) is expected
 

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
 import uuid
+from collections.abc import AsyncIterator
 from datetime import timedelta
 from pathlib import Path
 
@@ -11,8 +11,8 @@ import pytest
 import pytest_asyncio
 
 from memstream.agents.store import apply
-from memstream.store.edge import EdgeStore
 from memstream.schemas import CreateMemory, SupersedeMemory
+from memstream.store.edge import EdgeStore
 from tests.unit.factories import T0, memory
 
 pytestmark = pytest.mark.asyncio
@@ -31,7 +31,9 @@ async def store(tmp_path: Path) -> AsyncIterator[EdgeStore]:
 
 
 def create(id: str, at: object = T0) -> CreateMemory:
-    return CreateMemory(op_id=f"c-{id}-{at}", scope_key="p_test", memory=memory(id, created_at=at, updated_at=at), vector=VECTOR)
+    return CreateMemory(
+        op_id=f"c-{id}-{at}", scope_key="p_test", memory=memory(id, created_at=at, updated_at=at), vector=VECTOR
+    )
 
 
 async def superseded_jwt(store: EdgeStore) -> None:

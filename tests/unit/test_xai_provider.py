@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import time
 from collections.abc import AsyncIterator, Callable, Iterator
-from typing import Any
 
 import grpc
 import pytest
@@ -117,9 +116,7 @@ async def test_unavailable_once_is_retried_then_succeeds(fake: FakeXai, make_llm
     assert len(fake.requests) == 2
 
 
-async def test_persistent_resource_exhausted_gives_up_after_the_policy_limit(
-    fake: FakeXai, make_llm: MakeLLM
-) -> None:
+async def test_persistent_resource_exhausted_gives_up_after_the_policy_limit(fake: FakeXai, make_llm: MakeLLM) -> None:
     fake.fail_next(5, grpc.StatusCode.RESOURCE_EXHAUSTED)
 
     with pytest.raises(LLMError) as caught:
