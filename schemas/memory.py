@@ -43,6 +43,19 @@ USER_SCOPED_TYPES: Final[frozenset[str]] = frozenset({"preference"})
 Scope = Literal["project", "user"]
 
 
+class Provenance(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
+    """Where a piece of memory came from (seed 002): the source, and the file and line for a session file.
+
+    ``source_type`` is the coding CLI (claude, codex, gemini, kimi) for captured sessions, else how the
+    text arrived (publish, api, mcp, document, …). ``file`` and ``line`` are empty for what came from no file.
+    """
+
+    source_type: str
+    session_id: str = ""
+    file: str = ""
+    line: int = 0
+
+
 class Memory(msgspec.Struct, tag="memory.v1", tag_field="schema", kw_only=True, frozen=True):
     """One stored memory: the fields of seed 000 step 5 plus type, scope and supersession.
 
@@ -71,6 +84,10 @@ class Memory(msgspec.Struct, tag="memory.v1", tag_field="schema", kw_only=True, 
     #: once this is past their window. None on memories superseded before the field
     #: existed; their ``updated_at`` stands in for it.
     superseded_at: datetime | None = None
+    #: Every source this memory's text came from, first seen first (seed 002). A memory merged from
+    #: several exchanges or refreshed by a later one lists each; it never names a source whose text it
+    #: does not hold.
+    sources: list[Provenance] = []
 
     @property
     def active(self) -> bool:
