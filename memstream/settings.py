@@ -180,8 +180,15 @@ class Settings:
     http_host: str = field(default="127.0.0.1", metadata=_env("MEMSTREAM_HTTP_HOST"))
     #: MEMSTREAM_HTTP_PORT: the port of the search API.
     http_port: int = field(default=8765, metadata=_env("MEMSTREAM_HTTP_PORT"))
-    #: MEMSTREAM_USER: the user identity for user-scoped memories (default: git email).
+    #: MEMSTREAM_USER: the user identity for user-scoped memories (default: git email). Only the
+    #: CLI reads it, as the identity of the local token ``memstream up`` creates; servers never
+    #: use their own identity for anyone's turns or reads.
     user: str = field(default="", metadata=_env("MEMSTREAM_USER"))
+    #: MEMSTREAM_TOKEN: the bearer token the CLI sends to the API. Empty: the local token that
+    #: ``memstream up`` created in the data dir.
+    token: str = field(default="", metadata=_env("MEMSTREAM_TOKEN"))
+    #: MEMSTREAM_API_OPEN: serve the API without tokens. Allowed only on a loopback address.
+    api_open: bool = field(default=False, metadata=_env("MEMSTREAM_API_OPEN"))
     #: MEMSTREAM_LOG_LEVEL: debug, info, warning, error.
     log_level: str = field(default="warning", metadata=_env("MEMSTREAM_LOG_LEVEL"))
     #: MEMSTREAM_TRACE_EXPORTER: none, console or otlp (OTLP uses OTEL_EXPORTER_OTLP_ENDPOINT).
@@ -256,6 +263,14 @@ class Settings:
             raise SettingsError(f"{_var('phase1_max_chars')} must be at least 500")
         if self.trace_exporter not in {"none", "console", "otlp"}:
             raise SettingsError(f"{_var('trace_exporter')} must be none, console or otlp, got {self.trace_exporter!r}")
+        if self.api_open:
+            from memstream.auth import is_loopback
+
+            if not is_loopback(self.http_host):
+                raise SettingsError(
+                    f"{_var('api_open')} serves the API without tokens: allowed on a loopback "
+                    f"{_var('http_host')} only, not {self.http_host!r}"
+                )
 
     @property
     def embedded_broker(self) -> bool:
@@ -280,6 +295,16 @@ class Settings:
     def runtime_file(self) -> Path:
         """Written by ``memstream up``: where its broker and API listen, for the other commands."""
         return self.data_dir / "runtime.json"
+
+    @property
+    def tokens_file(self) -> Path:
+        """The hashed tokens and their principals (``memstream token``)."""
+        return self.data_dir / "tokens.json"
+
+    @property
+    def local_token_file(self) -> Path:
+        """The token of this machine's user, created by the first ``memstream up`` on loopback."""
+        return self.data_dir / "local-token"
 
     @property
     def memories_dir(self) -> Path:
