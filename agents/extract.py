@@ -36,7 +36,7 @@ from memstream.rules.extraction import (
 )
 from memstream.rules.modes import REASON_LOW_CONFIDENCE
 from memstream.rules.secrets import redact
-from memstream.schemas import Entity, ExtractState, Fact, HistoryRecord, ParkedSnapshot, Snapshot
+from memstream.schemas import Entity, ExtractState, Fact, HistoryRecord, ParkedSnapshot, Scope, Snapshot
 from memstream.topics.binding import Topics
 from memstream.tracing import stage_span
 
@@ -119,13 +119,19 @@ def register(app: faust.App, topics: Topics, providers: Providers, sink: DeadLet
             entities = [_redacted_entity(e) for e in result.entities]
             span.set_attribute("extract.facts", len(facts))
             span.set_attribute("extract.gated", len(result.facts) - len(kept))
+            ownerless = 0
             for i, fact in enumerate(facts):
-                await topics.facts.send(
-                    key=_scope_key(snapshot, fact).encode(), value=_fact(snapshot, fact, i, entities)
-                )
+                scope = fact_scope(snapshot, fact)
+                if scope is None:
+                    ownerless += 1
+                    continue
+                await topics.facts.send(key=scope[1].encode(), value=_fact(snapshot, fact, scope, i, entities))
+            span.set_attribute("extract.ownerless", ownerless)
             # Seed 003's first write gate, audited: a fact below it never travels further.
             for i, fact in enumerate(f for f in result.facts if f.confidence < gate):
-                await topics.history.send(key=_scope_key(snapshot, fact).encode(), value=_gated(snapshot, fact, i))
+                scope = fact_scope(snapshot, fact)
+                if scope is not None:
+                    await topics.history.send(key=scope[1].encode(), value=_gated(snapshot, fact, scope[1], i))
         sessions[snapshot.session_id] = ExtractState(
             done=[*state.done, snapshot.snapshot_id][-DONE_KEEP:],
             facts=state.facts + len(facts),
@@ -142,18 +148,29 @@ def register(app: faust.App, topics: Topics, providers: Providers, sink: DeadLet
     return extract_agent
 
 
-def _scope_key(snapshot: Snapshot, fact: ExtractedFact) -> str:
-    return snapshot.user_key if fact.scope == "user" and snapshot.user_key else snapshot.project_key
+def fact_scope(snapshot: Snapshot, fact: ExtractedFact) -> tuple[Scope, str] | None:
+    """Where a fact is stored: (scope, scope key), or None to drop it.
+
+    A personal fact (a preference, an exchange stating one) of a turn that names no user is
+    dropped, not kept in the project: there it would show one person's taste to every member
+    as the project's convention, and there is no owner to keep it for, correct it or forget
+    it. The project facts of the same turn are kept. (Every turn through the CLI carries its
+    token's user, so a one-person install loses nothing.)
+    """
+    if fact.scope == "user":
+        return ("user", snapshot.user_key) if snapshot.user_key else None
+    return "project", snapshot.project_key
 
 
-def _fact(snapshot: Snapshot, fact: ExtractedFact, index: int, entities: list[Entity]) -> Fact:
-    scope_key = _scope_key(snapshot, fact)
+def _fact(
+    snapshot: Snapshot, fact: ExtractedFact, scope: tuple[Scope, str], index: int, entities: list[Entity]
+) -> Fact:
     return Fact(
         fact_id=derived_id(snapshot.snapshot_id, str(index)),
         text=redact(fact.text),
         type=fact.type,  # type: ignore[arg-type]
-        scope="user" if scope_key == snapshot.user_key and scope_key else "project",
-        scope_key=scope_key,
+        scope=scope[0],
+        scope_key=scope[1],
         project=snapshot.project,
         session_id=snapshot.session_id,
         source_chunk=snapshot.text,
@@ -164,10 +181,10 @@ def _fact(snapshot: Snapshot, fact: ExtractedFact, index: int, entities: list[En
     )
 
 
-def _gated(snapshot: Snapshot, fact: ExtractedFact, index: int) -> HistoryRecord:
+def _gated(snapshot: Snapshot, fact: ExtractedFact, scope_key: str, index: int) -> HistoryRecord:
     return audit.record(
         "skipped",
-        scope_key=_scope_key(snapshot, fact),
+        scope_key=scope_key,
         ts=datetime.now(UTC),
         about=f"{snapshot.snapshot_id}:gated:{index}",
         action="ADD",

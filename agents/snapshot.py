@@ -51,7 +51,7 @@ def register(app: faust.App, topics: Topics, providers: Providers, sink: DeadLet
             session_id=turn.session_id,
             project=turn.project,
             project_key=project_key(turn.project),
-            user_key=user_key(turn.user or settings.user),
+            user_key=user_key(turn.user),  # never the worker's own identity
             mode="init",
             text=files,
             turn_index=0,
@@ -89,7 +89,7 @@ def register(app: faust.App, topics: Topics, providers: Providers, sink: DeadLet
                     session_id=turn.session_id,
                     project=turn.project,
                     project_key=project_key(turn.project),
-                    user_key=user_key(turn.user or settings.user),
+                    user_key=user_key(turn.user),  # never the worker's own identity
                     mode=mode,  # type: ignore[arg-type]
                     text=text,
                     turn_index=turns,

@@ -29,9 +29,14 @@ def explicit_requests(text: str) -> list[str]:
     return found
 
 
+def states_preference(text: str) -> bool:
+    """Does this text state a personal preference ("I prefer…", "my…always")?"""
+    return bool(_PREFERENCE.search(text))
+
+
 def guess_type(fact: str) -> tuple[str, str]:
     """(type, scope) for an explicit memory, from its wording; the LLM is not asked."""
-    if _PREFERENCE.search(fact):
+    if states_preference(fact):
         return "preference", "user"
     if _CONFIG.search(fact):
         return "project-config", "project"

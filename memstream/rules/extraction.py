@@ -11,6 +11,7 @@ from typing import Any
 
 import msgspec
 
+from memstream.rules.explicit import states_preference
 from memstream.rules.prompts import (  # noqa: F401 - the prompts are part of this stage's surface
     CONDENSE_SYSTEM,
     INIT_SYSTEM,
@@ -21,7 +22,7 @@ from memstream.rules.prompts import (  # noqa: F401 - the prompts are part of th
     extraction_prompt,
     system_prompt,
 )
-from memstream.schemas import MEMORY_TYPES, USER_SCOPED_TYPES, Entity
+from memstream.schemas import MEMORY_TYPES, ROLES, USER_SCOPED_TYPES, Entity
 
 #: Type given to facts whose type is missing or unknown; plain string arrays get it too (seed 000).
 FALLBACK_TYPE = "learned-pattern"
@@ -187,10 +188,27 @@ CONVERSATION_MAX_CHARS = 2_000
 
 
 def raw_fact(exchange: str) -> ExtractedFact | None:
-    """Raw mode: the exchange itself becomes one ``conversation`` memory, no inference."""
+    """Raw mode: the exchange itself becomes one ``conversation`` memory, no inference.
+
+    An exchange in which the user states a personal preference belongs to that user, not to
+    every member of the project: it is user-scoped (and dropped when the turn names no user).
+    """
     text = exchange.strip()
     if not text:
         return None
     if len(text) > CONVERSATION_MAX_CHARS:
         text = text[: CONVERSATION_MAX_CHARS - 1] + "…"
-    return ExtractedFact(text=text, type="conversation", scope="project", confidence=1.0)
+    personal = any(states_preference(line) for line in _user_lines(exchange))
+    return ExtractedFact(text=text, type="conversation", scope="user" if personal else "project", confidence=1.0)
+
+
+def _user_lines(exchange: str) -> list[str]:
+    """The user's messages in a ``[role] content`` exchange (a message may span lines)."""
+    lines, role = [], ""
+    for line in exchange.splitlines():
+        head, sep, rest = line[1:].partition("] ")
+        if line.startswith("[") and sep and head in ROLES:
+            role, line = head, rest
+        if role == "user":
+            lines.append(line)
+    return lines
