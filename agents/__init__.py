@@ -14,6 +14,7 @@ from memstream.agents import (
     decide,
     embed,
     extract,
+    forget,
     graph,
     history,
     park,
@@ -38,6 +39,7 @@ ALL_AGENTS = (
     rollout,
     consolidate,
     retention,
+    forget,
 )
 
 __all__ = ["ALL_AGENTS"]

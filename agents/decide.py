@@ -21,7 +21,10 @@ side. Per fact, in order:
    the lexical contradiction detector, which flags ``review_needed`` on their record.
 
 State: table ``decide-recent`` — per scope, the memories decided on lately, so two
-duplicates arriving back to back are caught before the first reaches the store.
+duplicates arriving back to back are caught before the first reaches the store, and when
+the scope was last forgotten. A ``ForgetScope`` (from the forget agent) empties the scope's
+recent memories and goes on to ``memory-ops`` after every op made for earlier facts; facts
+of the scope dated no later than the forget are dropped from then on.
 """
 
 from __future__ import annotations
@@ -49,6 +52,7 @@ from memstream.schemas import (
     DedupState,
     EmbeddedFact,
     Fact,
+    ForgetScope,
     HistoryRecord,
     HybridHit,
     Memory,
@@ -322,9 +326,17 @@ def register(app: faust.App, topics: Topics, providers: Providers, sink: DeadLet
     decider = Decider(providers)
 
     async def handle(value: Any, event: EventT) -> None:
+        if isinstance(value, ForgetScope):
+            current: DedupState = recent_table.get(value.scope_key) or DedupState()
+            if current.forgotten_at is None or value.forgotten_at > current.forgotten_at:
+                recent_table[value.scope_key] = DedupState(forgotten_at=value.forgotten_at)
+            await topics.memory_ops.send(key=value.scope_key.encode(), value=value)
+            return
         embedded = expect(value, EmbeddedFact)
         fact = embedded.fact
         state: DedupState = recent_table.get(fact.scope_key) or DedupState()
+        if state.forgotten_at is not None and fact.ts <= state.forgotten_at:
+            return  # the scope was forgotten after this fact was said: it stays forgotten
         with stage_span("memstream.decide", type=fact.type, mode=decider.flags.mode) as span:
             outcome = await decider.decide(embedded, state.recent)
             span.set_attribute("decide.outcomes", ",".join(r.outcome for r in outcome.records))
@@ -348,6 +360,7 @@ def register(app: faust.App, topics: Topics, providers: Providers, sink: DeadLet
             ),
             created=state.created + (not outcome.refreshed),
             refreshed=state.refreshed + outcome.refreshed,
+            forgotten_at=state.forgotten_at,
         )
 
     @app.agent(topics.embedded, name=STAGE)

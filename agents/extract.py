@@ -185,7 +185,9 @@ def _gated(snapshot: Snapshot, fact: ExtractedFact, scope_key: str, index: int) 
     return audit.record(
         "skipped",
         scope_key=scope_key,
-        ts=datetime.now(UTC),
+        # The time of what was said, as the facts carry it: a forget of the scope drops the
+        # gated records of turns said before it, even when they are extracted after it.
+        ts=snapshot.ts,
         about=f"{snapshot.snapshot_id}:gated:{index}",
         action="ADD",
         fact_text=redact(fact.text),

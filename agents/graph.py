@@ -2,7 +2,8 @@
 
 Consumes ``memory-updated`` (key: scope). Emits nothing: it records a created or refreshed
 memory's entity triples in the graph store (``providers.graph``), which search reads for
-its boost. State: table ``graph-stats`` — per scope, memories recorded, rows written and
+its boost; for a forgotten scope's ``deleted`` updates, it purges their links again.
+State: table ``graph-stats`` — per scope, memories recorded, rows written and
 failed writes. Relies on one scope's updates arriving in order, so that one scope's graph
 has one writer at a time (the store's read-then-write is not atomic across writers).
 
@@ -23,6 +24,7 @@ import msgspec
 from faust.types import EventT
 
 from memstream.agents.base import DeadLetters, expect, guarded, state_table
+from memstream.agents.store import FORGET_CAUSE
 from memstream.bootstrap import Providers
 from memstream.schemas import GraphStats, MemoryUpdated
 from memstream.topics.binding import Topics
@@ -43,6 +45,11 @@ def register(app: faust.App, topics: Topics, providers: Providers, sink: DeadLet
     async def handle(value: Any, event: EventT) -> None:
         update = expect(value, MemoryUpdated)
         graph = providers.graph
+        if graph is not None and update.change == "deleted" and update.cause == FORGET_CAUSE:
+            # The store purged the graph when it forgot the scope; this catches a link written
+            # since, from a create of the scope that this agent read before the forget.
+            await graph.purge_memory([update.memory.id])
+            return
         if graph is None or not records(update):
             return
         memory = update.memory

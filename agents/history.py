@@ -4,7 +4,12 @@ Consumes ``history`` (key: scope): the records the decide, store and retention s
 write for every proposal and change. Appends them, in batches, to the history store,
 where ``memstream history MEMORY_ID`` reads them. Appends are idempotent by record id, so
 a redelivery or a replay writes each record once. State: table ``history-stats`` — per
-scope, records kept and how many of them asked for a human review.
+scope, records kept, how many of them asked for a human review, and when the scope was
+last forgotten.
+
+A ``ForgetScope`` on the topic (passed on by the store agent, keyed by the scope, so after
+every earlier record of it) purges the scope's records; records of the scope dated no later
+than the forget that arrive after it are dropped.
 """
 
 from __future__ import annotations
@@ -13,11 +18,12 @@ import asyncio
 import logging
 
 import faust
+import msgspec
 
 from memstream import metrics
 from memstream.agents.base import DeadLetters, state_table
 from memstream.bootstrap import Providers
-from memstream.schemas import HistoryRecord, HistoryStats
+from memstream.schemas import ForgetScope, HistoryRecord, HistoryStats
 from memstream.topics.binding import Topics
 from memstream.tracing import stage_span
 
@@ -32,15 +38,32 @@ def register(app: faust.App, topics: Topics, providers: Providers, sink: DeadLet
     # A batch spans partitions: written through the partitioner, not the current event.
     stats = state_table(app, "history-stats", providers.settings.partitions, use_partitioner=True)
 
+    async def forget(op: ForgetScope, pending: list[HistoryRecord]) -> None:
+        # What came before the forget in this batch is written first, then purged with the rest.
+        await write(pending)
+        pending.clear()
+        while await providers.history.purge_scope(op.scope_key):
+            pass
+        current: HistoryStats = stats.get(op.scope_key) or HistoryStats()
+        if current.forgotten_at is None or op.forgotten_at > current.forgotten_at:
+            stats[op.scope_key] = HistoryStats(forgotten_at=op.forgotten_at)
+
     async def append(events: list[faust.types.EventT]) -> None:
         records: list[HistoryRecord] = []
         for event in events:
-            if isinstance(event.value, HistoryRecord):
-                records.append(event.value)
+            if isinstance(event.value, ForgetScope):
+                await forget(event.value, records)
+            elif isinstance(event.value, HistoryRecord):
+                forgotten_at = (stats.get(event.value.scope_key) or HistoryStats()).forgotten_at
+                if forgotten_at is None or event.value.ts > forgotten_at:
+                    records.append(event.value)
             else:
                 await sink.dead_letter(
                     STAGE, f"TypeError: expected HistoryRecord, got {type(event.value).__name__}", event.message
                 )
+        await write(records)
+
+    async def write(records: list[HistoryRecord]) -> None:
         if not records:
             return
         with stage_span("memstream.history", records=len(records)):
@@ -51,7 +74,8 @@ def register(app: faust.App, topics: Topics, providers: Providers, sink: DeadLet
             per_scope.setdefault(record.scope_key, []).append(record)
         for scope_key, scoped in per_scope.items():
             current: HistoryStats = stats.get(scope_key) or HistoryStats()
-            stats[scope_key] = HistoryStats(
+            stats[scope_key] = msgspec.structs.replace(
+                current,
                 records=current.records + len(scoped),
                 review_needed=current.review_needed + sum(r.review_needed for r in scoped),
             )

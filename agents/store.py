@@ -3,8 +3,15 @@
 Consumes ``memory-ops`` (key: scope). Emits ``memory-updated`` (key: scope), one event per
 change actually made, saying what changed and why, and, for changes other stages asked
 for (aging, condensation, contradiction), their audit record on ``history``. State: table
-``store-stats`` — per scope, counts of what it applied. Writes are idempotent by memory
-id, so a replay or a redelivery leaves the store as it was.
+``store-stats`` — per scope, counts of what it applied and when the scope was last
+forgotten. Writes are idempotent by memory id, so a replay or a redelivery leaves the
+store as it was.
+
+A ``ForgetScope`` deletes every memory of the scope (superseded ones too) and their graph
+links, and says so downstream as one ``deleted`` update per memory (cause ``forget``).
+It is ordered after every earlier op of the scope by their shared key; a create or
+refresh of the scope dated no later than the forget that arrives after it (a parked
+snapshot's retry, a redelivery, a replay of old turns) is dropped.
 """
 
 from __future__ import annotations
@@ -24,6 +31,7 @@ from memstream.schemas import (
     AnyMemoryOp,
     CreateMemory,
     DeleteMemory,
+    ForgetScope,
     Memory,
     MemoryOp,
     MemoryUpdated,
@@ -32,11 +40,50 @@ from memstream.schemas import (
     SupersedeMemory,
 )
 from memstream.store.base import MemoryStore
+from memstream.store.graph import GraphStore
 from memstream.topics.binding import Topics
 from memstream.tracing import stage_span
 
 STAGE = "store"
 log = logging.getLogger(__name__)
+#: The cause of the ``deleted`` updates a forget emits.
+FORGET_CAUSE = "forget"
+#: Memories read and deleted per round of a forget.
+FORGET_PAGE = 500
+
+
+async def forget(store: MemoryStore, graph: GraphStore | None, scope_key: str) -> list[Memory]:
+    """Delete every memory of a scope, superseded ones included, and their graph links."""
+    gone: dict[str, Memory] = {}
+    while True:
+        page = [m for m in await store.list([scope_key], include_superseded=True, limit=FORGET_PAGE)]
+        fresh = [m for m in page if m.id not in gone]
+        if not fresh:
+            if page:  # the store returned memories it had just deleted: never loop on that
+                raise RuntimeError(f"the store still lists {len(page)} deleted memories of a forgotten scope")
+            break
+        for memory in fresh:
+            await store.delete(memory.id)
+            gone[memory.id] = memory
+    if graph is not None and gone:
+        await graph.purge_memory(list(gone))
+    return list(gone.values())
+
+
+def without_content(memory: Memory) -> Memory:
+    """A forgotten memory as its deletion is announced: ids and dates, none of what it said.
+
+    Announcing a forget must not copy the forgotten text onto another topic; the content
+    hash goes too (a short preference could be confirmed by hashing guesses).
+    """
+    return msgspec.structs.replace(memory, text="", source_chunk="", content_hash="", project="", sources=[])
+
+
+def forgotten_before(op: AnyMemoryOp, forgotten_at: datetime | None) -> bool:
+    """Is this a create or refresh of a forgotten scope, dated no later than the forget?"""
+    if forgotten_at is None or not isinstance(op, CreateMemory | RefreshMemory):
+        return False
+    return op.memory.updated_at <= forgotten_at
 
 
 async def apply(store: MemoryStore, op: AnyMemoryOp) -> tuple[str, Memory] | None:
@@ -106,11 +153,36 @@ def _reasserted(existing: Memory, memory: Memory) -> bool:
 def register(app: faust.App, topics: Topics, providers: Providers, sink: DeadLetters) -> faust.types.AgentT:
     stats = state_table(app, "store-stats", providers.settings.partitions)
 
+    async def forget_scope(op: ForgetScope) -> None:
+        gone = await forget(providers.store, providers.graph, op.scope_key)
+        current: StoreStats = stats.get(op.scope_key) or StoreStats()
+        if current.forgotten_at is None or op.forgotten_at > current.forgotten_at:
+            stats[op.scope_key] = StoreStats(forgotten_at=op.forgotten_at)
+        # The scope key is a hash: logging it names nobody.
+        log.warning("forgot scope %s: %d memories deleted", op.scope_key, len(gone))
+        now = datetime.now(UTC)
+        for memory in gone:
+            await topics.memory_updated.send(
+                key=op.scope_key.encode(),
+                value=MemoryUpdated(
+                    change="deleted", memory=without_content(memory), op_id=op.op_id, cause=FORGET_CAUSE, ts=now
+                ),
+            )
+        # On to the history agent, after every audit record this agent wrote for the scope.
+        await topics.history.send(key=op.scope_key.encode(), value=op)
+
     async def handle(value: Any, event: EventT) -> None:
         op = expect(value, MemoryOp)
         with stage_span("memstream.store", op=type(op).__name__, cause=op.cause) as span:
-            result = await apply(providers.store, op)  # type: ignore[arg-type]
+            if isinstance(op, ForgetScope):
+                await forget_scope(op)
+                return
             current: StoreStats = stats.get(op.scope_key) or StoreStats()
+            if forgotten_before(op, current.forgotten_at):  # type: ignore[arg-type]
+                span.set_attribute("store.change", "forgotten")
+                stats[op.scope_key] = msgspec.structs.replace(current, skipped=current.skipped + 1)
+                return
+            result = await apply(providers.store, op)  # type: ignore[arg-type]
             if result is None:
                 span.set_attribute("store.change", "none")
                 stats[op.scope_key] = msgspec.structs.replace(current, skipped=current.skipped + 1)

@@ -29,7 +29,6 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Literal
 
 import msgspec
 
@@ -45,8 +44,6 @@ FAILURE_WINDOW_S = 60.0
 LIMITER_CLIENTS = 10_000
 #: The longest a presented token may be: anything longer is refused before it is hashed.
 MAX_TOKEN_CHARS = 200
-
-Kind = Literal["user", "admin"]
 
 
 class AuthError(Exception):
@@ -64,38 +61,43 @@ class Forbidden(AuthError):
 class Principal(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
     """Who a token stands for.
 
-    A ``user`` reads its own user scope and the projects it is given (``all_projects``:
-    every project, as the local token of a one-person install has), and publishes turns
-    only as itself, only into those projects. An ``admin`` reads every scope through the
-    admin routes, forgets scopes, and has no user scope of its own.
+    A user reads its own user scope and the projects it is given (``all_projects``: every
+    project), and publishes turns only as itself, only into those projects. An admin reads
+    every scope through the admin routes (``/memories``, ``/history``, ``/metrics``) and
+    forgets scopes. The local token of a one-person install is both: its user, on every
+    project, and the admin of its own machine. A team deployment gives users user tokens
+    and keeps admin tokens (with no user) for operators.
     """
 
-    kind: Kind
-    #: The user's identity (an email, say); hashed into the user scope. Empty for an admin.
+    #: The user's identity (an email, say); hashed into the user scope. Empty: no user scope.
     user: str = ""
     #: Project keys (``p_…``) the user may read and write.
     projects: tuple[str, ...] = ()
     all_projects: bool = False
+    admin: bool = False
     #: A human label (``alice laptop``); shown by ``memstream token list``.
     label: str = ""
 
     @property
     def is_admin(self) -> bool:
-        return self.kind == "admin"
+        return self.admin
 
     @property
     def user_key(self) -> str:
-        return user_key(self.user) if self.kind == "user" else ""
+        return user_key(self.user)
 
     def describe(self) -> str:
-        if self.is_admin:
-            return "admin"
-        where = "every project" if self.all_projects else f"{len(self.projects)} project(s)"
-        return f"user {self.user or '(no identity)'} on {where}"
+        parts = []
+        if self.user:
+            where = "every project" if self.all_projects else f"{len(self.projects)} project(s)"
+            parts.append(f"user {self.user} on {where}")
+        if self.admin:
+            parts.append("admin")
+        return ", ".join(parts) or "nobody"
 
 
 def user_principal(
-    user: str, projects: Iterable[str] = (), *, all_projects: bool = False, label: str = ""
+    user: str, projects: Iterable[str] = (), *, all_projects: bool = False, admin: bool = False, label: str = ""
 ) -> Principal:
     """A user principal; ``projects`` are directories or ``p_…`` keys."""
     if not user.strip():
@@ -103,11 +105,11 @@ def user_principal(
     keys = tuple(sorted({p if _is_project_key(p) else project_key(p) for p in projects}))
     if not keys and not all_projects:
         raise AuthError("a user token needs at least one project (or all projects)")
-    return Principal(kind="user", user=user.strip(), projects=keys, all_projects=all_projects, label=label)
+    return Principal(user=user.strip(), projects=keys, all_projects=all_projects, admin=admin, label=label)
 
 
 def admin_principal(label: str = "") -> Principal:
-    return Principal(kind="admin", label=label)
+    return Principal(admin=True, label=label)
 
 
 def _is_project_key(value: str) -> bool:
@@ -118,14 +120,18 @@ def _is_project_key(value: str) -> bool:
 
 
 def may_read_project(principal: Principal, project: str) -> bool:
-    return principal.is_admin or principal.all_projects or project in principal.projects
+    return principal.is_admin or may_write_project(principal, project)
+
+
+def may_write_project(principal: Principal, project: str) -> bool:
+    return bool(principal.user) and (principal.all_projects or project in principal.projects)
 
 
 def read_scopes(principal: Principal, project: str) -> list[str]:
     """The scope keys a search or block for ``project`` (a ``p_…`` key) reads for this caller.
 
     Never from a parameter the caller chose: the user scope is the principal's own. An admin
-    reads the project only (it has no user scope); a user not given the project is refused.
+    without a user reads the project only; a user not given the project is refused.
     """
     if not project:
         raise AuthError("a project is required")
@@ -140,9 +146,9 @@ def check_publish(principal: Principal, project: str, claimed_user: str) -> None
     ``project`` is a ``p_…`` key; ``claimed_user`` the turn's ``user`` field (empty: the
     principal's own identity will be filled in by the caller).
     """
-    if principal.is_admin:
-        raise Forbidden("an admin token does not publish turns: use the user's own token")
-    if not may_read_project(principal, project):
+    if not principal.user:
+        raise Forbidden("a token without a user does not publish turns: use the user's own token")
+    if not may_write_project(principal, project):
         raise Forbidden("this token may not publish to that project")
     if claimed_user and user_key(claimed_user) != principal.user_key:
         raise Forbidden("this token may not publish turns for another user")
@@ -287,8 +293,9 @@ def _now() -> datetime:
 def ensure_local_token(tokens: TokenStore, token_file: Path, user: str) -> str:
     """The token the CLI, hooks and stdio MCP of this machine use; created on first start.
 
-    Its principal is the local user on every project. Kept in ``token_file`` (0600) beside
-    the token store, so only this OS user (who owns the data dir) can use it.
+    Its principal is the local user on every project, and the admin of this install. Kept
+    in ``token_file`` (0600) beside the token store, so only this OS user (who owns the data
+    dir) can use it.
     """
     try:
         token = token_file.read_text().strip()
@@ -297,7 +304,7 @@ def ensure_local_token(tokens: TokenStore, token_file: Path, user: str) -> str:
     except (FileNotFoundError, AuthError):
         pass
     token, _ = tokens.create(
-        Principal(kind="user", user=user.strip(), all_projects=True, label="local (created by memstream up)")
+        Principal(user=user.strip(), all_projects=True, admin=True, label="local (created by memstream up)")
     )
     write_private(token_file, token.encode())
     return token

@@ -16,7 +16,7 @@ import json
 import sys
 import time
 import urllib.request
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from datetime import datetime
 from typing import Any
 
@@ -25,11 +25,12 @@ from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 
 from memstream import metrics, runner
 from memstream.bootstrap import active_collection, build_embedder, build_providers, build_store
+from memstream.identity import project_key, user_key
 from memstream.logs import quiet_payload_loggers
-from memstream.schemas import Memory
+from memstream.schemas import ForgetScope, Memory, Turn, decode, encode
 from memstream.settings import Settings
 from memstream.store.base import collection_name
-from memstream.topics import ALL_TOPICS, TURNS, topic_name
+from memstream.topics import ALL_TOPICS, FORGOTTEN, TURNS, topic_name
 
 #: How long the shadow pipeline must stay idle, with nothing left to read, to count as drained.
 IDLE_SECONDS = 2.0
@@ -109,8 +110,64 @@ def progress_bar(label: str, done: int, total: int, *, width: int = 30) -> None:
     sys.stderr.flush()
 
 
-async def copy_turns(bootstrap: str, source: str, target: str, start: Start, report: Callable[[int, int], None]) -> int:
-    """Copy the source topic's records from ``start`` to its current end into ``target``."""
+def replayable(turn: Turn, forgotten: Mapping[str, datetime]) -> Turn | None:
+    """The turn as a replay may reprocess it, given the forgotten scopes (scope key: when).
+
+    A turn of a forgotten project, said before the forget, is not replayed at all; one of a
+    forgotten user is replayed without its user, so its project facts come back but nothing
+    personal does (a personal fact without a user is dropped). Later turns are a new start.
+    """
+    project_forgotten = forgotten.get(project_key(turn.project))
+    if project_forgotten is not None and turn.ts <= project_forgotten:
+        return None
+    user_forgotten = forgotten.get(user_key(turn.user)) if turn.user else None
+    if user_forgotten is not None and turn.ts <= user_forgotten:
+        return msgspec.structs.replace(turn, user="")
+    return turn
+
+
+async def read_forgotten(bootstrap: str, topic: str) -> dict[str, datetime]:
+    """The ledger of forgotten scopes: scope key -> the latest forget of it."""
+    consumer = AIOKafkaConsumer(bootstrap_servers=bootstrap, enable_auto_commit=False, auto_offset_reset="earliest")
+    await consumer.start()
+    ledger: dict[str, datetime] = {}
+    try:
+        partitions = consumer.partitions_for_topic(topic)
+        if not partitions:
+            await consumer.force_metadata_update()  # type: ignore[attr-defined]
+            partitions = consumer.partitions_for_topic(topic) or set()
+        tps = [TopicPartition(topic, p) for p in sorted(partitions)]
+        if not tps:
+            return ledger
+        consumer.assign(tps)
+        ends = await consumer.end_offsets(tps)
+        pending = {tp for tp in tps if ends[tp] > 0}
+        await consumer.seek_to_beginning(*tps)
+        while pending:
+            batch = await consumer.getmany(*pending, timeout_ms=1000)
+            for records in batch.values():
+                for record in records:
+                    op = decode(record.value) if record.value else None
+                    if isinstance(op, ForgetScope):
+                        ledger[op.scope_key] = max(ledger.get(op.scope_key, op.forgotten_at), op.forgotten_at)
+            for tp in list(pending):
+                if await consumer.position(tp) >= ends[tp]:
+                    pending.discard(tp)
+        return ledger
+    finally:
+        await consumer.stop()
+
+
+async def copy_turns(
+    bootstrap: str,
+    source: str,
+    target: str,
+    start: Start,
+    report: Callable[[int, int], None],
+    forgotten: Mapping[str, datetime] | None = None,
+) -> int:
+    """Copy the source topic's records from ``start`` to its current end into ``target``,
+    leaving out (or taking the user off) the turns of forgotten scopes."""
     consumer = AIOKafkaConsumer(bootstrap_servers=bootstrap, enable_auto_commit=False, auto_offset_reset="earliest")
     producer = AIOKafkaProducer(bootstrap_servers=bootstrap, linger_ms=5)
     await consumer.start()
@@ -139,7 +196,14 @@ async def copy_turns(bootstrap: str, source: str, target: str, start: Start, rep
                 for record in records:
                     if record.offset >= ends[tp]:
                         break
-                    await producer.send(target, record.value, key=record.key)
+                    value = record.value
+                    if forgotten:
+                        turn = decode(value) if value else None
+                        kept = replayable(turn, forgotten) if isinstance(turn, Turn) else turn
+                        if kept is None:
+                            continue
+                        value = encode(kept) if kept is not turn else value
+                    await producer.send(target, value, key=record.key)
                     copied += 1
                 if await consumer.position(tp) >= ends[tp]:
                     pending.discard(tp)
@@ -233,6 +297,7 @@ async def replay(
             topic_name(shadow.topic_prefix, TURNS),
             start,
             lambda done, total: report("copying turns", done, total),
+            await read_forgotten(bootstrap, topic_name(settings.topic_prefix, FORGOTTEN)),
         )
         await drained(running, copied, lambda done, total: report("reprocessing", done, total), timeout)
         shadow_memories = await providers.store.list(None, include_superseded=True, limit=1_000_000)

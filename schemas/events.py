@@ -151,6 +151,21 @@ class SupersedeMemory(MemoryOp, tag="op.supersede.v1", kw_only=True):
     superseded_by: str
 
 
+class ForgetScope(MemoryOp, tag="op.forget-scope.v1", kw_only=True):
+    """Forget a user or a project: every memory, vector, graph link and audit record of the scope.
+
+    Published on ``forgotten`` (compacted: the ledger replays read), fanned out to
+    ``memory-ops`` and ``history`` keyed by the scope, so it is ordered after everything
+    the scope had before it. Facts of the scope dated up to ``forgotten_at`` that arrive
+    later (parked, in flight, replayed) are dropped; newer ones are a new start.
+    """
+
+    scope: Scope
+    forgotten_at: datetime
+    #: Who asked (a principal's description, never a token).
+    requested_by: str = ""
+
+
 Change = Literal["created", "refreshed", "deleted", "superseded"]
 
 
@@ -243,6 +258,7 @@ AnyEvent = (
     | RefreshMemory
     | DeleteMemory
     | SupersedeMemory
+    | ForgetScope
     | MemoryUpdated
     | RolloutOutput
     | MemoryUsage
@@ -250,7 +266,7 @@ AnyEvent = (
     | DeadLetter
 )
 
-AnyMemoryOp = CreateMemory | RefreshMemory | DeleteMemory | SupersedeMemory
+AnyMemoryOp = CreateMemory | RefreshMemory | DeleteMemory | SupersedeMemory | ForgetScope
 
 __all__ = [
     "ROLES",
@@ -267,6 +283,7 @@ __all__ = [
     "Event",
     "ExtractionMode",
     "Fact",
+    "ForgetScope",
     "Memory",
     "MemoryOp",
     "MemoryUpdated",

@@ -73,6 +73,8 @@ class DedupState(State, tag="state.dedup.v1", kw_only=True):
     recent: list[RecentMemory] = []
     created: int = 0
     refreshed: int = 0
+    #: When the scope was last forgotten: facts dated no later are dropped.
+    forgotten_at: datetime | None = None
 
 
 class StoreStats(State, tag="state.store.v1", kw_only=True):
@@ -83,6 +85,8 @@ class StoreStats(State, tag="state.store.v1", kw_only=True):
     deleted: int = 0
     superseded: int = 0
     skipped: int = 0
+    #: When the scope was last forgotten (``memstream forget``): older facts are dropped.
+    forgotten_at: datetime | None = None
 
 
 class AgeState(State, tag="state.age.v1", kw_only=True):
@@ -115,6 +119,8 @@ class HistoryStats(State, tag="state.history.v1", kw_only=True):
 
     records: int = 0
     review_needed: int = 0
+    #: When the scope was last forgotten: older records arriving later are dropped.
+    forgotten_at: datetime | None = None
 
 
 class RolloutState(State, tag="state.rollout.v1", kw_only=True):

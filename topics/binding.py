@@ -15,6 +15,7 @@ from memstream.topics.catalog import (
     DEAD_LETTERS,
     EMBEDDED,
     FACTS,
+    FORGOTTEN,
     HISTORY,
     MEMORY_OPS,
     MEMORY_UPDATED,
@@ -59,6 +60,7 @@ class Topics:
     memory_updated: faust.TopicT
     consolidation: faust.TopicT
     history: faust.TopicT
+    forgotten: faust.TopicT
     dead_letters: faust.TopicT
 
 
@@ -83,5 +85,6 @@ def bind_topics(app: faust.App, prefix: str, partitions: int) -> Topics:
         memory_updated=bind(MEMORY_UPDATED),
         consolidation=bind(CONSOLIDATION),
         history=bind(HISTORY),
+        forgotten=bind(FORGOTTEN),
         dead_letters=bind(DEAD_LETTERS),
     )

@@ -11,6 +11,7 @@ from memstream.schemas import (
     DeadLetter,
     EmbeddedFact,
     Fact,
+    ForgetScope,
     HistoryRecord,
     MemoryUpdated,
     ParkedSnapshot,
@@ -105,6 +106,15 @@ HISTORY = TopicSpec(
     config={"cleanup.policy": "delete", "retention.ms": str(180 * _DAY_MS)},
     doc="The audit trail: every proposal and outcome, with the model and prompt that decided it.",
 )
+FORGOTTEN = TopicSpec(
+    "forgotten",
+    key="scope_key",
+    value=ForgetScope,
+    # Compacted and never deleted: the ledger of forgotten scopes, which a replay reads so it
+    # does not bring back what was forgotten (one record per scope: the latest forget).
+    config={"cleanup.policy": "compact"},
+    doc="Forgotten users and projects (memstream forget); the pipeline purges each, in order.",
+)
 DEAD_LETTERS = TopicSpec(
     "dead-letters",
     key="stage",
@@ -123,6 +133,7 @@ ALL_TOPICS: tuple[TopicSpec, ...] = (
     MEMORY_UPDATED,
     CONSOLIDATION,
     HISTORY,
+    FORGOTTEN,
     DEAD_LETTERS,
 )
 

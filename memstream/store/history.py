@@ -63,6 +63,9 @@ class HistoryStore(Protocol):
     async def for_scope(self, scope_key: str, *, limit: int = 100) -> list[HistoryRecord]:
         """The newest ``limit`` records of a scope, newest first."""
 
+    async def purge_scope(self, scope_key: str, *, limit: int = 500) -> int:
+        """Delete up to ``limit`` records of a scope (a forget); returns how many. Call until 0."""
+
     async def purge_before(self, before: datetime, *, limit: int = 500) -> int:
         """Delete up to ``limit`` records older than ``before``, oldest first; how many went."""
 
@@ -126,6 +129,17 @@ class EdgeHistoryStore:
     async def for_scope(self, scope_key: str, *, limit: int = 100) -> list[HistoryRecord]:
         in_scope = Filter(must=[FieldCondition("scope_key", match=MatchValue(scope_key))])
         return _chronological(await self._scroll(in_scope, Direction.Desc, limit), newest_first=True)
+
+    async def purge_scope(self, scope_key: str, *, limit: int = 500) -> int:
+        in_scope = Filter(must=[FieldCondition("scope_key", match=MatchValue(scope_key))])
+
+        def _purge(s: EdgeShard) -> int:
+            records, _ = s.scroll(ScrollRequest(limit=limit, filter=in_scope, with_payload=False))
+            if records:
+                s.update(UpdateOperation.delete_points([r.id for r in records]))
+            return len(records)
+
+        return await self._run(_purge)
 
     async def purge_before(self, before: datetime, *, limit: int = 500) -> int:
         # The same text form the records were stored in, so naive means UTC on both sides.
@@ -211,6 +225,15 @@ class ServerHistoryStore:
             must=[models.FieldCondition(key="scope_key", match=models.MatchValue(value=scope_key))]
         )
         return _chronological(await self._scroll(in_scope, models.Direction.DESC, limit), newest_first=True)
+
+    async def purge_scope(self, scope_key: str, *, limit: int = 500) -> int:
+        in_scope = models.Filter(
+            must=[models.FieldCondition(key="scope_key", match=models.MatchValue(value=scope_key))]
+        )
+        records, _ = await self._qdrant.scroll(self.collection, scroll_filter=in_scope, limit=limit, with_payload=False)
+        if records:
+            await self._qdrant.delete(self.collection, points_selector=[r.id for r in records])
+        return len(records)
 
     async def purge_before(self, before: datetime, *, limit: int = 500) -> int:
         older = models.Filter(must=[models.FieldCondition(key="ts", range=models.DatetimeRange(lt=before))])

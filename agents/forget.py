@@ -1,0 +1,39 @@
+"""Forget agent: starts the purge of a forgotten user or project down the pipeline.
+
+Consumes ``forgotten`` (key: scope; compacted, the ledger of forgets). Emits the same
+``ForgetScope`` on ``embedded`` (key: scope). From there it travels as a barrier: the decide
+agent drops its recent memories of the scope and passes it to ``memory-ops`` after every
+op it made for the scope's earlier facts; the store agent deletes the scope's memories and
+graph links and passes it to ``history`` after every record it wrote; the history agent
+purges the scope's records. Each stage then drops the scope's facts, ops and records dated
+no later than the forget (a parked snapshot's retry, a redelivery, a replay of old turns).
+State: none; a redelivered forget purges again, which is harmless.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import faust
+from faust.types import EventT
+
+from memstream.agents.base import DeadLetters, expect, guarded
+from memstream.bootstrap import Providers
+from memstream.schemas import ForgetScope
+from memstream.topics.binding import Topics
+from memstream.tracing import stage_span
+
+STAGE = "forget"
+
+
+def register(app: faust.App, topics: Topics, providers: Providers, sink: DeadLetters) -> faust.types.AgentT:
+    async def handle(value: Any, event: EventT) -> None:
+        op = expect(value, ForgetScope)
+        with stage_span("memstream.forget", scope=op.scope):
+            await topics.embedded.send(key=op.scope_key.encode(), value=op)
+
+    @app.agent(topics.forgotten, name=STAGE)
+    async def forget(stream: faust.StreamT) -> None:
+        await guarded(stream, STAGE, sink, handle)
+
+    return forget
