@@ -13,12 +13,12 @@ import pytest
 import pytest_asyncio
 
 from memstream import recall, runner
+from memstream.agents.store import FORGET_CAUSE
 from memstream.forget import forget_event
 from memstream.identity import project_key, user_key
 from memstream.publish import publish_events
 from memstream.replay import read_forgotten, replayable
 from memstream.schemas import Entity, Fact, MemoryUpdated, Turn
-from memstream.agents.store import FORGET_CAUSE
 from memstream.topics import FACTS, FORGOTTEN, MEMORY_UPDATED, topic_name
 from tests.e2e.conftest import eventually, read_topic, start_pipeline, values
 

@@ -1,0 +1,128 @@
+"""The API's door: an ASGI middleware that lets in only callers with a valid bearer token.
+
+It wraps the whole ASGI app, so every route and every mounted app (the MCP endpoint at
+``/mcp``, say) is behind it; no route can forget to ask. It needs no web framework: the
+principal goes into ``scope["state"]["principal"]``, where Starlette's ``request.state``
+and any mounted app find it.
+
+- No ``Authorization: Bearer …`` header: 401 with ``WWW-Authenticate: Bearer``.
+- A wrong, malformed or revoked token: 401 ``invalid_token``; the failure counts against
+  the client's address, and a client with too many recent failures gets 429 (even with a
+  good token) until its window passes, so tokens cannot be guessed at speed.
+- Only ``PUBLIC_PATHS`` (the liveness probe) pass without a token, matched exactly: no
+  prefix, so ``/health/../memories`` is not public.
+- Open mode (``MEMSTREAM_API_OPEN``, loopback only): every caller is the given principal.
+
+Tokens never appear in a log line or a response.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Awaitable, Callable, MutableMapping
+from typing import Any
+
+from memstream.auth import AuthError, FailureLimiter, Principal, TokenStore
+
+log = logging.getLogger(__name__)
+
+Scope = MutableMapping[str, Any]
+Message = MutableMapping[str, Any]
+Receive = Callable[[], Awaitable[Message]]
+Send = Callable[[Message], Awaitable[None]]
+ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
+
+#: Paths served without a token, matched exactly.
+PUBLIC_PATHS = frozenset({"/health"})
+
+
+def bearer_token(scope: Scope) -> str | None:
+    """The token of the request's ``Authorization: Bearer`` header; None when there is none."""
+    for name, value in scope.get("headers", []):
+        if name.lower() == b"authorization":
+            scheme, _, token = value.decode("latin-1").strip().partition(" ")
+            if scheme.lower() == "bearer" and token.strip():
+                return token.strip()
+            return ""  # present but not a bearer token: a wrong credential, not a missing one
+    return None
+
+
+def principal_of(scope: Scope) -> Principal | None:
+    """The principal the middleware let in (None on a public path)."""
+    state = scope.get("state") or {}
+    principal = state.get("principal")
+    return principal if isinstance(principal, Principal) else None
+
+
+class AuthMiddleware:
+    def __init__(
+        self,
+        app: ASGIApp,
+        *,
+        tokens: TokenStore | None,
+        open_principal: Principal | None = None,
+        limiter: FailureLimiter | None = None,
+        public_paths: frozenset[str] = PUBLIC_PATHS,
+    ) -> None:
+        if tokens is None and open_principal is None:
+            raise ValueError("the API needs a token store, or open mode")
+        self.app = app
+        self.tokens = tokens
+        self.open_principal = open_principal
+        self.limiter = limiter or FailureLimiter()
+        self.public_paths = public_paths
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] not in ("http", "websocket"):  # lifespan and the like carry no caller
+            await self.app(scope, receive, send)
+            return
+        if scope.get("path") in self.public_paths:
+            await self.app(scope, receive, send)
+            return
+        if self.open_principal is not None:
+            scope.setdefault("state", {})["principal"] = self.open_principal
+            await self.app(scope, receive, send)
+            return
+        client = (scope.get("client") or ("unknown", 0))[0]
+        if self.limiter.blocked(client):
+            await _refuse(
+                scope, send, 429, "too many failed attempts; try again later", retry_after=int(self.limiter.window)
+            )
+            return
+        token = bearer_token(scope)
+        if token is None:
+            await _refuse(scope, send, 401, "a bearer token is required", challenge='Bearer realm="memstream"')
+            return
+        try:
+            assert self.tokens is not None
+            principal = self.tokens.authenticate(token)
+        except AuthError:
+            self.limiter.failed(client)
+            log.warning("refused a request to %s from %s: invalid or revoked token", scope.get("path"), client)
+            await _refuse(
+                scope,
+                send,
+                401,
+                "invalid or revoked token",
+                challenge='Bearer realm="memstream", error="invalid_token"',
+            )
+            return
+        scope.setdefault("state", {})["principal"] = principal
+        await self.app(scope, receive, send)
+
+
+async def _refuse(
+    scope: Scope, send: Send, status: int, message: str, *, challenge: str = "", retry_after: int = 0
+) -> None:
+    if scope["type"] == "websocket":  # 1008: policy violation, before the handshake is accepted
+        await send({"type": "websocket.close", "code": 1008, "reason": message})
+        return
+    body = json.dumps({"error": message}).encode()
+    headers = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]
+    if challenge:
+        headers.append((b"www-authenticate", challenge.encode()))
+    if retry_after:
+        headers.append((b"retry-after", str(retry_after).encode()))
+    await send({"type": "http.response.start", "status": status, "headers": headers})
+    await send({"type": "http.response.body", "body": body})
