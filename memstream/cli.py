@@ -1,4 +1,4 @@
-"""The ``memstream`` command: up, publish, init, remember, replay, search, block, history."""
+"""The ``memstream`` command: up, publish, init, remember, replay, search, block, history, token, forget."""
 
 from __future__ import annotations
 
@@ -86,6 +86,30 @@ def _parser() -> argparse.ArgumentParser:
     block.add_argument("--query", "-q", default="", help="fills 'Relevant to Current Task'")
     block.set_defaults(run=cmd_block)
 
+    token = sub.add_parser("token", help="create, list and revoke the API's bearer tokens")
+    token_sub = token.add_subparsers(required=True, metavar="ACTION")
+    create = token_sub.add_parser("create", help="a new token (shown once) for a user and its projects, or an admin")
+    create.add_argument("--user", default="", help="the user's identity (e.g. an email); its personal memories")
+    create.add_argument("--project", "-p", action="append", default=[], help="a project directory it may use (repeat)")
+    create.add_argument("--all-projects", action="store_true", help="every project")
+    create.add_argument("--admin", action="store_true", help="may read every scope and forget users and projects")
+    create.add_argument("--label", default="", help="a note to recognise it by in `memstream token list`")
+    create.set_defaults(run=cmd_token_create)
+    listing = token_sub.add_parser("list", help="every token's id, principal and state (never the token)")
+    listing.set_defaults(run=cmd_token_list)
+    revoke = token_sub.add_parser("revoke", help="revoke a token by its id; servers refuse it at once")
+    revoke.add_argument("id")
+    revoke.set_defaults(run=cmd_token_revoke)
+
+    forget = sub.add_parser(
+        "forget", help="forget a user or a project: every memory, vector, graph link and audit record (admin)"
+    )
+    which = forget.add_mutually_exclusive_group(required=True)
+    which.add_argument("--user", help="the user's identity (e.g. an email)")
+    which.add_argument("--project", help="the project directory")
+    forget.add_argument("--yes", action="store_true", help="do not ask for confirmation")
+    forget.set_defaults(run=cmd_forget)
+
     history = sub.add_parser("history", help="the audit trail of one memory: every decision and change, oldest first")
     history.add_argument("memory_id")
     history.add_argument("--limit", "-n", type=int, default=100)
@@ -109,6 +133,7 @@ async def _up(settings: Settings) -> int:
     if runner.read_runtime_file(settings):
         raise CliError(f"memstream is already running with data dir {settings.data_dir} (see {settings.runtime_file})")
     configure_tracing(settings.trace_exporter)
+    _ensure_local_token(settings)
     print("memstream: starting…", flush=True)
     running = await runner.start(settings)
     print(_banner(running), flush=True)
@@ -154,6 +179,109 @@ def _banner(running: Any) -> str:
     )
 
 
+# --- tokens and principals -----------------------------------------------------------
+
+
+def _ensure_local_token(settings: Settings) -> None:
+    """Zero config for one user on one machine: the first `up` on loopback makes the local token."""
+    from memstream.auth import TokenStore, ensure_local_token, is_loopback
+
+    if settings.api_open or not is_loopback(settings.http_host):
+        return
+    ensure_local_token(TokenStore(settings.tokens_file), settings.local_token_file, _local_identity(settings))
+
+
+def _local_identity(settings: Settings) -> str:
+    """This machine's user: MEMSTREAM_USER, else the git email, else the OS login."""
+    import getpass
+
+    return settings.user or _git_email() or f"{getpass.getuser()}@localhost"
+
+
+def _client_token(settings: Settings) -> str:
+    from memstream.auth import read_token
+
+    return settings.token or read_token(settings.local_token_file)
+
+
+def _principal(settings: Settings) -> Any:
+    """The principal of the token this CLI uses, when the token file is readable here; else None."""
+    from memstream.auth import AuthError, TokenStore
+
+    token = _client_token(settings)
+    if not token:
+        return None
+    try:
+        return TokenStore(settings.tokens_file).authenticate(token)
+    except AuthError:
+        return None
+
+
+def cmd_token_create(args: argparse.Namespace, settings: Settings) -> int:
+    from memstream.auth import AuthError, TokenStore, admin_principal, user_principal
+
+    try:
+        if args.user:
+            projects = [str(Path(p).resolve()) if not p.startswith("p_") else p for p in args.project]
+            principal = user_principal(
+                args.user, projects, all_projects=args.all_projects, admin=args.admin, label=args.label
+            )
+        elif args.admin and not args.project and not args.all_projects:
+            principal = admin_principal(args.label)
+        else:
+            raise AuthError("give --user (with --project or --all-projects), or --admin alone")
+        token, record = TokenStore(settings.tokens_file).create(principal)
+    except AuthError as exc:
+        raise CliError(str(exc)) from None
+    print(f"created token {record.id} for {principal.describe()} in {settings.tokens_file}", file=sys.stderr)
+    print("it is shown once; only its hash is stored:", file=sys.stderr)
+    print(token)
+    return 0
+
+
+def cmd_token_list(args: argparse.Namespace, settings: Settings) -> int:
+    from memstream.auth import AuthError, TokenStore
+
+    try:
+        records = TokenStore(settings.tokens_file).records()
+    except AuthError as exc:
+        raise CliError(str(exc)) from None
+    if not records:
+        print(f"no tokens in {settings.tokens_file}")
+    for record in records:
+        state = f"revoked {record.revoked_at:%Y-%m-%d %H:%M}" if record.revoked_at else "active"
+        label = f"  ({record.principal.label})" if record.principal.label else ""
+        print(f"{record.id}  {record.created_at:%Y-%m-%d %H:%M}  {state:<24}  {record.principal.describe()}{label}")
+    return 0
+
+
+def cmd_token_revoke(args: argparse.Namespace, settings: Settings) -> int:
+    from memstream.auth import AuthError, TokenStore
+
+    try:
+        record = TokenStore(settings.tokens_file).revoke(args.id)
+    except AuthError as exc:
+        raise CliError(str(exc)) from None
+    print(f"revoked token {record.id} ({record.principal.describe()})")
+    return 0
+
+
+def cmd_forget(args: argparse.Namespace, settings: Settings) -> int:
+    what = f"user {args.user}" if args.user else f"project {Path(args.project).resolve()}"
+    if not args.yes:
+        if not sys.stdin.isatty():
+            raise CliError(f"forgetting {what} cannot be undone: add --yes")
+        answer = input(f"Forget {what}: every memory, graph link and audit record? [y/N] ")
+        if answer.strip().lower() not in ("y", "yes"):
+            print("nothing forgotten")
+            return 1
+    body = {"user": args.user} if args.user else {"project": str(Path(args.project).resolve())}
+    _, reply = _api_request(settings, "POST", "/admin/forget", {}, body)
+    data = json.loads(reply)
+    print(f"forgetting {what} (scope {data['scope_key']}): the pipeline is purging it")
+    return 0
+
+
 # --- publish -------------------------------------------------------------------------
 
 
@@ -176,7 +304,7 @@ def cmd_publish(args: argparse.Namespace, settings: Settings) -> int:
                     project=str(Path(args.project).resolve()),
                     role=args.role,
                     content=args.content,
-                    user=args.user or settings.user or _git_email(),
+                    user=args.user,
                 )
             ]
     except TurnError as exc:
@@ -184,10 +312,36 @@ def cmd_publish(args: argparse.Namespace, settings: Settings) -> int:
     # The project key hashes the absolute directory: resolve it here, where the
     # relative path means something, not in a worker with another working directory.
     turns = [msgspec.structs.replace(t, project=str(Path(t.project).resolve())) for t in turns]
+    turns = _as_principal(settings, turns)
     bootstrap = _bootstrap(settings)
     count = asyncio.run(publish(bootstrap, settings.topic_prefix, turns))
     print(f"published {count} turn{'s' if count != 1 else ''} to {settings.topic_prefix}.turns")
     return 0
+
+
+def _as_principal(settings: Settings, turns: list[Any]) -> list[Any]:
+    """The turns as this CLI's token may publish them: its user, its projects, or refused.
+
+    Without a token this machine can resolve (a remote producer writing straight to Kafka),
+    turns go as given: exactly what any Kafka producer can do, which Kafka ACLs close in
+    production (README, "Security and tenancy").
+    """
+    from memstream.auth import Forbidden, check_publish
+    from memstream.identity import project_key
+
+    principal = _principal(settings)
+    if principal is None:
+        if _client_token(settings):
+            raise CliError(f"the token in use is not in {settings.tokens_file}: it cannot publish from here")
+        return turns
+    checked = []
+    for turn in turns:
+        try:
+            check_publish(principal, project_key(turn.project), turn.user)
+        except Forbidden as exc:
+            raise CliError(f"refused: {exc} ({turn.user or principal.user}, {turn.project})") from None
+        checked.append(msgspec.structs.replace(turn, user=principal.user))
+    return checked
 
 
 def _bootstrap(settings: Settings) -> str:
@@ -239,7 +393,7 @@ def cmd_init(args: argparse.Namespace, settings: Settings) -> int:
         session_id=f"init:{key}",
         project=str(directory),
         project_key=key,
-        user_key=user_key(settings.user or _git_email()),
+        user_key=user_key(getattr(_principal(settings), "user", "")),
         mode="init",
         text=redact(files),
         turn_index=0,
@@ -274,10 +428,13 @@ def cmd_remember(args: argparse.Namespace, settings: Settings) -> int:
         raise CliError(f"unknown type {kind!r} (expected one of: {', '.join(MEMORY_TYPES)})")
     scope = args.scope or ("user" if kind == "preference" else guessed_scope if not args.type else "project")
     project = str(Path(args.project).resolve())
+    principal = _principal(settings)
+    if principal is not None and not principal.user:
+        raise CliError("the token in use has no user: it cannot remember anything")
     if scope == "user":
-        identity = settings.user or _git_email()
+        identity = principal.user if principal is not None else settings.user or _git_email()
         if not identity:
-            raise CliError("a user-scoped memory needs MEMSTREAM_USER or a git user.email")
+            raise CliError("a user-scoped memory needs a user token, MEMSTREAM_USER or a git user.email")
         scope_key = user_key(identity)
     else:
         scope_key = project_key(project)
@@ -329,6 +486,7 @@ def cmd_replay(args: argparse.Namespace, settings: Settings) -> int:
                 api_url=api_url,
                 start=start,
                 switch=args.switch,
+                token=_client_token(settings),
             )
         )
     except ReplayError as exc:
@@ -341,20 +499,35 @@ def cmd_replay(args: argparse.Namespace, settings: Settings) -> int:
 
 
 def _api_get(settings: Settings, path: str, params: dict[str, str]) -> tuple[str, str]:
+    return _api_request(settings, "GET", path, params)
+
+
+def _api_request(
+    settings: Settings, method: str, path: str, params: dict[str, str], body: dict[str, Any] | None = None
+) -> tuple[str, str]:
+    """Call the API with this CLI's bearer token (MEMSTREAM_TOKEN, else the local token)."""
     from memstream.runner import read_runtime_file
 
     runtime = read_runtime_file(settings)
     base = str(runtime["api_url"]) if runtime else settings.api_url
-    url = f"{base}{path}?{urllib.parse.urlencode(params)}"
+    url = f"{base}{path}?{urllib.parse.urlencode(params)}" if params else f"{base}{path}"
+    headers = {"Content-Type": "application/json"} if body is not None else {}
+    token = _client_token(settings)
+    if token:
+        headers["Authorization"] = f"Bearer {token}"
+    data = json.dumps(body).encode() if body is not None else None
+    request = urllib.request.Request(url, data=data, headers=headers, method=method)
     try:
-        with urllib.request.urlopen(url, timeout=30) as response:
+        with urllib.request.urlopen(request, timeout=30) as response:
             return response.headers.get_content_type(), response.read().decode()
     except urllib.error.HTTPError as exc:
-        body = exc.read().decode(errors="replace")
+        reply = exc.read().decode(errors="replace")
         try:
-            message = json.loads(body)["error"]
+            message = json.loads(reply)["error"]
         except (ValueError, KeyError, TypeError):
-            message = body[:200]
+            message = reply[:200]
+        if exc.code == 401 and not _client_token(settings):
+            message += " (set MEMSTREAM_TOKEN, or run `memstream up` here once to make the local token)"
         raise CliError(f"{path} failed ({exc.code}): {message}") from None
     except urllib.error.URLError as exc:
         raise CliError(f"cannot reach memstream at {base} ({exc.reason}): is `memstream up` running?") from None
@@ -362,7 +535,7 @@ def _api_get(settings: Settings, path: str, params: dict[str, str]) -> tuple[str
 
 def cmd_search(args: argparse.Namespace, settings: Settings) -> int:
     project = str(Path(args.project).resolve())
-    params = {"q": args.query, "project": project, "limit": str(args.limit), "user": settings.user or _git_email()}
+    params = {"q": args.query, "project": project, "limit": str(args.limit)}
     _, body = _api_get(settings, "/search", params)
     if args.json:
         print(body)
@@ -377,7 +550,7 @@ def cmd_search(args: argparse.Namespace, settings: Settings) -> int:
 
 def cmd_block(args: argparse.Namespace, settings: Settings) -> int:
     project = str(Path(args.project).resolve())
-    params = {"project": project, "q": args.query, "user": settings.user or _git_email()}
+    params = {"project": project, "q": args.query}
     _, body = _api_get(settings, "/block", params)
     print(body)
     return 0

@@ -256,8 +256,11 @@ async def drained(running: runner.Running, copied: int, report: Callable[[int, i
     raise ReplayError(f"the shadow pipeline did not drain within {timeout:.0f}s")
 
 
-def live_memories(api_url: str) -> list[Memory]:
-    with urllib.request.urlopen(f"{api_url}/memories?limit=100000", timeout=60) as response:
+def live_memories(api_url: str, token: str = "") -> list[Memory]:
+    """Every live memory, from the admin route of the running API (an admin token's)."""
+    headers = {"Authorization": f"Bearer {token}"} if token else {}
+    request = urllib.request.Request(f"{api_url}/memories?limit=100000", headers=headers)
+    with urllib.request.urlopen(request, timeout=60) as response:
         data = json.loads(response.read())
     return [msgspec.convert(m, Memory) for m in data["memories"]]
 
@@ -270,6 +273,7 @@ async def replay(
     api_url: str,
     start: Start = Start(),
     switch: bool = False,
+    token: str = "",
     timeout: float = 3600.0,
     report: Callable[[str, int, int], None] = progress_bar,
 ) -> Summary:
@@ -303,7 +307,9 @@ async def replay(
         shadow_memories = await providers.store.list(None, include_superseded=True, limit=1_000_000)
     finally:
         await running.stop()
-    added, removed, changed, unchanged = compare(await asyncio.to_thread(live_memories, api_url), shadow_memories)
+    added, removed, changed, unchanged = compare(
+        await asyncio.to_thread(live_memories, api_url, token), shadow_memories
+    )
     if switch:
         _switch(settings, embedder.model, collection)
     return Summary(copied, collection, added, removed, changed, unchanged, time.monotonic() - began, switched=switch)

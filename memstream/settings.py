@@ -187,6 +187,9 @@ class Settings:
     #: MEMSTREAM_TOKEN: the bearer token the CLI sends to the API. Empty: the local token that
     #: ``memstream up`` created in the data dir.
     token: str = field(default="", metadata=_env("MEMSTREAM_TOKEN"))
+    #: MEMSTREAM_TOKENS_FILE: the hashed tokens the API accepts (``memstream token``). Empty:
+    #: ``tokens.json`` in the data dir. Point it at a mounted Secret in Kubernetes.
+    tokens_path: str = field(default="", metadata=_env("MEMSTREAM_TOKENS_FILE"))
     #: MEMSTREAM_API_OPEN: serve the API without tokens. Allowed only on a loopback address.
     api_open: bool = field(default=False, metadata=_env("MEMSTREAM_API_OPEN"))
     #: MEMSTREAM_LOG_LEVEL: debug, info, warning, error.
@@ -299,7 +302,7 @@ class Settings:
     @property
     def tokens_file(self) -> Path:
         """The hashed tokens and their principals (``memstream token``)."""
-        return self.data_dir / "tokens.json"
+        return Path(self.tokens_path) if self.tokens_path else self.data_dir / "tokens.json"
 
     @property
     def local_token_file(self) -> Path:
