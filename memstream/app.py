@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from types import MappingProxyType
 from typing import Any
@@ -23,7 +23,7 @@ from memstream.agents.base import DeadLetters
 from memstream.bootstrap import Providers
 from memstream.codec import register_codec
 from memstream.metrics import CONSUMER_LAG
-from memstream.schemas import MemoryUsage
+from memstream.schemas import ForgetScope, MemoryUsage, Turn
 from memstream.settings import Settings
 from memstream.topics.binding import Topics, bind_topics
 from memstream.transport import MemstreamApp
@@ -82,7 +82,12 @@ def build_app(settings: Settings, providers: Providers, bootstrap: str, *, web: 
         setup_opentelemetry(app)
     if web:
         context = api.ApiContext(
-            providers=providers, record_usage=_usage_sink(topics), update_lag=lambda: update_lag(app)
+            providers=providers,
+            record_usage=_usage_sink(topics),
+            update_lag=lambda: update_lag(app),
+            publish_turns=_turn_sink(topics),
+            publish_forget=_forget_sink(topics),
+            **api.ApiContext.auth_from(settings),
         )
         app.web_server(type("MemstreamApi", (ApiService,), {"asgi_app": api.create_app(context), "faust_app": app}))
     return Pipeline(app=app, topics=topics, providers=providers, dead_letters=dead_letters)
@@ -105,6 +110,21 @@ class ApiService(AsgiService):
 def _usage_sink(topics: Topics) -> api.UsageSink:
     async def send(usage: MemoryUsage) -> None:
         await topics.consolidation.send(key=b"usage", value=usage)
+
+    return send
+
+
+def _turn_sink(topics: Topics) -> api.TurnSink:
+    async def send(turns: Sequence[Turn]) -> None:
+        for turn in turns:
+            await topics.turns.send(key=turn.session_id.encode(), value=turn)
+
+    return send
+
+
+def _forget_sink(topics: Topics) -> api.ForgetSink:
+    async def send(event: ForgetScope) -> None:
+        await topics.forgotten.send(key=event.scope_key.encode(), value=event)
 
     return send
 

@@ -52,7 +52,19 @@ async def search(
     providers: Providers, query: str, project_key: str, user_key: str = "", *, limit: int = 10
 ) -> list[ScoredMemory]:
     """The memories nearest the query, graph-boosted (seed 003) when the graph is enabled."""
-    keys = scopes(project_key, user_key)
+    return await search_scopes(providers, query, scopes(project_key, user_key), limit=limit)
+
+
+async def search_scopes(
+    providers: Providers, query: str, keys: Sequence[str], *, limit: int = 10
+) -> list[ScoredMemory]:
+    """:func:`search` over exactly these scope keys (the API's, decided from the caller's token).
+
+    No scope, no search: an empty list never means "every scope".
+    """
+    keys = [key for key in keys if key]
+    if not keys:
+        return []
     graph = providers.graph
     if graph is None:
         vector = await providers.embedder.embed_query(query)
@@ -146,9 +158,17 @@ def render_block(memories: Sequence[Memory], relevant: Sequence[ScoredMemory] = 
 
 
 async def block_memories(providers: Providers, project_key: str, user_key: str = "", query: str = "") -> Block:
+    return await block_scopes(providers, scopes(project_key, user_key), query)
+
+
+async def block_scopes(providers: Providers, keys: Sequence[str], query: str = "") -> Block:
+    """:func:`block_memories` over exactly these scope keys; no scope gives an empty block."""
+    keys = [key for key in keys if key]
+    if not keys:
+        return build_block([])
     types = [CONSOLIDATED, *(t for _, section in SECTIONS for t in section)]
-    memories = await providers.store.list(scopes(project_key, user_key), types=types)
-    relevant = await search(providers, query, project_key, user_key, limit=RELEVANT_LIMIT) if query else []
+    memories = await providers.store.list(keys, types=types)
+    relevant = await search_scopes(providers, query, keys, limit=RELEVANT_LIMIT) if query else []
     return build_block(memories, relevant)
 
 

@@ -23,12 +23,17 @@ def spans() -> InMemorySpanExporter:
 
 
 def make_settings(data_dir: Path, **overrides: object) -> Settings:
-    """Settings isolated from the developer's environment, with unique topics and ports."""
+    """Settings isolated from the developer's environment, with unique topics and ports.
+
+    The API runs open on loopback (one principal, admin on every project, as ``user``):
+    tests of the pipeline read it without tokens. tests/tenancy turns ``api_open`` off.
+    """
     values: dict[str, object] = {
         "data_dir": data_dir,
         "topic_prefix": f"t{uuid.uuid4().hex[:10]}",
         "http_port": free_port(),
         "partitions": 2,
+        "api_open": True,
     }
     values.update(overrides)
     return Settings.from_env({}, **values)

@@ -77,6 +77,8 @@ async def run(tmp_module_dir: Path) -> AsyncIterator[Run]:
             anthropic_api_key="sk-test",
             anthropic_base_url=fake.base_url,
             llm_retries=0,
+            # The API's caller (open mode on loopback): the user whose preferences it reads.
+            user=USER,
             # Every assistant turn writes a summary and only 2 are kept, so the session
             # also exercises condensation.
             summary_every=1,
@@ -193,7 +195,7 @@ async def test_search_and_block_over_http(run: Run) -> None:
     api = run.running.settings.api_url
 
     def fetch(path: str, **params: str) -> str:
-        query = urllib.parse.urlencode({"project": run.project, "user": USER, **params})
+        query = urllib.parse.urlencode({"project": run.project, **params})
         with urllib.request.urlopen(f"{api}{path}?{query}", timeout=30) as response:
             return response.read().decode()
 
