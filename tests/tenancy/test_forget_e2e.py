@@ -148,8 +148,12 @@ async def test_a_late_fact_said_before_the_forget_stays_forgotten_a_new_one_is_k
         return [m.text for m in await providers.store.list([victim], include_superseded=True)]
 
     assert await eventually(fresh_stored, what="the fact said after the forget") == ["Prefers a brand new start"]
-    history = await providers.history.for_scope(victim)
-    assert history and all("late zebra7" not in r.fact_text for r in history)
+
+    async def fresh_history() -> list[Any]:
+        return await providers.history.for_scope(victim)
+
+    history = await eventually(fresh_history, what="the new fact's audit record")
+    assert all("late zebra7" not in r.fact_text for r in history)
 
 
 async def test_a_replay_leaves_the_forgotten_user_out(forgotten: runner.Running) -> None:
