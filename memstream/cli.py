@@ -43,6 +43,11 @@ def _parser() -> argparse.ArgumentParser:
     up = sub.add_parser("up", help="run broker (embedded by default), store, all agents and the search API")
     up.set_defaults(run=cmd_up)
 
+    serve_api = sub.add_parser(
+        "api", help="serve the API only (query-only: no consumer group, no agents) beside `up` workers"
+    )
+    serve_api.set_defaults(run=cmd_api)
+
     pub = sub.add_parser("publish", help="publish one turn, or a JSONL file of turns, to the turns topic")
     pub.add_argument("content", nargs="?", help="the message text (omit with --file)")
     pub.add_argument("--file", "-f", help="JSONL file of turns ('-' for stdin)")
@@ -147,6 +152,17 @@ async def _up(settings: Settings) -> int:
         print("\nmemstream: stopping…", flush=True)
         await running.stop()
         print("memstream: stopped.", flush=True)
+    return 0
+
+
+def cmd_api(args: argparse.Namespace, settings: Settings) -> int:
+    from memstream.query_api import QueryApiError, serve
+
+    logging.basicConfig(level=settings.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    try:
+        asyncio.run(serve(settings))
+    except QueryApiError as exc:
+        raise CliError(str(exc)) from None
     return 0
 
 

@@ -1,0 +1,118 @@
+"""`memstream api`: the query-only process. It imports no pipeline, joins no consumer group,
+and publishes what a reader causes through a plain producer, behind the same tokens."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from collections.abc import AsyncIterator
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+import pytest_asyncio
+
+from memstream.auth import TokenStore, admin_principal, user_principal
+from memstream.cli import main
+from memstream.identity import user_key
+from memstream.query_api import Publisher, QueryApiError, build, check_settings, query_providers
+from memstream.schemas import decode
+from tests.conftest import make_settings
+
+pytestmark = pytest.mark.asyncio(loop_scope="module")
+
+
+class RecordingProducer:
+    def __init__(self) -> None:
+        self.sent: list[tuple[str, bytes, bytes]] = []
+
+    async def send_and_wait(self, topic: str, value: bytes, key: bytes) -> None:
+        self.sent.append((topic, key, value))
+
+
+def test_the_query_api_imports_no_pipeline() -> None:
+    heavy = ("faust", "mode", "aiokafka", "memstream.agents", "memstream.app", "memstream.runner")
+    code = f"import sys, memstream.query_api\nprint(' '.join(m for m in {heavy!r} if m in sys.modules))"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "", "a query-only process must not load the pipeline (nor join its group)"
+
+
+def test_it_needs_the_workers_store_and_broker(tmp_path: Path) -> None:
+    with pytest.raises(QueryApiError, match="MEMSTREAM_QDRANT_URL"):
+        check_settings(make_settings(tmp_path, kafka_bootstrap="kafka:9092"))
+    with pytest.raises(QueryApiError, match="MEMSTREAM_KAFKA_BOOTSTRAP"):
+        check_settings(make_settings(tmp_path, qdrant_url="http://qdrant:6333"))
+    check_settings(make_settings(tmp_path, qdrant_url="http://qdrant:6333", kafka_bootstrap="kafka:9092"))
+
+
+def test_the_command_says_what_is_missing(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: Any) -> None:
+    monkeypatch.delenv("MEMSTREAM_QDRANT_URL", raising=False)
+    monkeypatch.setenv("MEMSTREAM_DATA_DIR", str(tmp_path))
+    assert main(["api"]) == 2
+    assert "MEMSTREAM_QDRANT_URL" in capsys.readouterr().err
+
+
+def test_open_mode_off_loopback_refuses_to_start(monkeypatch: pytest.MonkeyPatch, capsys: Any) -> None:
+    monkeypatch.setenv("MEMSTREAM_API_OPEN", "true")
+    monkeypatch.setenv("MEMSTREAM_HTTP_HOST", "0.0.0.0")
+    assert main(["api"]) == 2
+    assert "loopback" in capsys.readouterr().err
+
+
+@pytest_asyncio.fixture(loop_scope="module", scope="module")
+async def served(tmp_path_factory: Any) -> AsyncIterator[tuple[httpx.AsyncClient, RecordingProducer, dict[str, str]]]:
+    settings = make_settings(tmp_path_factory.mktemp("query-api"), api_open=False)
+    providers = query_providers(settings)
+    assert providers.llm is None
+    await providers.open()
+    store = TokenStore(settings.tokens_file)
+    tokens = {
+        "alice": store.create(user_principal("alice@example.com", ["/repos/a"]))[0],
+        "admin": store.create(admin_principal())[0],
+    }
+    producer = RecordingProducer()
+    app = build(settings, providers, Publisher(producer, settings.topic_prefix))
+    try:
+        async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://api") as client:
+            yield client, producer, tokens
+    finally:
+        await providers.close()
+
+
+async def test_it_serves_the_same_guarded_api(served: Any) -> None:
+    client, _, tokens = served
+    assert (await client.get("/search", params={"q": "x", "project": "/repos/a"})).status_code == 401
+    ok = await client.get(
+        "/search", params={"q": "x", "project": "/repos/a"}, headers={"Authorization": f"Bearer {tokens['alice']}"}
+    )
+    assert ok.status_code == 200 and ok.json()["results"] == []
+    assert (await client.get("/memories", headers={"Authorization": f"Bearer {tokens['alice']}"})).status_code == 403
+
+
+async def test_it_publishes_forgets_and_turns_with_its_producer(served: Any) -> None:
+    client, producer, tokens = served
+    forget = await client.post(
+        "/admin/forget",
+        content=json.dumps({"user": "bob@example.com"}),
+        headers={"Authorization": f"Bearer {tokens['admin']}"},
+    )
+    assert forget.status_code == 202
+    turn = {
+        "schema": "turn.v1",
+        "session_id": "s9",
+        "project": "/repos/a",
+        "role": "user",
+        "content": "hi",
+        "ts": datetime.now(UTC).isoformat(),
+    }
+    published = await client.post(
+        "/turns", content=json.dumps([turn]), headers={"Authorization": f"Bearer {tokens['alice']}"}
+    )
+    assert published.status_code == 202
+    topics = [(topic.rsplit(".", 1)[1], key) for topic, key, _ in producer.sent]
+    assert topics == [("forgotten", user_key("bob@example.com").encode()), ("turns", b"s9")]
+    sent_turn = decode(producer.sent[1][2])
+    assert getattr(sent_turn, "user", None) == "alice@example.com"
