@@ -22,7 +22,7 @@ from memstream.query_api import Publisher, QueryApiError, build, check_settings,
 from memstream.schemas import decode
 from tests.conftest import make_settings
 
-pytestmark = pytest.mark.asyncio(loop_scope="module")
+ASYNC = pytest.mark.asyncio(loop_scope="module")
 
 
 class RecordingProducer:
@@ -82,6 +82,7 @@ async def served(tmp_path_factory: Any) -> AsyncIterator[tuple[httpx.AsyncClient
         await providers.close()
 
 
+@ASYNC
 async def test_it_serves_the_same_guarded_api(served: Any) -> None:
     client, _, tokens = served
     assert (await client.get("/search", params={"q": "x", "project": "/repos/a"})).status_code == 401
@@ -92,6 +93,7 @@ async def test_it_serves_the_same_guarded_api(served: Any) -> None:
     assert (await client.get("/memories", headers={"Authorization": f"Bearer {tokens['alice']}"})).status_code == 403
 
 
+@ASYNC
 async def test_it_publishes_forgets_and_turns_with_its_producer(served: Any) -> None:
     client, producer, tokens = served
     forget = await client.post(
