@@ -249,7 +249,19 @@ def test_memstream_services_build_this_image_and_run_memstream_up(services: dict
         build = service["build"]
         context = build if isinstance(build, str) else build.get("context", ".")
         assert (ROOT / context).resolve() == ROOT
-        assert "command" not in service, f"{name} must use the image's CMD (memstream up)"
+    assert "command" not in services["worker"], "workers must use the image's CMD (memstream up)"
+    # The API is query-only: it must not join the workers' consumer group.
+    assert services["api"]["command"] == ["memstream", "api"]
+
+
+def test_memstream_services_read_tokens_from_the_mounted_directory(services: dict[str, Any]) -> None:
+    for name in MEMSTREAM_SERVICES:
+        env = environment(services[name])
+        mounts = dict(bind_mounts(services[name]))
+        assert mounts["./deploy/tokens"] == "/etc/memstream/tokens", name
+        assert env["MEMSTREAM_TOKENS_FILE"].startswith("/etc/memstream/tokens/"), name
+        assert "MEMSTREAM_API_OPEN" not in env, f"{name}: an open API is for loopback only"
+    assert (ROOT / "deploy/tokens/.gitignore").read_text().splitlines()[-2:] == ["*", "!.gitignore"]
 
 
 def test_workers_scale_and_the_api_publishes_8765(services: dict[str, Any]) -> None:

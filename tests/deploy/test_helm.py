@@ -29,7 +29,9 @@ KUBE_VERSION = kubernetes_validate.latest_version()
 
 SETTING_ENVS = {f.metadata["env"] for f in fields(Settings)}
 SECRET_ENVS = {"ANTHROPIC_API_KEY", "XAI_API_KEY", "GOOGLE_API_KEY", "VOYAGE_API_KEY", "MEMSTREAM_QDRANT_API_KEY"}
-NON_SECRET_ENVS = SETTING_ENVS - SECRET_ENVS
+#: A client's bearer token: a secret, and never set in a pod at all.
+CLIENT_SECRET_ENVS = {"MEMSTREAM_TOKEN"}
+NON_SECRET_ENVS = SETTING_ENVS - SECRET_ENVS - CLIENT_SECRET_ENVS
 #: Custom resources: no schema in kubernetes-validate, checked structurally instead.
 CRDS = {("keda.sh/v1alpha1", "ScaledObject"), ("monitoring.coreos.com/v1", "ServiceMonitor")}
 
@@ -50,10 +52,11 @@ SCENARIOS: dict[str, dict[str, Any]] = {
         "tracing": {"otlpEndpoint": "http://otel-collector:4318"},
         "logLevel": "warning",
         "autoscaling": {"keda": {"enabled": True}, "maxReplicas": 12},
-        "serviceMonitor": {"enabled": True},
+        "serviceMonitor": {"enabled": True, "bearerTokenSecret": {"name": "memstream-metrics-token"}},
         "persistence": {"storageClass": "fast-ssd", "size": "20Gi"},
         "imagePullSecrets": [{"name": "registry"}],
         "config": {"MEMSTREAM_USER": "platform@acme.test", "MEMSTREAM_EMBED_BATCH": 128},
+        "auth": {"tokens": {"existingSecret": "memstream-tokens"}},
     },
 }
 
@@ -296,7 +299,7 @@ def test_default_values_hold_no_secret_material(chart: Any) -> None:
 
 
 @pytest.mark.parametrize("scenario", list(SCENARIOS))
-def test_workers_and_api_run_memstream_up_with_health_probes(
+def test_workers_run_memstream_up_and_the_api_memstream_api_with_health_probes(
     rendered: dict[str, list[dict[str, Any]]], scenario: str
 ) -> None:
     docs = rendered[scenario]
@@ -305,7 +308,8 @@ def test_workers_and_api_run_memstream_up_with_health_probes(
     config_name = one(docs, "ConfigMap")["metadata"]["name"]
     for name, spec in specs.items():
         c = container(spec)
-        assert c["command"] == ["memstream", "up"], name  # no wrapper: a stale runtime file is ignored
+        # No wrapper (a stale runtime file is ignored); the api is query-only: no consumer group.
+        assert c["command"] == ["memstream", "api" if name == API else "up"], name
         assert {"name": "http", "containerPort": 8765, "protocol": "TCP"} in c["ports"]
         assert {"configMapRef": {"name": config_name}} in c["envFrom"]
         for probe in ("livenessProbe", "readinessProbe", "startupProbe"):
@@ -434,10 +438,51 @@ def test_service_monitor_scrapes_both_services(rendered: dict[str, list[dict[str
 
 def test_probed_and_scraped_paths_are_routes_of_memstream_api(rendered: dict[str, list[dict[str, Any]]]) -> None:
     source = (Path(__file__).resolve().parents[2] / "memstream" / "api.py").read_text()
-    assert '@app.page("/health")' in source
+    assert 'Route("/health"' in source
     monitor = one(rendered["servicemonitor"], "ServiceMonitor")
     for endpoint in monitor["spec"]["endpoints"]:
-        assert f'@app.page("{endpoint["path"]}")' in source, endpoint["path"]
+        assert f'Route("{endpoint["path"]}"' in source, endpoint["path"]
+
+
+# --- tokens ----------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("scenario", list(SCENARIOS))
+def test_pods_read_tokens_from_the_mounted_secret_and_never_run_open(
+    rendered: dict[str, list[dict[str, Any]]], scenario: str
+) -> None:
+    docs = rendered[scenario]
+    data = one(docs, "ConfigMap")["data"]
+    assert data["MEMSTREAM_API_OPEN"] == "false"
+    settings = Settings.from_env(data)
+    assert not settings.api_open
+    secret = SCENARIOS[scenario].get("auth", {}).get("tokens", {}).get("existingSecret", "")
+    for name, spec in pod_specs(docs):
+        c = container(spec)
+        assert "MEMSTREAM_TOKEN" not in {e["name"] for e in c["env"]}, name
+        mounts = {m["name"]: m for m in c["volumeMounts"]}
+        volumes = {v["name"]: v for v in spec.get("volumes", [])}
+        if not secret:  # no tokens: the API refuses all but /health, it does not open up
+            assert "tokens" not in mounts and "tokens" not in volumes, name
+            continue
+        assert mounts["tokens"]["readOnly"] is True
+        assert str(settings.tokens_file).startswith(mounts["tokens"]["mountPath"] + "/"), name
+        assert volumes["tokens"]["secret"]["secretName"] == secret
+        assert volumes["tokens"]["secret"]["items"] == [{"key": "tokens.json", "path": settings.tokens_file.name}]
+
+
+def test_the_service_monitor_presents_an_admin_token(rendered: dict[str, list[dict[str, Any]]]) -> None:
+    monitor = one(rendered["production"], "ServiceMonitor")
+    for endpoint in monitor["spec"]["endpoints"]:
+        assert endpoint["authorization"] == {
+            "type": "Bearer",
+            "credentials": {"name": "memstream-metrics-token", "key": "token"},
+        }
+
+
+def test_the_chart_refuses_a_client_token_in_values(chart: Any) -> None:
+    with pytest.raises(Exception, match="MEMSTREAM_TOKEN is a secret"):
+        render(chart, {"config": {"MEMSTREAM_TOKEN": "mst_x"}})
 
 
 def test_every_namespaced_object_is_in_the_release_namespace(rendered: dict[str, list[dict[str, Any]]]) -> None:

@@ -145,17 +145,25 @@ MEMSTREAM_CONSOLIDATION_RETRY_DELAY_MAX
 MEMSTREAM_HTTP_HOST
 MEMSTREAM_HTTP_PORT
 MEMSTREAM_USER
+MEMSTREAM_TOKENS_FILE
+MEMSTREAM_API_OPEN
 MEMSTREAM_LOG_LEVEL
 MEMSTREAM_TRACE_EXPORTER
 {{- end }}
 
-{{/* The settings that hold secrets: only ever set from a secretKeyRef. */}}
+{{/* Where the tokens Secret is mounted (a directory: Kubernetes swaps its files atomically). */}}
+{{- define "memstream.tokensDir" -}}
+/etc/memstream/tokens
+{{- end }}
+
+{{/* The settings that hold secrets: only ever set from a secretKeyRef (MEMSTREAM_TOKEN: never in a pod). */}}
 {{- define "memstream.secretSettingNames" -}}
 ANTHROPIC_API_KEY
 XAI_API_KEY
 GOOGLE_API_KEY
 VOYAGE_API_KEY
 MEMSTREAM_QDRANT_API_KEY
+MEMSTREAM_TOKEN
 {{- end }}
 
 {{/*
@@ -182,6 +190,8 @@ names, secret names and names the structured values already own.
   "MEMSTREAM_QDRANT_URL" (toString .Values.qdrant.url)
   "MEMSTREAM_HTTP_HOST" (toString .Values.http.host)
   "MEMSTREAM_HTTP_PORT" (toString (int64 .Values.http.port))
+  "MEMSTREAM_TOKENS_FILE" (printf "%s/%s" (include "memstream.tokensDir" .) "tokens.json")
+  "MEMSTREAM_API_OPEN" "false"
   "MEMSTREAM_LOG_LEVEL" (toString .Values.logLevel)
   "MEMSTREAM_TRACE_EXPORTER" (ternary "otlp" "none" (not (empty .Values.tracing.otlpEndpoint)))
 }}
@@ -257,9 +267,10 @@ containers:
   - name: memstream
     image: {{ include "memstream.image" $root | quote }}
     imagePullPolicy: {{ $root.Values.image.pullPolicy }}
+    # Workers run the pipeline; api pods run the query-only `memstream api` (no consumer group).
     command:
       - memstream
-      - up
+      - {{ ternary "api" "up" (eq .component "api") }}
     ports:
       - name: http
         containerPort: {{ int64 $root.Values.http.port }}
@@ -332,9 +343,25 @@ containers:
         mountPath: {{ $root.Values.persistence.mountPath }}
       - name: tmp
         mountPath: /tmp
-{{- with .volumes }}
+      {{- if $root.Values.auth.tokens.existingSecret }}
+      - name: tokens
+        mountPath: {{ include "memstream.tokensDir" $root }}
+        readOnly: true
+      {{- end }}
+{{- if or .volumes $root.Values.auth.tokens.existingSecret }}
 volumes:
+  {{- with .volumes }}
   {{- . | nindent 2 }}
+  {{- end }}
+  {{- with $root.Values.auth.tokens.existingSecret }}
+  - name: tokens
+    secret:
+      secretName: {{ . | quote }}
+      defaultMode: 0440
+      items:
+        - key: {{ $root.Values.auth.tokens.key | quote }}
+          path: tokens.json
+  {{- end }}
 {{- end }}
 {{- if $spec.affinity }}
 affinity:
