@@ -12,7 +12,7 @@ from collections.abc import Iterable, Mapping
 from datetime import datetime
 from typing import Protocol
 
-from memstream.capture.adapters import claude, codex
+from memstream.capture.adapters import claude, codex, gemini
 from memstream.capture.model import Parsed, RawRecord, Source
 
 
@@ -30,6 +30,7 @@ class Adapter(Protocol):
 ADAPTERS: dict[Source, Adapter] = {
     Source.CLAUDE: claude.parse,
     Source.CODEX: codex.parse,
+    Source.GEMINI: gemini.parse,
 }
 
 
