@@ -12,7 +12,7 @@ from collections.abc import Iterable, Mapping
 from datetime import datetime
 from typing import Protocol
 
-from memstream.capture.adapters import claude, codex, gemini
+from memstream.capture.adapters import claude, codex, gemini, kimi
 from memstream.capture.model import Parsed, RawRecord, Source
 
 
@@ -31,6 +31,7 @@ ADAPTERS: dict[Source, Adapter] = {
     Source.CLAUDE: claude.parse,
     Source.CODEX: codex.parse,
     Source.GEMINI: gemini.parse,
+    Source.KIMI: kimi.parse,
 }
 
 
