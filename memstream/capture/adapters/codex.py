@@ -26,7 +26,8 @@ Decisions, case by case:
 - Sub-agent traffic: a rollout whose ``session_meta.source`` is a ``subagent`` gives no turns (it starts
   with a copy of its parent's lines, already read from the parent's file).
 - A resumed session appends to the same rollout, so there are no copies inside a file; a fork starts a new
-  file with copies of the parent's messages, which the ingest's first-seen dedup recognises.
+  file (``session_meta.forked_from_id``) with copies of the parent's messages under the fork's id, which
+  only a dedup by content across sessions recognises (the adapter reads one file).
 - Lines are ordered by their ``timestamp`` (stable). session id: ``session_meta.id`` (else the uuid at the
   end of the file name); project: ``session_meta.cwd``, updated by ``turn_context.cwd``; model: the
   latest ``turn_context.model`` before an assistant message.

@@ -31,8 +31,9 @@ Decisions, case by case:
 - ``SubagentEvent`` wraps a sub-agent's own events: skipped, and a sub-agent's wire file (under the
   session's ``subagents`` folder) gives no turns.
 - A fork (``session_fork.py``) starts a new session whose wire begins with copies of the parent's lines;
-  copies keep their timestamps, so each turn's ``message_id`` (the role and the epoch timestamp of its first
-  record) is the same in both files and the ingest's first-seen dedup keeps the first.
+  copies keep their timestamps, so each copied turn has the same ``message_id`` (the role and the epoch
+  timestamp of its first record) and content as the parent's, under the fork's session id. Nothing in the
+  fork's folder names its parent, so recognising the copies is left to the ingest's dedup (by message id).
 - Turns are ordered by timestamp (stable). session id: the session folder's name; project: the CLI's own
   map (``projects[<folder name>]``, see :func:`load_projects`); model: not recorded in the wire, left "".
 """

@@ -95,6 +95,9 @@ def test_project_map_from_registry_markers_and_candidates(tmp_path: Path) -> Non
     moved = home / "tmp" / "orbit" / "chats" / SESSION.name
     moved.write_text(SESSION.read_text().replace(gemini.project_hash(ROOT), "0" * 64))
     assert {turn.project for turn in read(moved, projects).turns} == {ROOT}
+    # the registry finds that map by itself from where the file lives
+    found = read_session(moved)
+    assert {turn.project for turn in parse(Source.GEMINI, str(moved), found.records, mtime=MTIME).turns} == {ROOT}
     assert gemini.load_projects(tmp_path / "absent") == {}
 
 

@@ -78,6 +78,9 @@ def test_project_map_is_kimis_own_md5_of_the_work_dir() -> None:
         f"ssh_{kimi.work_dir_folder('/srv/remote-box')}": "/srv/remote-box",
     }
     assert kimi.load_projects(FIXTURES / "absent") == {}
+    # the registry finds kimi.json by itself above the sessions folder
+    found = read_session(WIRE)
+    assert {turn.project for turn in parse(Source.KIMI, str(WIRE), found.records, mtime=MTIME).turns} == {WORK_DIR}
 
 
 def test_wire_is_detected_anywhere_and_context_is_not_a_session_file(tmp_path: Path) -> None:
