@@ -72,14 +72,22 @@ def parse_jsonl(data: bytes, *, file: str, offset: int = 0, line: int = 1, final
         end = newline + 1 if complete else len(data)
         chunk = data[position:end]
         record_offset = offset + end
-        _take_line(chunk, file=file, line=result.line, offset=record_offset, complete=complete, into=result)
+        _take_line(
+            chunk,
+            file=file,
+            line=result.line,
+            start=offset + position,
+            offset=record_offset,
+            complete=complete,
+            into=result,
+        )
         result.offset = record_offset
         result.line += 1 if complete else 0
         position = end
     return result
 
 
-def _take_line(chunk: bytes, *, file: str, line: int, offset: int, complete: bool, into: Read) -> None:
+def _take_line(chunk: bytes, *, file: str, line: int, start: int, offset: int, complete: bool, into: Read) -> None:
     raw = chunk.rstrip(b"\r\n")
     if not raw.strip():
         return
@@ -97,7 +105,7 @@ def _take_line(chunk: bytes, *, file: str, line: int, offset: int, complete: boo
     except RecursionError:
         into.problems.append(Problem(file, line, "invalid JSON: nested too deeply"))
         return
-    into.records.append(RawRecord(line=line, offset=offset, text=text))
+    into.records.append(RawRecord(line=line, offset=offset, text=text, start=start))
 
 
 def read_json_document(path: Path) -> Read:
@@ -124,8 +132,10 @@ def parse_json_document(data: bytes, *, file: str) -> Read:
         return result
     lines = _LineCounter(text)
     for start, end, record_text in spans:
-        byte_end = lines.byte_offset(end)
-        result.records.append(RawRecord(line=lines.line(start), offset=byte_end, text=record_text))
+        byte_start = lines.byte_offset(start)
+        result.records.append(
+            RawRecord(line=lines.line(start), offset=lines.byte_offset(end), text=record_text, start=byte_start)
+        )
     result.offset = len(data)
     result.line = text.count("\n") + 1
     return result

@@ -2,8 +2,11 @@
 
 Every adapter has the signature of :class:`Adapter`. ``projects`` is the CLI's own project map (the
 identifier a CLI files sessions under -> the project directory) for formats whose records do not carry
-the working directory (Gemini CLI, Kimi); the other adapters ignore it. Each module's docstring names the
-source it was written from and how each case of the format is handled.
+the working directory (Gemini CLI, Kimi); the other adapters ignore it. ``final=False`` tells an adapter
+that the CLI may still be writing the file: one whose messages are streamed over many records (Kimi) then
+holds back a message the records do not finish and says where to resume (``Parsed.resume_offset``);
+the default ``True`` emits everything read. Each module's docstring names the source it was written from
+and how each case of the format is handled.
 
 :func:`parse` is the registry's entry point. When it is given no ``projects``, it finds the CLI's home
 from the session file's own path (``~/.gemini`` above ``tmp/``, ``~/.kimi`` above ``sessions/``) and loads
@@ -30,6 +33,7 @@ class Adapter(Protocol):
         *,
         mtime: datetime,
         projects: Mapping[str, str] | None = None,
+        final: bool = True,
     ) -> Parsed: ...
 
 
@@ -48,11 +52,12 @@ def parse(
     *,
     mtime: datetime,
     projects: Mapping[str, str] | None = None,
+    final: bool = True,
 ) -> Parsed:
     """The turns of ``path`` read with ``source``'s adapter (``projects`` defaults to :func:`cli_projects`)."""
     if projects is None:
         projects = cli_projects(source, Path(path))
-    return ADAPTERS[source](path, records, mtime=mtime, projects=projects)
+    return ADAPTERS[source](path, records, mtime=mtime, projects=projects, final=final)
 
 
 def cli_projects(source: Source, session_file: Path) -> Mapping[str, str]:

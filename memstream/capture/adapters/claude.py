@@ -83,7 +83,12 @@ def prompt_text(content: object) -> str:
 
 
 def parse(
-    path: str, records: Iterable[RawRecord], *, mtime: datetime, projects: Mapping[str, str] | None = None
+    path: str,
+    records: Iterable[RawRecord],
+    *,
+    mtime: datetime,
+    projects: Mapping[str, str] | None = None,
+    final: bool = True,
 ) -> Parsed:
     """The human-visible turns of one Claude Code transcript (``projects`` is unused: lines carry ``cwd``)."""
     result = Parsed()

@@ -74,7 +74,12 @@ def is_contextual(text: str) -> bool:
 
 
 def parse(
-    path: str, records: Iterable[RawRecord], *, mtime: datetime, projects: Mapping[str, str] | None = None
+    path: str,
+    records: Iterable[RawRecord],
+    *,
+    mtime: datetime,
+    projects: Mapping[str, str] | None = None,
+    final: bool = True,
 ) -> Parsed:
     """The human-visible turns of one rollout, or the prompts of ``history.jsonl`` (``projects`` unused)."""
     records = list(records)

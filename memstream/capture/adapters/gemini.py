@@ -95,7 +95,12 @@ def load_projects(gemini_dir: Path, candidates: Iterable[str] = ()) -> dict[str,
 
 
 def parse(
-    path: str, records: Iterable[RawRecord], *, mtime: datetime, projects: Mapping[str, str] | None = None
+    path: str,
+    records: Iterable[RawRecord],
+    *,
+    mtime: datetime,
+    projects: Mapping[str, str] | None = None,
+    final: bool = True,
 ) -> Parsed:
     """The human-visible turns of one Gemini CLI chat or checkpoint file."""
     return _Chat(path, as_utc(mtime), projects or {}).parse(records)

@@ -26,6 +26,9 @@ Decisions, case by case:
   ``StepBegin`` and the next step or turn boundary) are concatenated into one turn, stamped with the time
   and line of the first fragment. ``think`` parts, tool calls, their argument fragments and results,
   status, hook, MCP, approval and notification events are not conversation.
+- With ``final=False`` (the CLI may still be writing), an answer whose step the records do not close is
+  held back and ``Parsed.resume_offset``/``resume_line`` point at its first fragment, so a live reader
+  never cuts one answer in two; with ``final=True`` (the default) it is emitted as far as it goes.
 - Compaction (``CompactionBegin``/``End``) and interruption (``StepInterrupted``) only close the current
   answer; the wire keeps no summary text.
 - ``SubagentEvent`` wraps a sub-agent's own events: skipped, and a sub-agent's wire file (under the
@@ -87,7 +90,12 @@ def is_subagent_file(path: str) -> bool:
 
 
 def parse(
-    path: str, records: Iterable[RawRecord], *, mtime: datetime, projects: Mapping[str, str] | None = None
+    path: str,
+    records: Iterable[RawRecord],
+    *,
+    mtime: datetime,
+    projects: Mapping[str, str] | None = None,
+    final: bool = True,
 ) -> Parsed:
     """The human-visible turns of one Kimi wire log."""
     result = Parsed()
@@ -106,7 +114,11 @@ def parse(
             continue  # the metadata header, or a shape this version does not know
         payload = message.get("payload")
         wire.take(message["type"], payload if isinstance(payload, dict) else {}, line.get("timestamp"), record)
-    wire.close()
+    if not final and wire.answer is not None and wire.answer_start >= 0:
+        # The answer is still streaming: read it again whole from its first fragment next time.
+        result.resume_offset, result.resume_line = wire.answer_start, wire.answer.line
+    else:
+        wire.close()
     result.turns = finish(wire.drafts, source=Source.KIMI, file=path)
     return result
 
@@ -118,6 +130,7 @@ class _Wire:
         self.mtime = mtime
         self.drafts: list[Draft] = []
         self.answer: Draft | None = None
+        self.answer_start = -1
         self.fragments: list[str] = []
 
     def take(self, kind: str, payload: Mapping[str, Any], timestamp: object, record: RawRecord) -> None:
@@ -151,6 +164,7 @@ class _Wire:
             return
         if self.answer is None:
             self.answer = self._draft("assistant", timestamp, record)
+            self.answer_start = record.start
         self.fragments.append(text)
 
     def _draft(self, role: str, timestamp: object, record: RawRecord) -> Draft:

@@ -89,3 +89,29 @@ def test_wire_is_detected_anywhere_and_context_is_not_a_session_file(tmp_path: P
     assert detect(copy, copy.read_bytes()[:16384]) is Source.KIMI
     context = WIRE.parent / "context.jsonl"
     assert detect(context, context.read_bytes()) is None
+
+
+def test_a_live_read_mid_answer_holds_it_back_and_resumes_at_its_first_fragment(tmp_path: Path) -> None:
+    lines = WIRE.read_bytes().split(b"\n")
+    live = tmp_path / "sessions" / "aba723d5ea38e0b657ee4c05d39f2579" / "6f2b1c9e" / "wire.jsonl"
+    live.parent.mkdir(parents=True)
+    live.write_bytes(b"\n".join(lines[:13]) + b"\n")  # the CLI has streamed two fragments of the 2nd answer
+    first = read_session(live)
+    parsed = parse(Source.KIMI, str(live), first.records, mtime=MTIME, projects={}, final=False)
+    assert [turn.content for turn in parsed.turns] == [
+        "Why does the retry loop never stop?",
+        "Let me read `retry.py` first.",
+    ]
+    assert (parsed.resume_offset, parsed.resume_line) == (len(b"\n".join(lines[:11])) + 1, 12)
+    live.write_bytes(WIRE.read_bytes())  # the rest arrives
+    assert parsed.resume_offset is not None and parsed.resume_line is not None
+    second = read_session(live, offset=parsed.resume_offset, line=parsed.resume_line)
+    resumed = parse(Source.KIMI, str(live), second.records, mtime=MTIME, projects={}, final=False)
+    assert [(turn.role, turn.content, turn.line) for turn in resumed.turns][:2] == [
+        ("assistant", "`attempts` is reset inside the loop;", 12),
+        ("user", "and keep the delay linear", 14),
+    ]
+    # by default (final) what was read is emitted as far as it goes
+    assert parse(Source.KIMI, str(live), first.records, mtime=MTIME, projects={}).turns[-1].content == (
+        "`attempts` is reset inside the loop;"
+    )

@@ -18,6 +18,7 @@ def test_lines_offsets_and_the_resume_point() -> None:
         (3, 20, 2),
     ]
     assert (read.offset, read.line, read.problems) == (20, 4, [])
+    assert [record.start for record in read.records] == [0, 10]  # where each record's line begins
 
 
 def test_resuming_from_an_offset_numbers_lines_from_the_caller(tmp_path: Path) -> None:
@@ -64,6 +65,7 @@ def test_a_conversation_document_gives_its_metadata_then_each_message_with_its_l
     ]
     assert [record.line for record in read.records] == [1, 5, 8]
     assert read.records[-1].offset == data.index(b"}\n  ]") + 1
+    assert data[read.records[-1].start :].startswith(b'{\n      "id": "m2"')
     assert read.offset == len(data) and read.problems == []
 
 
