@@ -33,16 +33,19 @@ Decisions, case by case:
 - A sub-agent's chat (``kind: "subagent"``, kept under ``chats/<parent session id>/``) gives no turns.
 - Ordered by ``timestamp`` (stable); a checkpoint has none, so its turns take the file's mtime.
 - session id: ``sessionId`` (a checkpoint: its file name); project: ``projects[projectHash]``, else
-  ``projects[<folder name under tmp>]`` (see :func:`load_projects`), else ""; model: ``model``.
+  ``projects[<folder name under tmp>]`` (see :func:`load_projects`), else the ancestor of an absolute path
+  named in the file (tool arguments, the recorded ``<session_context>``, ``directories``) whose sha256 is
+  the ``projectHash``, else ""; model: ``model``.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
+import re
 from collections.abc import Iterable, Mapping
 from datetime import datetime
-from pathlib import Path, PurePath
+from pathlib import Path, PurePath, PurePosixPath, PureWindowsPath
 from typing import Any
 
 from memstream.capture.adapters._common import Draft, as_utc, finish, load, text_of, utc
@@ -58,6 +61,11 @@ IGNORED_USER_OPENINGS = (
     "This is the Gemini CLI. We are setting up the context for our chat.",
 )
 COMPRESSION_SUMMARY_MARK = "<state_snapshot>"
+TRUSTED_FOLDERS = "trustedFolders.json"
+#: Absolute paths (POSIX or Windows) in tool arguments and the session context: candidate project roots.
+_ABSOLUTE_PATH = re.compile(r"(?:[A-Za-z]:\\|/)[^\s\"'`<>|*?]*")
+#: How many distinct candidate paths one file may contribute to the project-hash search.
+MAX_PATH_CANDIDATES = 200
 ACKNOWLEDGEMENTS = frozenset({"Got it. Thanks for the additional context!", "Got it. Thanks for the context!"})
 
 
@@ -70,14 +78,12 @@ def load_projects(gemini_dir: Path, candidates: Iterable[str] = ()) -> dict[str,
     """Gemini CLI's own project map: folder slug or project hash -> project root.
 
     From ``projects.json`` (``{"projects": {root: slug}}``), the ``.project_root`` markers in the folders
-    under ``tmp``, and ``candidates`` (roots known elsewhere, e.g. other CLIs' cwds), whose sha256 name the
-    older hash folders. Missing or unreadable files give an empty map; nothing here raises on content.
+    under ``tmp``, and, by their sha256 (the older hash folders and every file's ``projectHash``), the
+    roots of ``trustedFolders.json`` and ``candidates`` (roots known elsewhere, e.g. other CLIs' cwds).
+    Missing or unreadable files give an empty map; nothing here raises on content.
     """
     roots: dict[str, str] = {}
-    try:
-        registry = json.loads((gemini_dir / "projects.json").read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        registry = {}
+    registry = _read_json(gemini_dir / "projects.json")
     entries = registry.get("projects") if isinstance(registry, dict) else None
     for root, slug in (entries or {}).items():
         if isinstance(root, str) and isinstance(slug, str):
@@ -89,9 +95,18 @@ def load_projects(gemini_dir: Path, candidates: Iterable[str] = ()) -> dict[str,
                 roots[marker.parent.name] = marker.read_text(encoding="utf-8").strip()
             except OSError:
                 continue
-    for root in [*roots.values(), *candidates]:
-        roots.setdefault(project_hash(root), root)
+    trusted = _read_json(gemini_dir / TRUSTED_FOLDERS)  # {root: trust level}: roots the person opened
+    for root in [*roots.values(), *(trusted if isinstance(trusted, dict) else {}), *candidates]:
+        if isinstance(root, str):
+            roots.setdefault(project_hash(root), root)
     return roots
+
+
+def _read_json(path: Path) -> object:
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
 
 
 def parse(
@@ -113,6 +128,7 @@ class _Chat:
         self.projects = projects
         self.metadata: dict[str, Any] = {}
         self.messages: dict[str, tuple[Mapping[str, Any], int]] = {}  # id -> (latest record, first line)
+        self.paths: dict[str, None] = {}  # absolute paths seen in the file, in order
 
     def parse(self, records: Iterable[RawRecord]) -> Parsed:
         result = Parsed()
@@ -145,6 +161,7 @@ class _Chat:
             self.metadata.update({key: item for key, item in value.items() if key != "messages"})
 
     def _keep(self, message_id: str, message: Mapping[str, Any], line: int) -> None:
+        self._collect_paths(message)
         known = self.messages.get(message_id)
         if known is None:
             self.messages[message_id] = (message, line)
@@ -157,9 +174,38 @@ class _Chat:
             folder = folder.parent
         elif folder.parent.name == "chats":  # a sub-agent's chats/<parent>/ folder
             folder = folder.parent.parent
-        for key in (self.metadata.get("projectHash"), folder.name):
+        wanted = self.metadata.get("projectHash")
+        for key in (wanted, folder.name):
             if isinstance(key, str) and key in self.projects:
                 return self.projects[key]
+        return self._root_by_hash(wanted) if isinstance(wanted, str) else ""
+
+    def _collect_paths(self, message: Mapping[str, Any]) -> None:
+        # Tool arguments and the recorded session context name files inside the project; the root is the
+        # ancestor whose sha256 is the file's projectHash (how Gemini CLI itself names it).
+        texts = [json.dumps(call.get("args")) for call in message.get("toolCalls") or [] if isinstance(call, dict)]
+        content = text_of(message.get("content"))
+        if content.lstrip().startswith("<session_context>"):
+            texts.append(content)
+        for text in texts:
+            for found in _ABSOLUTE_PATH.findall(text):
+                if len(self.paths) >= MAX_PATH_CANDIDATES:
+                    return
+                self.paths.setdefault(found.replace("\\\\", "\\"), None)
+
+    def _root_by_hash(self, wanted: str) -> str:
+        directories = self.metadata.get("directories")
+        seen: set[str] = set()
+        for candidate in [*(directories if isinstance(directories, list) else []), *self.paths]:
+            if not isinstance(candidate, str):
+                continue
+            pure = PureWindowsPath(candidate) if ":\\" in candidate[:3] else PurePosixPath(candidate)
+            for root in (pure, *pure.parents):
+                text = str(root)
+                if text not in seen:
+                    seen.add(text)
+                    if project_hash(text) == wanted:
+                        return text
         return ""
 
     def _draft(self, message: Mapping[str, Any], line: int, session: str, project: str) -> Draft | None:

@@ -50,6 +50,13 @@ def test_jsonl_session_keeps_each_message_once_and_retracts_nothing_on_rewind() 
     assert [(problem.line, problem.reason.split(":")[0]) for problem in parsed.problems] == [(17, "invalid JSON")]
 
 
+def test_without_a_project_map_the_root_is_the_ancestor_of_a_tool_path_with_the_project_hash() -> None:
+    # the session's read_file call names /home/ada/src/orbit/src/retry.ts; sha256("/home/ada/src/orbit")
+    # is its projectHash, as Gemini CLI computes it
+    assert {turn.project for turn in read(SESSION, {}).turns} == {ROOT}
+    assert {turn.project for turn in read(LEGACY, {}).turns} == {""}  # names no path: unknown
+
+
 def test_older_single_json_session() -> None:
     parsed = read(LEGACY, PROJECTS)
     assert rows(parsed) == [
@@ -83,12 +90,14 @@ def test_project_map_from_registry_markers_and_candidates(tmp_path: Path) -> Non
     (home / "tmp" / "notes").mkdir(parents=True)
     (home / "projects.json").write_text(json.dumps({"projects": {ROOT: "orbit"}}))
     (home / "tmp" / "notes" / ".project_root").write_text("/home/ada/notes\n")
+    (home / "trustedFolders.json").write_text(json.dumps({"/home/ada/work": "TRUST_FOLDER"}))
     projects = gemini.load_projects(home, candidates=["/srv/legacy"])
     assert projects == {
         "orbit": ROOT,
         "notes": "/home/ada/notes",
         gemini.project_hash(ROOT): ROOT,
         gemini.project_hash("/home/ada/notes"): "/home/ada/notes",
+        gemini.project_hash("/home/ada/work"): "/home/ada/work",
         gemini.project_hash("/srv/legacy"): "/srv/legacy",
     }
     # a file whose projectHash is unknown is placed by the folder it sits in
