@@ -32,7 +32,7 @@ from pathlib import Path
 from memstream.capture.model import Source
 
 #: How many bytes of a file's beginning :func:`detect` is given by :func:`discover`.
-HEAD_BYTES = 16_384
+HEAD_BYTES = 65_536
 #: How many complete records of the head are inspected for content markers.
 HEAD_RECORDS = 20
 
@@ -98,7 +98,7 @@ def detect_by_content(path: Path, head: bytes) -> Source | None:
         found = _record_markers(record)
         if found is not None:
             return found
-    return None
+    return _prefix_markers(text)
 
 
 def _head_records(text: str) -> Iterable[dict[str, object]]:
@@ -131,6 +131,24 @@ def _record_markers(record: Mapping[str, object]) -> Source | None:
     if kind in _CLAUDE_TYPES and any(key in record for key in ("sessionId", "leafUuid", "uuid", "messageId")):
         return Source.CLAUDE
     return None
+
+
+#: Markers of a first line longer than the head (a Codex session_meta carries the whole system prompt):
+#: the record's opening, as each CLI serialises it, with or without spaces after the separators.
+_PREFIX_MARKERS = (
+    (
+        re.compile(r'^\{\s*"timestamp"\s*:\s*"[^"]*"\s*,\s*"type"\s*:\s*"(session_meta|response_item|event_msg)"'),
+        Source.CODEX,
+    ),
+    (re.compile(r'^\{\s*"sessionId"\s*:\s*"[^"]*"\s*,\s*"projectHash"'), Source.GEMINI),
+    (re.compile(r'^\{\s*"timestamp"\s*:\s*[0-9.]+\s*,\s*"message"\s*:\s*\{\s*"type"'), Source.KIMI),
+    (re.compile(r'^\{\s*"parentUuid"\s*:\s*(null|"[^"]*")\s*,\s*"isSidechain"'), Source.CLAUDE),
+)
+
+
+def _prefix_markers(text: str) -> Source | None:
+    head = text.lstrip()
+    return next((source for pattern, source in _PREFIX_MARKERS if pattern.match(head)), None)
 
 
 def _document_markers(text: str) -> Source | None:

@@ -64,6 +64,7 @@ CONTEXTUAL_OPENINGS = (
     "<subagent_notification>",
     "<hook_prompt",
 )
+_CONTEXT_KINDS = frozenset({"user_instructions", "environment_context"})
 _SESSION_UUID = re.compile(r"([0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12})$")
 _CWD = re.compile(r"<cwd>(.*?)</cwd>", flags=re.DOTALL)
 
@@ -154,7 +155,8 @@ class _Rollout:
         if kind not in ("user_message", "agent_message") or not isinstance(message, str):
             return
         role = "user" if kind == "user_message" else "assistant"
-        if role == "user" and is_contextual(message):
+        # Some versions label injected context on the event itself (InputMessageKind).
+        if role == "user" and (is_contextual(message) or event.get("kind") in _CONTEXT_KINDS):
             return
         self.events.append(self._draft(role, message, record, ts))
 

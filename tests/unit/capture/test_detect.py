@@ -107,3 +107,17 @@ def test_discover_standard_roots_lists_codex_history_after_the_rollouts(tmp_path
         (".gemini/tmp/orbit/checkpoint-orbit-intro.json", Source.GEMINI),
         (".codex/history.jsonl", Source.CODEX),
     ]
+
+
+def test_a_first_line_longer_than_the_head_is_still_recognised(tmp_path: Path) -> None:
+    prompt = "x" * 100_000  # Codex writes its whole system prompt into session_meta
+    heads = {
+        Source.CODEX: '{"timestamp":"2025-10-30T08:00:00.000Z","type":"session_meta","payload":{"instructions":"',
+        Source.GEMINI: '{"sessionId": "3c9a", "projectHash": "5688", "summary": "',
+        Source.KIMI: '{"timestamp": 1763600000.0, "message": {"type": "TurnBegin", "payload": {"user_input": "',
+        Source.CLAUDE: '{"parentUuid":null,"isSidechain":false,"userType":"external","cwd":"/x","message":"',
+    }
+    for source, opening in heads.items():
+        copy = tmp_path / f"{source}.jsonl"
+        copy.write_text(opening + prompt + '"}}\n')
+        assert detect(copy, copy.read_bytes()[:65536]) is source
