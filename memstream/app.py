@@ -22,6 +22,7 @@ from memstream import api
 from memstream.agents.base import DeadLetters
 from memstream.bootstrap import Providers
 from memstream.codec import register_codec
+from memstream.kafka_security import faust_credentials
 from memstream.metrics import CONSUMER_LAG
 from memstream.schemas import ForgetScope, MemoryUsage, Turn
 from memstream.settings import Settings
@@ -58,6 +59,8 @@ def build_app(settings: Settings, providers: Providers, bootstrap: str, *, web: 
     app = MemstreamApp(
         settings.topic_prefix,
         broker=[f"kafka://{server}" for server in bootstrap.split(",")],
+        # TLS/SASL to a secured cluster (None: plaintext, as to the embedded broker).
+        broker_credentials=faust_credentials(settings) if settings.kafka_bootstrap else None,
         store="memory://",
         datadir=str(settings.data_dir / "faust"),
         topic_partitions=settings.partitions,

@@ -330,7 +330,7 @@ def cmd_publish(args: argparse.Namespace, settings: Settings) -> int:
     turns = [msgspec.structs.replace(t, project=str(Path(t.project).resolve())) for t in turns]
     turns = _as_principal(settings, turns)
     bootstrap = _bootstrap(settings)
-    count = asyncio.run(publish(bootstrap, settings.topic_prefix, turns))
+    count = asyncio.run(publish(bootstrap, settings.topic_prefix, turns, security=_kafka_security(settings)))
     print(f"published {count} turn{'s' if count != 1 else ''} to {settings.topic_prefix}.turns")
     return 0
 
@@ -372,6 +372,13 @@ def _bootstrap(settings: Settings) -> str:
             "or set MEMSTREAM_KAFKA_BOOTSTRAP"
         )
     return str(runtime["bootstrap"])
+
+
+def _kafka_security(settings: Settings) -> dict[str, Any]:
+    """TLS/SASL options for a configured Kafka; none for the embedded broker found in the runtime file."""
+    from memstream.kafka_security import client_options
+
+    return client_options(settings) if settings.kafka_bootstrap else {}
 
 
 def _git_email() -> str:
@@ -416,7 +423,13 @@ def cmd_init(args: argparse.Namespace, settings: Settings) -> int:
         ts=datetime.now(UTC),
     )
     asyncio.run(
-        publish_events(_bootstrap(settings), settings.topic_prefix, SNAPSHOTS, [(snapshot.session_id, snapshot)])
+        publish_events(
+            _bootstrap(settings),
+            settings.topic_prefix,
+            SNAPSHOTS,
+            [(snapshot.session_id, snapshot)],
+            security=_kafka_security(settings),
+        )
     )
     sections = sum(1 for line in files.splitlines() if line.startswith("=== ") and line.endswith(" ==="))
     print(
@@ -466,7 +479,11 @@ def cmd_remember(args: argparse.Namespace, settings: Settings) -> int:
         confidence=1.0,
         ts=now,
     )
-    asyncio.run(publish_events(_bootstrap(settings), settings.topic_prefix, FACTS, [(scope_key, fact)]))
+    asyncio.run(
+        publish_events(
+            _bootstrap(settings), settings.topic_prefix, FACTS, [(scope_key, fact)], security=_kafka_security(settings)
+        )
+    )
     print(f"remembered ({kind}, {scope} scope): {text}")
     return 0
 

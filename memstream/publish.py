@@ -5,9 +5,10 @@ All input is validated before anything is sent: one bad line and nothing is publ
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
 import msgspec
 from aiokafka import AIOKafkaProducer
@@ -84,17 +85,28 @@ def read_jsonl(path: Path) -> list[Turn]:
     return parse_jsonl(text.splitlines(), name=str(path))
 
 
-async def publish(bootstrap: str, prefix: str, turns: Sequence[Turn]) -> int:
+async def publish(
+    bootstrap: str, prefix: str, turns: Sequence[Turn], *, security: Mapping[str, Any] | None = None
+) -> int:
     """Send turns keyed by session, in order, and wait until the broker has them all."""
-    return await publish_events(bootstrap, prefix, TURNS, [(turn.session_id, turn) for turn in turns])
+    return await publish_events(
+        bootstrap, prefix, TURNS, [(turn.session_id, turn) for turn in turns], security=security
+    )
 
 
 async def publish_events(
-    bootstrap: str, prefix: str, spec: TopicSpec, events: Sequence[tuple[str, msgspec.Struct]]
+    bootstrap: str,
+    prefix: str,
+    spec: TopicSpec,
+    events: Sequence[tuple[str, msgspec.Struct]],
+    *,
+    security: Mapping[str, Any] | None = None,
 ) -> int:
     """Send (key, event) pairs to one catalog topic, in order; each send starts a trace."""
     quiet_payload_loggers()
-    producer = AIOKafkaProducer(bootstrap_servers=bootstrap, client_id=f"{prefix}-publish", linger_ms=5)
+    producer = AIOKafkaProducer(
+        bootstrap_servers=bootstrap, client_id=f"{prefix}-publish", linger_ms=5, **(security or {})
+    )
     await producer.start()
     try:
         topic = topic_name(prefix, spec)

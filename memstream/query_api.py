@@ -19,6 +19,7 @@ from typing import Any
 
 from memstream import api
 from memstream.bootstrap import Providers, build_embedder, build_graph, build_history, build_store
+from memstream.kafka_security import client_options
 from memstream.schemas import ForgetScope, MemoryUsage, Turn, encode
 from memstream.settings import Settings
 from memstream.topics.catalog import CONSOLIDATION, FORGOTTEN, TURNS, topic_name
@@ -96,7 +97,9 @@ async def serve(settings: Settings) -> None:
 
     check_settings(settings)
     providers = query_providers(settings)
-    producer = AIOKafkaProducer(bootstrap_servers=settings.kafka_bootstrap, client_id=f"{settings.topic_prefix}-api")
+    producer = AIOKafkaProducer(
+        bootstrap_servers=settings.kafka_bootstrap, client_id=f"{settings.topic_prefix}-api", **client_options(settings)
+    )
 
     @asynccontextmanager
     async def running() -> AsyncIterator[None]:

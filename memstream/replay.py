@@ -26,6 +26,7 @@ from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 from memstream import metrics, runner
 from memstream.bootstrap import active_collection, build_embedder, build_providers, build_store
 from memstream.identity import project_key, user_key
+from memstream.kafka_security import client_options
 from memstream.logs import quiet_payload_loggers
 from memstream.schemas import ForgetScope, Memory, Turn, decode, encode
 from memstream.settings import Settings
@@ -126,9 +127,13 @@ def replayable(turn: Turn, forgotten: Mapping[str, datetime]) -> Turn | None:
     return turn
 
 
-async def read_forgotten(bootstrap: str, topic: str) -> dict[str, datetime]:
+async def read_forgotten(
+    bootstrap: str, topic: str, *, security: Mapping[str, Any] | None = None
+) -> dict[str, datetime]:
     """The ledger of forgotten scopes: scope key -> the latest forget of it."""
-    consumer = AIOKafkaConsumer(bootstrap_servers=bootstrap, enable_auto_commit=False, auto_offset_reset="earliest")
+    consumer = AIOKafkaConsumer(
+        bootstrap_servers=bootstrap, enable_auto_commit=False, auto_offset_reset="earliest", **(security or {})
+    )
     await consumer.start()
     ledger: dict[str, datetime] = {}
     try:
@@ -165,11 +170,14 @@ async def copy_turns(
     start: Start,
     report: Callable[[int, int], None],
     forgotten: Mapping[str, datetime] | None = None,
+    security: Mapping[str, Any] | None = None,
 ) -> int:
     """Copy the source topic's records from ``start`` to its current end into ``target``,
     leaving out (or taking the user off) the turns of forgotten scopes."""
-    consumer = AIOKafkaConsumer(bootstrap_servers=bootstrap, enable_auto_commit=False, auto_offset_reset="earliest")
-    producer = AIOKafkaProducer(bootstrap_servers=bootstrap, linger_ms=5)
+    consumer = AIOKafkaConsumer(
+        bootstrap_servers=bootstrap, enable_auto_commit=False, auto_offset_reset="earliest", **(security or {})
+    )
+    producer = AIOKafkaProducer(bootstrap_servers=bootstrap, linger_ms=5, **(security or {}))
     await consumer.start()
     await producer.start()
     try:
@@ -292,6 +300,7 @@ async def replay(
         kafka_bootstrap=bootstrap,
         data_dir=settings.data_dir / "replays" / name,
     )
+    security = client_options(settings)
     providers = build_providers(shadow, embedder=embedder, store=build_store(settings, embedder, collection=collection))
     running = await runner.start(shadow, providers, web=False, announce=False)
     try:
@@ -301,7 +310,8 @@ async def replay(
             topic_name(shadow.topic_prefix, TURNS),
             start,
             lambda done, total: report("copying turns", done, total),
-            await read_forgotten(bootstrap, topic_name(settings.topic_prefix, FORGOTTEN)),
+            await read_forgotten(bootstrap, topic_name(settings.topic_prefix, FORGOTTEN), security=security),
+            security,
         )
         await drained(running, copied, lambda done, total: report("reprocessing", done, total), timeout)
         shadow_memories = await providers.store.list(None, include_superseded=True, limit=1_000_000)

@@ -19,6 +19,7 @@ import faust
 from memstream.app import Pipeline, build_app
 from memstream.bootstrap import Providers, build_providers
 from memstream.broker import EmbeddedBroker
+from memstream.kafka_security import client_options
 from memstream.logs import quiet_payload_loggers
 from memstream.settings import Settings
 from memstream.topics.admin import ensure_topics
@@ -99,7 +100,11 @@ async def start(
     timings["broker"] = time.monotonic() - began
     try:
         await ensure_topics(
-            bootstrap, settings.topic_prefix, partitions=settings.partitions, replication=settings.replication
+            bootstrap,
+            settings.topic_prefix,
+            partitions=settings.partitions,
+            replication=settings.replication,
+            security=client_options(settings) if broker is None else None,
         )
         timings["topics"] = time.monotonic() - began
         providers = providers or build_providers(settings)

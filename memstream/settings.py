@@ -28,6 +28,16 @@ class Settings:
     #: MEMSTREAM_KAFKA_BOOTSTRAP: ``host:port[,host:port]`` of a Kafka cluster. Empty: start
     #: the embedded Tansu broker on a free loopback port.
     kafka_bootstrap: str = field(default="", metadata=_env("MEMSTREAM_KAFKA_BOOTSTRAP"))
+    #: MEMSTREAM_KAFKA_SECURITY_PROTOCOL: PLAINTEXT, SSL, SASL_PLAINTEXT or SASL_SSL, for every Kafka client.
+    kafka_security_protocol: str = field(default="PLAINTEXT", metadata=_env("MEMSTREAM_KAFKA_SECURITY_PROTOCOL"))
+    #: MEMSTREAM_KAFKA_SASL_MECHANISM: PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512 (with a SASL protocol).
+    kafka_sasl_mechanism: str = field(default="SCRAM-SHA-512", metadata=_env("MEMSTREAM_KAFKA_SASL_MECHANISM"))
+    #: MEMSTREAM_KAFKA_SASL_USERNAME: the SASL user memstream connects as (its Kafka ACL principal).
+    kafka_sasl_username: str = field(default="", metadata=_env("MEMSTREAM_KAFKA_SASL_USERNAME"))
+    #: MEMSTREAM_KAFKA_SASL_PASSWORD: that user's password.
+    kafka_sasl_password: str = field(default="", metadata=_env("MEMSTREAM_KAFKA_SASL_PASSWORD"))
+    #: MEMSTREAM_KAFKA_SSL_CAFILE: a CA bundle to verify the brokers by (SSL protocols). Empty: the system's.
+    kafka_ssl_cafile: str = field(default="", metadata=_env("MEMSTREAM_KAFKA_SSL_CAFILE"))
     #: MEMSTREAM_TOPIC_PREFIX: prefix of every topic and of the consumer group.
     topic_prefix: str = field(default="memstream", metadata=_env("MEMSTREAM_TOPIC_PREFIX"))
     #: MEMSTREAM_PARTITIONS: partitions of every keyed topic (consolidation always has 1).
@@ -266,6 +276,12 @@ class Settings:
             raise SettingsError(f"{_var('phase1_max_chars')} must be at least 500")
         if self.trace_exporter not in {"none", "console", "otlp"}:
             raise SettingsError(f"{_var('trace_exporter')} must be none, console or otlp, got {self.trace_exporter!r}")
+        from memstream.kafka_security import problems
+
+        for problem in problems(
+            self.kafka_security_protocol, self.kafka_sasl_mechanism, self.kafka_sasl_username, self.kafka_sasl_password
+        ):
+            raise SettingsError(f"{_var('kafka_security_protocol')}: {problem}")
         if self.api_open:
             from memstream.auth import is_loopback
 

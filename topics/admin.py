@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import logging
+from collections.abc import Mapping
+from typing import Any
 
 from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 from aiokafka.errors import TopicAlreadyExistsError
@@ -23,10 +25,16 @@ def partitions_of(spec: TopicSpec, default: int) -> int:
 
 
 async def ensure_topics(
-    bootstrap: str, prefix: str, *, partitions: int, replication: int = 1, specs: tuple[TopicSpec, ...] = ALL_TOPICS
+    bootstrap: str,
+    prefix: str,
+    *,
+    partitions: int,
+    replication: int = 1,
+    specs: tuple[TopicSpec, ...] = ALL_TOPICS,
+    security: Mapping[str, Any] | None = None,
 ) -> list[str]:
     """Create missing topics; existing ones are left as they are. Returns the names created."""
-    admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap, client_id=f"{prefix}-admin")
+    admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap, client_id=f"{prefix}-admin", **(security or {}))
     await admin.start()
     try:
         existing = set(await admin.list_topics())
@@ -55,9 +63,11 @@ async def ensure_topics(
         await admin.close()
 
 
-async def describe_partitions(bootstrap: str, names: list[str]) -> dict[str, int]:
+async def describe_partitions(
+    bootstrap: str, names: list[str], *, security: Mapping[str, Any] | None = None
+) -> dict[str, int]:
     """Partition count of each named topic, as the broker reports it."""
-    admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap)
+    admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap, **(security or {}))
     await admin.start()
     try:
         described = await admin.describe_topics(names)

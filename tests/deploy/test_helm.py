@@ -28,7 +28,14 @@ NAMESPACE = "memory"
 KUBE_VERSION = kubernetes_validate.latest_version()
 
 SETTING_ENVS = {f.metadata["env"] for f in fields(Settings)}
-SECRET_ENVS = {"ANTHROPIC_API_KEY", "XAI_API_KEY", "GOOGLE_API_KEY", "VOYAGE_API_KEY", "MEMSTREAM_QDRANT_API_KEY"}
+SECRET_ENVS = {
+    "ANTHROPIC_API_KEY",
+    "XAI_API_KEY",
+    "GOOGLE_API_KEY",
+    "VOYAGE_API_KEY",
+    "MEMSTREAM_QDRANT_API_KEY",
+    "MEMSTREAM_KAFKA_SASL_PASSWORD",
+}
 #: A client's bearer token: a secret, and never set in a pod at all.
 CLIENT_SECRET_ENVS = {"MEMSTREAM_TOKEN"}
 NON_SECRET_ENVS = SETTING_ENVS - SECRET_ENVS - CLIENT_SECRET_ENVS
@@ -46,7 +53,14 @@ SCENARIOS: dict[str, dict[str, Any]] = {
     "no-persistence": {"persistence": {"enabled": False}},
     # Everything at once that can be on together, with Secrets referenced and tracing on.
     "production": {
-        "kafka": {"bootstrap": "kafka-0.kafka:9092,kafka-1.kafka:9092", "topicPrefix": "acme-mem", "partitions": 12},
+        "kafka": {
+            "bootstrap": "kafka-0.kafka:9092,kafka-1.kafka:9092",
+            "topicPrefix": "acme-mem",
+            "partitions": 12,
+            "securityProtocol": "SASL_SSL",
+            "sasl": {"username": "memstream-worker", "passwordSecret": {"name": "memstream-kafka"}},
+            "tls": {"caSecret": "kafka-ca"},
+        },
         "qdrant": {"url": "https://qdrant.internal:6333", "apiKey": {"existingSecret": "qdrant-key"}},
         "providers": {"existingSecret": "memstream-providers"},
         "tracing": {"otlpEndpoint": "http://otel-collector:4318"},
@@ -212,13 +226,14 @@ def test_configmap_holds_every_non_secret_setting_by_its_real_name(
 def test_configmap_values_are_what_memstream_can_parse(rendered: dict[str, list[dict[str, Any]]]) -> None:
     for scenario, docs in rendered.items():
         data = one(docs, "ConfigMap")["data"]
-        settings = Settings.from_env(data)  # raises SettingsError on a value memstream cannot use
+        # raises SettingsError on a value memstream cannot use; a SASL password comes from its Secret
+        settings = Settings.from_env({**data, "MEMSTREAM_KAFKA_SASL_PASSWORD": "from-the-secret"})
         assert settings.http_host == "0.0.0.0", "a loopback API address is unreachable for probes"
         assert settings.http_port == 8765
         assert not settings.embedded_broker, f"{scenario}: pods must use the external Kafka"
         assert settings.qdrant_url, f"{scenario}: pods must use the external Qdrant"
         assert str(settings.data_dir) == "/var/lib/memstream"
-    prod = Settings.from_env(one(rendered["production"], "ConfigMap")["data"])
+    prod = Settings.from_env({**one(rendered["production"], "ConfigMap")["data"], "MEMSTREAM_KAFKA_SASL_PASSWORD": "x"})
     assert prod.kafka_bootstrap == "kafka-0.kafka:9092,kafka-1.kafka:9092"
     assert prod.topic_prefix == "acme-mem" and prod.partitions == 12
     assert prod.embed_batch == 128 and prod.user == "platform@acme.test"
@@ -454,7 +469,7 @@ def test_pods_read_tokens_from_the_mounted_secret_and_never_run_open(
     docs = rendered[scenario]
     data = one(docs, "ConfigMap")["data"]
     assert data["MEMSTREAM_API_OPEN"] == "false"
-    settings = Settings.from_env(data)
+    settings = Settings.from_env({**data, "MEMSTREAM_KAFKA_SASL_PASSWORD": "from-the-secret"})
     assert not settings.api_open
     secret = SCENARIOS[scenario].get("auth", {}).get("tokens", {}).get("existingSecret", "")
     for name, spec in pod_specs(docs):
@@ -469,6 +484,25 @@ def test_pods_read_tokens_from_the_mounted_secret_and_never_run_open(
         assert str(settings.tokens_file).startswith(mounts["tokens"]["mountPath"] + "/"), name
         assert volumes["tokens"]["secret"]["secretName"] == secret
         assert volumes["tokens"]["secret"]["items"] == [{"key": "tokens.json", "path": settings.tokens_file.name}]
+
+
+def test_kafka_sasl_over_tls_reaches_every_pod(rendered: dict[str, list[dict[str, Any]]]) -> None:
+    docs = rendered["production"]
+    settings = Settings.from_env({**one(docs, "ConfigMap")["data"], "MEMSTREAM_KAFKA_SASL_PASSWORD": "from-the-secret"})
+    assert (settings.kafka_security_protocol, settings.kafka_sasl_username) == ("SASL_SSL", "memstream-worker")
+    for name, spec in pod_specs(docs):
+        c = container(spec)
+        refs = {
+            e["name"]: e["valueFrom"]["secretKeyRef"]
+            for e in c["env"]
+            if "valueFrom" in e and "secretKeyRef" in e["valueFrom"]
+        }
+        assert refs["MEMSTREAM_KAFKA_SASL_PASSWORD"] == {"name": "memstream-kafka", "key": "password", "optional": True}
+        mounts = {m["name"]: m["mountPath"] for m in c["volumeMounts"]}
+        assert settings.kafka_ssl_cafile.startswith(mounts["kafka-ca"] + "/"), name
+        volumes = {v["name"]: v for v in spec["volumes"]}
+        assert volumes["kafka-ca"]["secret"]["secretName"] == "kafka-ca"
+    assert Settings.from_env(one(rendered["default"], "ConfigMap")["data"]).kafka_security_protocol == "PLAINTEXT"
 
 
 def test_the_service_monitor_presents_an_admin_token(rendered: dict[str, list[dict[str, Any]]]) -> None:

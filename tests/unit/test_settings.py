@@ -66,9 +66,11 @@ def test_every_variable_is_read(f: object) -> None:
         bool: ("true", True),
         int: ("700", 700),
         float: ("0.75", 0.75),
-        str: {"MEMSTREAM_TRACE_EXPORTER": ("console", "console"), "MEMSTREAM_LLM_PRIMARY": ("xai", "xai")}.get(
-            name, ("value-x", "value-x")
-        ),
+        str: {
+            "MEMSTREAM_TRACE_EXPORTER": ("console", "console"),
+            "MEMSTREAM_LLM_PRIMARY": ("xai", "xai"),
+            "MEMSTREAM_KAFKA_SECURITY_PROTOCOL": ("SSL", "SSL"),
+        }.get(name, ("value-x", "value-x")),
     }.get(type(default), ("/some/dir", Path("/some/dir")))
     assert getattr(Settings.from_env({name: raw}), f.name) == expected  # type: ignore[attr-defined]
 

@@ -83,6 +83,10 @@ checks this list against Settings, so a new setting cannot be forgotten here.
 {{- define "memstream.settingNames" -}}
 MEMSTREAM_DATA_DIR
 MEMSTREAM_KAFKA_BOOTSTRAP
+MEMSTREAM_KAFKA_SECURITY_PROTOCOL
+MEMSTREAM_KAFKA_SASL_MECHANISM
+MEMSTREAM_KAFKA_SASL_USERNAME
+MEMSTREAM_KAFKA_SSL_CAFILE
 MEMSTREAM_TOPIC_PREFIX
 MEMSTREAM_PARTITIONS
 MEMSTREAM_REPLICATION
@@ -163,6 +167,7 @@ XAI_API_KEY
 GOOGLE_API_KEY
 VOYAGE_API_KEY
 MEMSTREAM_QDRANT_API_KEY
+MEMSTREAM_KAFKA_SASL_PASSWORD
 MEMSTREAM_TOKEN
 {{- end }}
 
@@ -183,6 +188,10 @@ names, secret names and names the structured values already own.
 {{- $data := dict
   "MEMSTREAM_DATA_DIR" (toString .Values.persistence.mountPath)
   "MEMSTREAM_KAFKA_BOOTSTRAP" (toString .Values.kafka.bootstrap)
+  "MEMSTREAM_KAFKA_SECURITY_PROTOCOL" (toString .Values.kafka.securityProtocol)
+  "MEMSTREAM_KAFKA_SASL_MECHANISM" (toString .Values.kafka.sasl.mechanism)
+  "MEMSTREAM_KAFKA_SASL_USERNAME" (toString .Values.kafka.sasl.username)
+  "MEMSTREAM_KAFKA_SSL_CAFILE" (ternary "/etc/memstream/kafka-ca/ca.crt" "" (not (empty .Values.kafka.tls.caSecret)))
   "MEMSTREAM_TOPIC_PREFIX" (toString .Values.kafka.topicPrefix)
   "MEMSTREAM_PARTITIONS" (toString (int64 .Values.kafka.partitions))
   "MEMSTREAM_REPLICATION" (toString (int64 .Values.kafka.replication))
@@ -231,6 +240,14 @@ names, secret names and names the structured values already own.
       optional: true
 {{- end }}
 {{- end }}
+{{- end }}
+{{- if .Values.kafka.sasl.passwordSecret.name }}
+- name: MEMSTREAM_KAFKA_SASL_PASSWORD
+  valueFrom:
+    secretKeyRef:
+      name: {{ .Values.kafka.sasl.passwordSecret.name | quote }}
+      key: {{ .Values.kafka.sasl.passwordSecret.key | quote }}
+      optional: true
 {{- end }}
 {{- if .Values.qdrant.apiKey.existingSecret }}
 - name: MEMSTREAM_QDRANT_API_KEY
@@ -348,7 +365,12 @@ containers:
         mountPath: {{ include "memstream.tokensDir" $root }}
         readOnly: true
       {{- end }}
-{{- if or .volumes $root.Values.auth.tokens.existingSecret }}
+      {{- if $root.Values.kafka.tls.caSecret }}
+      - name: kafka-ca
+        mountPath: /etc/memstream/kafka-ca
+        readOnly: true
+      {{- end }}
+{{- if or .volumes $root.Values.auth.tokens.existingSecret $root.Values.kafka.tls.caSecret }}
 volumes:
   {{- with .volumes }}
   {{- . | nindent 2 }}
@@ -361,6 +383,14 @@ volumes:
       items:
         - key: {{ $root.Values.auth.tokens.key | quote }}
           path: tokens.json
+  {{- end }}
+  {{- with $root.Values.kafka.tls.caSecret }}
+  - name: kafka-ca
+    secret:
+      secretName: {{ . | quote }}
+      items:
+        - key: {{ $root.Values.kafka.tls.caKey | quote }}
+          path: ca.crt
   {{- end }}
 {{- end }}
 {{- if $spec.affinity }}
