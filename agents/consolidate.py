@@ -8,6 +8,9 @@ unfinished run, to another. Its events:
   rollout, in table ``phase2-inputs``, with the offset each output arrived at.
 - ``ConsolidationRequest`` (debounced after Phase 1 output, and on a schedule) runs Phase
   2 when new input arrived since the last success (dirty); a clean request is a no-op.
+- ``ForgetScope`` (from the forget agent) drops a forgotten project's inputs, its place in
+  the last selection and its workspace; its Phase 1 outputs of sessions active before the
+  forget are not taken in again.
 
 A run selects the outputs (usage, then recency, top N, unused ones ignored), labels them
 added / retained / removed against the last successful selection, syncs the workspace
@@ -26,6 +29,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import shutil
 from collections import defaultdict
 from datetime import UTC, datetime
 from typing import Any
@@ -44,6 +48,7 @@ from memstream.schemas import (
     CONSOLIDATED,
     ConsolidationRequest,
     CreateMemory,
+    ForgetScope,
     Memory,
     MemoryUsage,
     Phase2Input,
@@ -77,6 +82,9 @@ class Consolidator:
     # -- recording -----------------------------------------------------------------------
 
     def record_output(self, output: RolloutOutput, offset: int) -> None:
+        forgotten_at = self.state().forgotten.get(output.scope_key)
+        if forgotten_at is not None and output.source_updated_at <= forgotten_at:
+            return  # a session of a project forgotten since: it stays forgotten
         current: Phase2Input = self.inputs.get(output.rollout_id) or Phase2Input()
         if current.offset >= offset:
             return  # a redelivery of an output already recorded
@@ -89,6 +97,33 @@ class Consolidator:
             self.inputs[rollout_id] = msgspec.structs.replace(
                 current, usage_count=current.usage_count + 1, last_usage=last
             )
+
+    def forget(self, op: ForgetScope) -> list[str]:
+        """A forgotten project leaves Phase 2: its inputs, its place in the last selection and
+        its workspace go; returns the rollouts dropped. (Its consolidated memory is deleted by
+        the store agent, with the scope's other memories.)"""
+        gone = [
+            rollout
+            for rollout, item in list(self.inputs.items())
+            if item is not None and item.output is not None and item.output.scope_key == op.scope_key
+        ]
+        for rollout in gone:
+            del self.inputs[rollout]
+        state = self.state()
+        previous = state.forgotten.get(op.scope_key)
+        when = op.forgotten_at if previous is None else max(previous, op.forgotten_at)
+        selected = [s for s in state.selected if s.rollout_id not in gone]
+        self.states[GLOBAL] = msgspec.structs.replace(
+            state, selected=selected, forgotten={**state.forgotten, op.scope_key: when}
+        )
+        data_dir = self.settings.data_dir
+        shutil.rmtree(artifacts.project_dir(data_dir, op.scope_key), ignore_errors=True)
+        known = self.known()
+        artifacts.sync(
+            artifacts.global_dir(data_dir),
+            [known[s.rollout_id].output for s in selected if s.rollout_id in known],  # type: ignore[misc]
+        )
+        return gone
 
     # -- running -------------------------------------------------------------------------
 
@@ -247,6 +282,8 @@ def register(app: faust.App, topics: Topics, providers: Providers, sink: DeadLet
             consolidator.record_usage(value)
         elif isinstance(value, ConsolidationRequest):
             await consolidator.run_until_done(value)
+        elif isinstance(value, ForgetScope):
+            consolidator.forget(value)
         else:
             await sink.dead_letter(STAGE, f"TypeError: unexpected {type(value).__name__}", event.message)
 

@@ -1,7 +1,8 @@
 """Forget agent: starts the purge of a forgotten user or project down the pipeline.
 
 Consumes ``forgotten`` (key: scope; compacted, the ledger of forgets). Emits the same
-``ForgetScope`` on ``embedded`` (key: scope). From there it travels as a barrier: the decide
+``ForgetScope`` on ``embedded`` (key: scope) and on ``consolidation`` (Phase 2 drops a
+forgotten project's inputs and workspace). From there it travels as a barrier: the decide
 agent drops its recent memories of the scope and passes it to ``memory-ops`` after every
 op it made for the scope's earlier facts; the store agent deletes the scope's memories and
 graph links and passes it to ``history`` after every record it wrote; the history agent
@@ -31,6 +32,7 @@ def register(app: faust.App, topics: Topics, providers: Providers, sink: DeadLet
         op = expect(value, ForgetScope)
         with stage_span("memstream.forget", scope=op.scope):
             await topics.embedded.send(key=op.scope_key.encode(), value=op)
+            await topics.consolidation.send(key=op.scope_key.encode(), value=op)
 
     @app.agent(topics.forgotten, name=STAGE)
     async def forget(stream: faust.StreamT) -> None:

@@ -232,7 +232,7 @@ class ConsolidationRequest(Event, tag="consolidation-request.v1", kw_only=True):
 
 
 #: What the one-partition consolidation topic carries: Phase 2's inputs and its triggers.
-ConsolidationEvent = RolloutOutput | MemoryUsage | ConsolidationRequest
+ConsolidationEvent = RolloutOutput | MemoryUsage | ConsolidationRequest | ForgetScope
 
 
 class DeadLetter(Event, tag="dead-letter.v1", kw_only=True):

@@ -173,6 +173,9 @@ class Phase2State(State, tag="state.phase2.v1", kw_only=True):
     last_success_at: datetime | None = None
     runs: int = 0
     failures: int = 0
+    #: Forgotten projects (scope key: when): their Phase 1 outputs of sessions active no later
+    #: are not taken in again.
+    forgotten: dict[str, datetime] = {}
 
 
 AnyState = (
