@@ -2,12 +2,18 @@
 
 from __future__ import annotations
 
+import io
+import json
 import os
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
+from typing import Any, ClassVar
 
 import pytest
 
 from memstream.auth import TokenStore
+from memstream.broker import free_port
 from memstream.cli import main
 
 
@@ -56,3 +62,48 @@ def test_publish_refuses_another_user_and_another_project(
     assert "project" in capsys.readouterr().err
     assert publish_as(token + "x", monkeypatch, "-p", "/repos/a") == 2
     assert "not in" in capsys.readouterr().err
+
+
+# -- memstream forget: the admin API, with the CLI's token ------------------------------------
+
+
+class FakeForgetApi(BaseHTTPRequestHandler):
+    asked: ClassVar[list[tuple[str, str, dict[str, str]]]] = []
+
+    def do_POST(self) -> None:
+        body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+        self.asked.append((self.path, self.headers.get("Authorization", ""), body))
+        reply = json.dumps({"scope": "user", "scope_key": "u_0123456789abcdef", "forgotten_at": "now"}).encode()
+        self.send_response(202)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(reply)))
+        self.end_headers()
+        self.wfile.write(reply)
+
+    def log_message(self, *args: Any) -> None:
+        pass
+
+
+def test_forget_asks_the_admin_api_with_the_token_after_confirmation(
+    data_dir: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    port = free_port()
+    monkeypatch.setenv("MEMSTREAM_HTTP_PORT", str(port))
+    monkeypatch.setenv("MEMSTREAM_TOKEN", "mst_0123456789ab_admin")
+    server = ThreadingHTTPServer(("127.0.0.1", port), FakeForgetApi)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        monkeypatch.setattr("sys.stdin", io.StringIO(""))
+        assert main(["forget", "--user", "bob@example.com"]) == 2, "no terminal to confirm on: --yes is required"
+        assert FakeForgetApi.asked == []
+        assert main(["forget", "--user", "bob@example.com", "--yes"]) == 0
+        assert main(["forget", "--project", "/repos/b", "--yes"]) == 0
+    finally:
+        server.shutdown()
+        server.server_close()
+    assert FakeForgetApi.asked == [
+        ("/admin/forget", "Bearer mst_0123456789ab_admin", {"user": "bob@example.com"}),
+        ("/admin/forget", "Bearer mst_0123456789ab_admin", {"project": "/repos/b"}),
+    ]
+    assert "the pipeline is purging it" in capsys.readouterr().out
