@@ -155,6 +155,14 @@ async def _up(settings: Settings) -> int:
     return 0
 
 
+def _access(settings: Settings) -> str:
+    if settings.api_open:
+        return "OPEN on loopback: no token needed (MEMSTREAM_API_OPEN)"
+    if settings.local_token_file.exists():
+        return f"bearer token; this machine's is in {settings.local_token_file} (the CLI uses it)"
+    return f"bearer tokens from {settings.tokens_file} (`memstream token create`)"
+
+
 def cmd_api(args: argparse.Namespace, settings: Settings) -> int:
     from memstream.query_api import QueryApiError, serve
 
@@ -188,6 +196,7 @@ def _banner(running: Any) -> str:
             f"  embeddings: {p.embedder.model} ({p.embedder.dim}-d)",
             f"  llm:        {llm}",
             f"  search API: {s.api_url}/search?q=…&project=DIR   {s.api_url}/block?project=DIR",
+            f"  access:     {_access(s)}",
             f"  data dir:   {s.data_dir.resolve()}",
             "Publish turns with `memstream publish`, query with `memstream search` / `memstream block`.",
             "Press Ctrl-C to stop.",

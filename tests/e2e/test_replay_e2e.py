@@ -10,6 +10,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import msgspec
 import pytest
 
 from memstream.publish import publish, read_jsonl
@@ -59,7 +60,11 @@ async def run_cli(env: dict[str, str], *args: str) -> tuple[int, str, str]:
 async def test_replay_into_a_shadow_collection_then_switch(tmp_path: Path) -> None:
     live = await start_pipeline(tmp_path / "data")  # raw mode: conversation memories
     try:
-        turns = read_jsonl(ROOT / "examples" / "session.jsonl")
+        # As `memstream publish` sends them: with the token's user (a personal memory of a turn
+        # without one is dropped, and the session says "remember that I prefer bun").
+        turns = [
+            msgspec.structs.replace(t, user="dev@example.com") for t in read_jsonl(ROOT / "examples" / "session.jsonl")
+        ]
         await publish(live.bootstrap, live.settings.topic_prefix, turns)
         await eventually(lambda: _count(live, 5), what="the live memories")
         with FakeAnthropic(one_note_per_turn, api_key="sk-test") as fake:
