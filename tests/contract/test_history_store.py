@@ -171,3 +171,17 @@ async def test_purge_before_compares_instants_across_offsets(history: HistorySto
     cutoff = (T0 + timedelta(microseconds=1)).astimezone(timezone(timedelta(hours=-5)))
     assert await history.purge_before(cutoff) == 1
     assert names(await history.for_memory(MEMORY)) == ["new"]
+
+
+async def test_purge_scope_takes_one_scope_in_batches_and_leaves_the_others(history: HistoryStore) -> None:
+    """A forget: every record of the scope goes, batch by batch; 49 other scopes keep theirs."""
+    scopes = [f"u_{i:016x}" for i in range(50)]
+    await history.append([record(f"{s}-{j}", scope_key=s, micros=j) for s in scopes for j in range(3)])
+    victim = scopes[7]
+    assert await history.purge_scope(victim, limit=2) == 2
+    assert await history.purge_scope(victim, limit=2) == 1
+    assert await history.purge_scope(victim) == 0
+    assert await history.for_scope(victim) == []
+    for scope in scopes:
+        if scope != victim:
+            assert len(await history.for_scope(scope)) == 3, scope
