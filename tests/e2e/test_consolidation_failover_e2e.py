@@ -123,6 +123,8 @@ async def test_one_run_at_a_time_and_takeover_when_the_runner_dies(tmp_path: Pat
             "MEMSTREAM_CONSOLIDATION_DEBOUNCE": "1",
             "MEMSTREAM_CONSOLIDATION_RETRY_DELAY": "0.2",
             "MEMSTREAM_USER": "dev@example.com",
+            # The test reads each worker's API without tokens: open, as allowed on loopback.
+            "MEMSTREAM_API_OPEN": "true",
         }
         ports = (free_port(), free_port())
         dirs = (tmp_path / "a" / "data", tmp_path / "b" / "data")
