@@ -223,7 +223,7 @@ def test_tags_are_the_documented_ones() -> None:
         "op.delete.v1",
         "op.supersede.v1",
         "op.forget-scope.v1",
-            "memory-updated.v1",
+        "memory-updated.v1",
         "rollout-output.v1",
         "memory-usage.v1",
         "consolidation-request.v1",
