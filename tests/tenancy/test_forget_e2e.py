@@ -15,7 +15,7 @@ import pytest_asyncio
 from memstream import recall, runner
 from memstream.agents.store import FORGET_CAUSE
 from memstream.forget import forget_event
-from memstream.identity import project_key, user_key
+from memstream.identity import memory_id, normalize_content, project_key, user_key
 from memstream.publish import publish_events
 from memstream.replay import read_forgotten, replayable
 from memstream.schemas import Entity, Fact, MemoryUpdated, Turn
@@ -101,6 +101,9 @@ async def test_nothing_of_the_forgotten_user_is_read_back(forgotten: runner.Runn
     boosted, _ = await providers.graph.boost_ids("zebra7 theme7", [victim])
     assert boosted == set()
     assert await providers.store.list([victim], include_superseded=True) == []
+    victim_memory = memory_id(victim, normalize_content(preference(VICTIM, 7).text).content_hash)
+    assert await providers.store.get(victim_memory) is None
+    assert await providers.history.for_memory(victim_memory) == []
     every = await providers.store.list(None, include_superseded=True, limit=10_000)
     assert all("zebra7 " not in m.text for m in every)
 
@@ -128,6 +131,8 @@ async def test_the_other_49_are_untouched(forgotten: runner.Running) -> None:
         key = user_key(user)
         memories = await providers.store.list([key], include_superseded=True)
         assert [m.text for m in memories] == [preference(user, i).text], user
+        own = memory_id(key, normalize_content(preference(user, i).text).content_hash)
+        assert [m.id for m in memories] == [own] and await providers.history.for_memory(own), user
         assert await providers.history.for_scope(key), user
         assert await providers.graph.entities(key), user
         hits = await recall.search(providers, f"editor theme number {i} zebra{i}", "", key, limit=5)
