@@ -118,3 +118,59 @@ async def test_it_publishes_forgets_and_turns_with_its_producer(served: Any) -> 
     assert topics == [("forgotten", user_key("bob@example.com").encode()), ("turns", b"s9")]
     sent_turn = decode(producer.sent[1][2])
     assert getattr(sent_turn, "user", None) == "alice@example.com"
+
+
+@ASYNC
+async def test_serve_answers_over_http_and_publishes_a_forget_to_kafka(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The real `memstream api` server (uvicorn, a Kafka producer on the embedded broker); only its
+    store is swapped for the edge one, as no Qdrant server runs here."""
+    import asyncio
+    import contextlib
+    import dataclasses
+
+    from memstream import query_api
+    from memstream.bootstrap import build_providers
+    from memstream.broker import EmbeddedBroker, free_port
+    from memstream.topics.admin import ensure_topics
+    from memstream.topics.catalog import FORGOTTEN, topic_name
+    from tests.e2e.conftest import eventually, read_topic
+
+    with EmbeddedBroker() as broker:
+        settings = make_settings(
+            tmp_path,
+            api_open=False,
+            kafka_bootstrap=broker.bootstrap,
+            qdrant_url="http://unused:6333",
+            http_port=free_port(),
+        )
+        await ensure_topics(broker.bootstrap, settings.topic_prefix, partitions=2)
+        monkeypatch.setattr(
+            query_api, "query_providers", lambda s: build_providers(dataclasses.replace(s, qdrant_url=""))
+        )
+        admin = TokenStore(settings.tokens_file).create(admin_principal())[0]
+        serving = asyncio.create_task(query_api.serve(settings))
+        try:
+            async with httpx.AsyncClient(base_url=settings.api_url) as client:
+
+                async def up() -> bool:
+                    try:
+                        return (await client.get("/health")).status_code == 200
+                    except httpx.TransportError:
+                        return False
+
+                await eventually(up, what="memstream api to listen")
+                assert (await client.get("/memories")).status_code == 401
+                forget = await client.post(
+                    "/admin/forget", json={"user": "bob@example.com"}, headers={"Authorization": f"Bearer {admin}"}
+                )
+                assert forget.status_code == 202
+            records = await read_topic(
+                broker.bootstrap, topic_name(settings.topic_prefix, FORGOTTEN), until=lambda r: len(r) >= 1
+            )
+            assert decode(records[0].value).scope_key == user_key("bob@example.com")  # type: ignore[union-attr]
+        finally:
+            serving.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await serving
