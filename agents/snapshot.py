@@ -1,24 +1,33 @@
 """Snapshot agent: the last 8 messages of a session after every assistant turn.
 
 Consumes ``turns`` (key: session id). Emits ``snapshots`` (key: session id).
-State: table ``snapshot-sessions`` — per session, its last public messages and the count
-of assistant turns. Relies on the turns of one session arriving in order, which their
-shared key guarantees. Private spans are stripped and secrets redacted here, before
-anything leaves the stage. The first turn of a session in a project with no memories
-yet also emits an init snapshot of the project's files, when this worker can read them.
+State: table ``snapshot-sessions`` — per session, its last public messages, the count
+of assistant turns and the time of the last turn. A session whose project or user was
+forgotten after its window was last written starts its window afresh, so its next snapshot
+carries none of the forgotten words (the worker follows the ``forgotten`` ledger itself:
+this table is keyed by session, where the forget barrier, keyed by scope, never passes).
+Relies on the turns of one session arriving in order, which their shared key guarantees.
+Private spans are stripped and secrets redacted here, before anything leaves the stage.
+The first turn of a session in a project with no memories yet also emits an init snapshot
+of the project's files, when this worker can read them.
 """
 
 from __future__ import annotations
 
+import asyncio
+import logging
 from pathlib import Path
 from typing import Any
 
 import faust
+import msgspec
 from faust.types import EventT
 
 from memstream.agents.base import DeadLetters, expect, guarded, state_table
 from memstream.bootstrap import Providers
 from memstream.identity import derived_id, project_key, user_key
+from memstream.kafka_security import client_options
+from memstream.ledger import ForgottenLedger, stale_window
 from memstream.project_files import read_project_files
 from memstream.rules.explicit import explicit_requests
 from memstream.rules.secrets import redact
@@ -28,11 +37,24 @@ from memstream.topics.binding import Topics
 from memstream.tracing import stage_span
 
 STAGE = "snapshot"
+log = logging.getLogger(__name__)
 
 
 def register(app: faust.App, topics: Topics, providers: Providers, sink: DeadLetters) -> faust.types.AgentT:
     settings = providers.settings
     sessions = state_table(app, "snapshot-sessions", settings.partitions)
+    ledger = ForgottenLedger()
+
+    @app.task
+    async def follow_ledger() -> None:
+        bootstrap = ",".join(url.authority for url in app.conf.broker)
+        security = client_options(settings) if settings.kafka_bootstrap else {}
+        try:
+            await ledger.follow(bootstrap, topics.forgotten.get_topic_name(), security=security)
+        except asyncio.CancelledError:
+            raise
+        except Exception:  # the pipeline goes on; windows are then cleared only by the stages' own checks
+            log.exception("stopped following the forgotten ledger")
 
     async def maybe_init(turn: Turn) -> None:
         """Init mode (seed 000): a new project's README, manifests and configs."""
@@ -64,9 +86,13 @@ def register(app: faust.App, topics: Topics, providers: Providers, sink: DeadLet
         if state is None:
             await maybe_init(turn)
             state = SessionState()
+        forgotten_at = ledger.latest(project_key(turn.project), user_key(turn.user))
+        if state.messages and stale_window(state.updated_at, forgotten_at):
+            # The turn count stays: snapshot ids derive from it and must not repeat.
+            state = msgspec.structs.replace(state, messages=[])
         messages = window(state.messages, Message(turn.role, turn.content), settings.snapshot_messages)
         turns = state.assistant_turns + (1 if turn.role == "assistant" else 0)
-        sessions[turn.session_id] = SessionState(messages=messages, assistant_turns=turns)
+        sessions[turn.session_id] = SessionState(messages=messages, assistant_turns=turns, updated_at=turn.ts)
         if turn.role != "assistant" or not messages:
             return
         with stage_span("memstream.snapshot", session=turn.session_id, turn=turns):

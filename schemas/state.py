@@ -20,6 +20,8 @@ class SessionState(State, tag="state.session.v1", kw_only=True):
 
     messages: list[Message] = []
     assistant_turns: int = 0
+    #: The time of the last turn in the window (a forget of the session's scope clears an older one).
+    updated_at: datetime | None = None
 
 
 class ExtractState(State, tag="state.extract.v1", kw_only=True):

@@ -19,7 +19,7 @@ from memstream.identity import memory_id, normalize_content, project_key, user_k
 from memstream.publish import publish_events
 from memstream.replay import read_forgotten, replayable
 from memstream.schemas import Entity, Fact, MemoryUpdated, Turn
-from memstream.topics import FACTS, FORGOTTEN, MEMORY_UPDATED, topic_name
+from memstream.topics import FACTS, FORGOTTEN, MEMORY_UPDATED, TURNS, topic_name
 from tests.e2e.conftest import eventually, read_topic, start_pipeline, values
 
 pytestmark = pytest.mark.asyncio(loop_scope="module")
@@ -173,3 +173,45 @@ async def test_a_replay_leaves_the_forgotten_user_out(forgotten: runner.Running)
     assert replayable(later, ledger) == later
     project_ledger = {project_key(PROJECT): datetime.now(UTC)}
     assert replayable(other, project_ledger) is None
+
+
+async def test_a_session_that_goes_on_after_its_project_is_forgotten_starts_its_window_afresh(
+    forgotten: runner.Running,
+) -> None:
+    """The snapshot agent's window is keyed by session: it learns of the forget from the ledger."""
+    providers = forgotten.providers
+    project = "/repos/window"
+    said = datetime.now(UTC) - timedelta(minutes=5)
+
+    def turn(role: str, content: str, ts: datetime) -> Turn:
+        return Turn(session_id="win", project=project, role=role, content=content, ts=ts, user=USERS[8])  # type: ignore[arg-type]
+
+    async def send(*turns: Turn) -> None:
+        await publish_events(
+            forgotten.bootstrap, forgotten.settings.topic_prefix, TURNS, [(t.session_id, t) for t in turns]
+        )
+
+    await send(turn("user", "the zebra vault code is forgotten-words", said), turn("assistant", "Noted.", said))
+
+    async def stored() -> int:
+        return await providers.store.count([project_key(project)])
+
+    await eventually(stored, what="the window session's raw memory")
+    event = forget_event(project=project)
+    await publish_events(forgotten.bootstrap, forgotten.settings.topic_prefix, FORGOTTEN, [(event.scope_key, event)])
+
+    async def purged() -> bool:
+        return await stored() == 0
+
+    await eventually(purged, what="the project's memories to go")
+    later = datetime.now(UTC) + timedelta(seconds=1)
+    await send(turn("user", "what next?", later), turn("assistant", "Ship it.", later))
+    sessions = forgotten.pipeline.app.tables["snapshot-sessions"]
+
+    async def window() -> list[str] | None:
+        state = sessions.get("win")
+        contents = [m.content for m in state.messages] if state else []
+        return contents if "Ship it." in contents else None
+
+    assert await eventually(window, what="the new turns in the window") == ["what next?", "Ship it."]
+    assert all("forgotten-words" not in m.text for m in await providers.store.list([project_key(project)]))

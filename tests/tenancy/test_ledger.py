@@ -1,0 +1,29 @@
+"""The forgotten ledger as each worker keeps it, and when a session's window is stale."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+
+from memstream.forget import forget_event
+from memstream.identity import project_key, user_key
+from memstream.ledger import ForgottenLedger, stale_window
+
+T = datetime(2026, 11, 23, tzinfo=UTC)
+
+
+def test_the_ledger_keeps_the_latest_forget_of_each_scope() -> None:
+    ledger = ForgottenLedger()
+    assert ledger.latest(project_key("/a"), user_key("u@x")) is None
+    ledger.record(forget_event(project="/a", at=T))
+    ledger.record(forget_event(project="/a", at=T - timedelta(days=1)))  # an older one read later
+    ledger.record(forget_event(user="u@x", at=T + timedelta(hours=1)))
+    assert ledger.latest(project_key("/a")) == T
+    assert ledger.latest(project_key("/a"), user_key("u@x")) == T + timedelta(hours=1)
+    assert ledger.latest(project_key("/b"), "") is None
+
+
+def test_a_window_written_before_the_forget_is_stale() -> None:
+    assert not stale_window(T, None)
+    assert stale_window(T, T) and stale_window(T - timedelta(seconds=1), T)
+    assert not stale_window(T + timedelta(seconds=1), T)
+    assert stale_window(None, T), "a window of unknown age is cleared once its scope was forgotten"
