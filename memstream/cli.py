@@ -91,6 +91,9 @@ def _parser() -> argparse.ArgumentParser:
     history.add_argument("--limit", "-n", type=int, default=100)
     history.add_argument("--json", action="store_true", help="print the raw JSON records")
     history.set_defaults(run=cmd_history)
+
+    mcp = sub.add_parser("mcp", help="serve memstream's MCP tools over stdio (they call the running memstream)")
+    mcp.set_defaults(run=cmd_mcp)
     return parser
 
 
@@ -256,45 +259,18 @@ def cmd_init(args: argparse.Namespace, settings: Settings) -> int:
 
 
 def cmd_remember(args: argparse.Namespace, settings: Settings) -> int:
-    from datetime import UTC, datetime
-
-    from memstream.identity import derived_id, project_key, user_key
     from memstream.publish import publish_events
-    from memstream.rules.explicit import guess_type
-    from memstream.rules.secrets import redact
-    from memstream.schemas import MEMORY_TYPES, Fact
+    from memstream.remember import RememberError, make_fact
     from memstream.topics import FACTS
 
-    text = redact(args.text.strip())
-    if len(text) < 10:
-        raise CliError("a memory needs at least 10 characters")
-    guessed_type, guessed_scope = guess_type(text)
-    kind = args.type or guessed_type
-    if kind not in MEMORY_TYPES:
-        raise CliError(f"unknown type {kind!r} (expected one of: {', '.join(MEMORY_TYPES)})")
-    scope = args.scope or ("user" if kind == "preference" else guessed_scope if not args.type else "project")
     project = str(Path(args.project).resolve())
-    if scope == "user":
-        identity = settings.user or _git_email()
-        if not identity:
-            raise CliError("a user-scoped memory needs MEMSTREAM_USER or a git user.email")
-        scope_key = user_key(identity)
-    else:
-        scope_key = project_key(project)
-    now = datetime.now(UTC)
-    fact = Fact(
-        fact_id=derived_id(scope_key, "remember", text, now.isoformat()),
-        text=text,
-        type=kind,  # type: ignore[arg-type]
-        scope=scope,  # type: ignore[arg-type]
-        scope_key=scope_key,
-        project=project,
-        origin="cli:remember",
-        confidence=1.0,
-        ts=now,
-    )
-    asyncio.run(publish_events(_bootstrap(settings), settings.topic_prefix, FACTS, [(scope_key, fact)]))
-    print(f"remembered ({kind}, {scope} scope): {text}")
+    identity = settings.user or (_git_email() if args.scope == "user" or not args.scope else "")
+    try:
+        fact = make_fact(args.text, project=project, user=identity, type=args.type, scope=args.scope)
+    except RememberError as exc:
+        raise CliError(str(exc)) from None
+    asyncio.run(publish_events(_bootstrap(settings), settings.topic_prefix, FACTS, [(fact.scope_key, fact)]))
+    print(f"remembered ({fact.type}, {fact.scope} scope): {fact.text}")
     return 0
 
 
@@ -429,6 +405,19 @@ def cmd_history(args: argparse.Namespace, settings: Settings) -> int:
         return 0
     for record in records:
         print(format_record(record))
+    return 0
+
+
+# --- mcp -----------------------------------------------------------------------------
+
+
+def cmd_mcp(args: argparse.Namespace, settings: Settings) -> int:
+    from memstream.mcp_server import stdio_main
+    from memstream.runner import read_runtime_file
+
+    runtime = read_runtime_file(settings)
+    api_url = str(runtime["api_url"]) if runtime else settings.api_url
+    stdio_main(api_url, settings.user or _git_email(), str(Path.cwd()))
     return 0
 
 
