@@ -2,7 +2,7 @@
 
 GET /health             what runs, with which providers
 GET /search?q=&project= hybrid search over a project's (and the user's) memories
-GET /block?project=&q=  the [MEMORY] block, as text
+GET /block?project=&q=[&max_tokens=]  the [MEMORY] block, as text, within its token budget
 GET /memories           every stored memory, superseded ones included (or ?project=[&type=]:
                         a project's active memories, newest first)
 GET /memories/{id}      one memory
@@ -359,7 +359,13 @@ def create_app(ctx: ApiContext) -> ASGIApp:
         except ApiError as exc:
             return error(str(exc))
         query = request.query_params.get("q", "").strip()
-        shown = await recall.block_memories(providers, project, user, query)
+        try:
+            max_tokens = int(request.query_params.get("max_tokens", "0") or "0") or None
+        except ValueError:
+            return error("'max_tokens' must be a whole number")
+        if max_tokens is not None and max_tokens < 100:
+            return error("'max_tokens' must be at least 100")
+        shown = await recall.block_memories(providers, project, user, query, max_tokens=max_tokens)
         await record_usage(ctx, shown.memories)
         return PlainTextResponse(shown.text)
 

@@ -30,6 +30,8 @@ def main(argv: list[str] | None = None) -> int:
         settings = Settings.from_env()
         return int(args.run(args, settings) or 0)
     except (CliError, SettingsError) as exc:
+        if getattr(args, "never_fail", False):  # a hook must not break the agent that runs it
+            return 0
         print(f"memstream: {exc}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
@@ -91,6 +93,12 @@ def _parser() -> argparse.ArgumentParser:
     history.add_argument("--limit", "-n", type=int, default=100)
     history.add_argument("--json", action="store_true", help="print the raw JSON records")
     history.set_defaults(run=cmd_history)
+
+    hook = sub.add_parser(
+        "hook", help="a coding agent's hook: reads its JSON event on stdin (SessionStart: prints the [MEMORY] block)"
+    )
+    hook.add_argument("host", help="claude-code, codex or gemini")
+    hook.set_defaults(run=cmd_hook, never_fail=True)
 
     mcp = sub.add_parser("mcp", help="serve memstream's MCP tools over stdio (they call the running memstream)")
     mcp.set_defaults(run=cmd_mcp)
@@ -405,6 +413,26 @@ def cmd_history(args: argparse.Namespace, settings: Settings) -> int:
         return 0
     for record in records:
         print(format_record(record))
+    return 0
+
+
+# --- hook ----------------------------------------------------------------------------
+
+
+def cmd_hook(args: argparse.Namespace, settings: Settings) -> int:
+    """Never fails the agent: unreadable input or a memstream that is down prints nothing, exit 0."""
+    try:
+        payload = json.loads(sys.stdin.read() or "{}")
+    except ValueError:
+        return 0
+    if not isinstance(payload, dict):
+        return 0
+    if payload.get("hook_event_name") == "SessionStart":
+        from memstream.session_start import hook_output
+
+        output = hook_output(args.host, payload, settings)
+        if output:
+            print(output)
     return 0
 
 
