@@ -130,7 +130,11 @@ def provenance(memory: Memory) -> list[dict[str, Any]]:
     return [{"source": p.source_type, "session": p.session_id, "file": p.file, "line": p.line} for p in sources]
 
 
-def result(memory: Memory, score: float | None = None, distance: float | None = None) -> dict[str, Any]:
+def _rounded(value: float | None) -> float | None:
+    return None if value is None else round(value, 4)
+
+
+def result(memory: Memory, score: float | None = None) -> dict[str, Any]:
     """One memory as every reader gets it: id, text, type, scope, score, session, provenance, times,
     then the stored fields as they are."""
     shown: dict[str, Any] = {
@@ -144,8 +148,6 @@ def result(memory: Memory, score: float | None = None, distance: float | None = 
         "created_at": memory.created_at,
         "updated_at": memory.updated_at,
     }
-    if distance is not None:
-        shown["distance"] = round(distance, 4)
     return {**msgspec.to_builtins(memory), **msgspec.to_builtins(shown)}
 
 
@@ -350,7 +352,16 @@ def create_app(ctx: ApiContext) -> ASGIApp:
             return error(str(exc))
         hits = await recall.search(providers, query, project, user, limit=limit)
         await record_usage(ctx, [hit.memory for hit in hits])
-        results = [result(hit.memory, score=1.0 - hit.distance, distance=hit.distance) for hit in hits]
+        results = [
+            {
+                **result(hit.memory, score=hit.score),
+                "vector_score": _rounded(hit.vector_score),
+                "bm25_score": _rounded(hit.bm25_score),
+                # The cosine distance, for callers of the vector-only search this replaced.
+                "distance": None if hit.vector_score is None else round(1.0 - hit.vector_score, 4),
+            }
+            for hit in hits
+        ]
         return JSON({"query": query, "results": results})
 
     async def block(request: Request) -> Response:

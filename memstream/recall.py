@@ -8,14 +8,27 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Collection, Sequence
+from typing import TYPE_CHECKING, Protocol
 
 import msgspec
 
 from memstream.bootstrap import Providers
-from memstream.schemas import CONSOLIDATED, Memory, ScoredMemory
+from memstream.schemas import CONSOLIDATED, Memory
+from memstream.schemas.memory import HybridHit
 from memstream.store.graph import GraphStore
 
+if TYPE_CHECKING:
+    from memstream.rerank import Reranker
+
 log = logging.getLogger(__name__)
+
+
+class Relevant(Protocol):
+    """A search result as the block shows it: a hybrid hit, or a vector hit (``ScoredMemory``)."""
+
+    @property
+    def memory(self) -> Memory: ...
+
 
 #: Seed 001: block sections and the memory types that fill them, in display order.
 SECTIONS: tuple[tuple[str, tuple[str, ...]], ...] = (
@@ -49,24 +62,51 @@ def scopes(project_key: str, user_key: str) -> list[str]:
 
 
 async def search(
-    providers: Providers, query: str, project_key: str, user_key: str = "", *, limit: int = 10
-) -> list[ScoredMemory]:
-    """The memories nearest the query, graph-boosted (seed 003) when the graph is enabled."""
+    providers: Providers,
+    query: str,
+    project_key: str,
+    user_key: str = "",
+    *,
+    limit: int = 10,
+    reranker: Reranker | None = None,
+) -> list[HybridHit]:
+    """The memories that best match the query, best first.
+
+    Seed 003's recall: the same BM25 + vector fusion the decision stage uses (``store.hybrid_search``,
+    ``alpha`` = MEMSTREAM_RECALL_ALPHA, nothing dropped by a minimum score), the graph boost added to
+    the fused score when the graph is enabled, then, when a reranker is given, its order for the top N.
+    """
     keys = scopes(project_key, user_key)
-    graph = providers.graph
-    if graph is None:
-        vector = await providers.embedder.embed_query(query)
-        return await providers.store.search(vector, keys, limit=limit)
     settings = providers.settings
+    graph = providers.graph
+    reranker = reranker if reranker is not None else providers.reranker
+    pool = limit * BOOST_POOL if graph is not None else limit
+    if reranker is not None:
+        pool = max(pool, settings.reranker_top_n)
     # The graph walk needs only the query's words: it runs while the query is embedded.
-    boost = asyncio.create_task(graph_boost_ids(graph, query, keys, settings.graph_boost_timeout_ms / 1000))
+    boost = (
+        asyncio.create_task(graph_boost_ids(graph, query, keys, settings.graph_boost_timeout_ms / 1000))
+        if graph is not None
+        else None
+    )
     try:
         vector = await providers.embedder.embed_query(query)
-        candidates = await providers.store.search(vector, keys, limit=limit * BOOST_POOL)
+        hits = await providers.store.hybrid_search(
+            query, vector, keys, limit=pool, alpha=settings.recall_alpha, min_score=0.0
+        )
     except BaseException:
-        boost.cancel()
+        if boost is not None:
+            boost.cancel()
         raise
-    return rerank(candidates, await boost, settings.graph_boost_weight, limit)
+    if boost is not None:
+        hits = rerank(hits, await boost, settings.graph_boost_weight, len(hits))
+    if reranker is not None:
+        from memstream.rerank import rerank_top
+
+        hits = await rerank_top(
+            query, hits, reranker, top_n=settings.reranker_top_n, timeout_s=settings.reranker_timeout_ms / 1000
+        )
+    return hits[:limit]
 
 
 async def graph_boost_ids(graph: GraphStore, query: str, scope_keys: Sequence[str], deadline_s: float) -> set[str]:
@@ -89,16 +129,14 @@ async def graph_boost_ids(graph: GraphStore, query: str, scope_keys: Sequence[st
     return ids
 
 
-def rerank(
-    candidates: Sequence[ScoredMemory], boosted: Collection[str], weight: float, limit: int
-) -> list[ScoredMemory]:
-    """The ``limit`` best candidates by similarity (1 - distance), plus ``weight`` for boosted ids.
+def rerank(candidates: Sequence[HybridHit], boosted: Collection[str], weight: float, limit: int) -> list[HybridHit]:
+    """The ``limit`` best candidates by hybrid score, plus ``weight`` for boosted ids (seed 003).
 
-    Ties keep the vector order. Each hit keeps its real distance; only the order changes.
+    Ties keep the fused order. Each hit keeps its real scores; only the order changes.
     """
 
-    def score(hit: ScoredMemory) -> float:
-        return (1.0 - hit.distance) + (weight if hit.memory.id in boosted else 0.0)
+    def score(hit: HybridHit) -> float:
+        return hit.score + (weight if hit.memory.id in boosted else 0.0)
 
     return sorted(candidates, key=score, reverse=True)[:limit]
 
@@ -138,7 +176,7 @@ class _Section(msgspec.Struct):
 
 
 def build_block(
-    memories: Sequence[Memory], relevant: Sequence[ScoredMemory] = (), *, max_tokens: int | None = None
+    memories: Sequence[Memory], relevant: Sequence[Relevant] = (), *, max_tokens: int | None = None
 ) -> Block:
     """The [MEMORY] block: Phase 2's consolidated summary, then one section per seed 001 row
     that has memories, then the search results; trimmed by ``TRIM_ORDER`` to fit ``max_tokens``."""
@@ -200,7 +238,7 @@ def _fit(sections: list[_Section], max_tokens: int) -> None:
             section.memories.pop()
 
 
-def render_block(memories: Sequence[Memory], relevant: Sequence[ScoredMemory] = ()) -> str:
+def render_block(memories: Sequence[Memory], relevant: Sequence[Relevant] = ()) -> str:
     return build_block(memories, relevant).text
 
 
