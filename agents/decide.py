@@ -40,7 +40,7 @@ from memstream.bootstrap import Providers
 from memstream.identity import NormalizedContent, derived_id, memory_id, normalize_content
 from memstream.llm.base import LLMError
 from memstream.rules import audit, decision, lexical
-from memstream.rules.dedup import cosine_distances, find_duplicate, remember, threshold
+from memstream.rules.dedup import EXACT_ONLY_TYPES, cosine_distances, find_duplicate, remember, threshold
 from memstream.rules.modes import REASON_EXACT_DUPLICATE, REASON_UPDATE_DELETE_NOT_ALLOWED, PipelineFlags, gate
 from memstream.schemas import (
     MEMORY_TYPES,
@@ -211,6 +211,8 @@ class Decider:
         stored = await self.providers.store.get(new_id)
         if stored is not None and stored.superseded_by is None:
             return new_id, REASON_EXACT_DUPLICATE
+        if fact.type in EXACT_ONLY_TYPES:
+            return None
         neighbours = await self.providers.store.search(
             vector,
             [fact.scope_key],
