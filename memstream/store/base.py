@@ -16,7 +16,7 @@ from typing import Final, NamedTuple, Protocol
 
 from qdrant_edge import Bm25, Bm25Config, TokenizerType
 
-from memstream.schemas import Memory, ScoredMemory
+from memstream.schemas import Memory, Provenance, ScoredMemory
 from memstream.schemas.memory import HybridHit
 
 #: The sparse vector holding each memory's BM25 term weights.
@@ -160,8 +160,11 @@ class MemoryStore(Protocol):
         updated_at: datetime,
         source_chunk: str | None = None,
         vector: Sequence[float] | None = None,
+        session_id: str | None = None,
+        sources: Sequence[Provenance] | None = None,
     ) -> Memory | None:
-        """Refresh an existing memory's text and ``updated_at``; None if it does not exist."""
+        """Refresh an existing memory's text and ``updated_at`` (and, given, its session and sources,
+        which must be those of the new text); None if it does not exist."""
 
     async def supersede(self, memory_id: str, superseded_by: str, *, at: datetime | None = None) -> Memory | None:
         """Mark a memory superseded ``at`` (default now, UTC); it stays stored but leaves search.

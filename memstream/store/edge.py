@@ -44,7 +44,7 @@ from qdrant_edge import (
     UpdateOperation,
 )
 
-from memstream.schemas import Memory, ScoredMemory
+from memstream.schemas import Memory, Provenance, ScoredMemory
 from memstream.schemas.codec import memory_from_payload, memory_to_payload
 from memstream.schemas.memory import HybridHit
 from memstream.store.base import (
@@ -178,10 +178,16 @@ class EdgeStore:
         updated_at: datetime,
         source_chunk: str | None = None,
         vector: Sequence[float] | None = None,
+        session_id: str | None = None,
+        sources: Sequence[Provenance] | None = None,
     ) -> Memory | None:
         changes: dict[str, Any] = {"text": text, "updated_at": updated_at}
         if source_chunk is not None:
             changes["source_chunk"] = source_chunk
+        if session_id is not None:
+            changes["session_id"] = session_id
+        if sources is not None:
+            changes["sources"] = list(sources)
         new_vector = None if vector is None else [float(x) for x in vector]
         return await self._run(lambda s: _replace(s, memory_id, changes, new_vector))
 

@@ -11,7 +11,7 @@ import msgspec
 from qdrant_client import AsyncQdrantClient, models
 from qdrant_client.http.exceptions import UnexpectedResponse
 
-from memstream.schemas import Memory, ScoredMemory
+from memstream.schemas import Memory, Provenance, ScoredMemory
 from memstream.schemas.codec import memory_from_payload, memory_to_payload
 from memstream.schemas.memory import HybridHit
 from memstream.store.base import (
@@ -206,10 +206,16 @@ class QdrantServerStore:
         updated_at: datetime,
         source_chunk: str | None = None,
         vector: Sequence[float] | None = None,
+        session_id: str | None = None,
+        sources: Sequence[Provenance] | None = None,
     ) -> Memory | None:
         changes: dict[str, Any] = {"text": text, "updated_at": updated_at}
         if source_chunk is not None:
             changes["source_chunk"] = source_chunk
+        if session_id is not None:
+            changes["session_id"] = session_id
+        if sources is not None:
+            changes["sources"] = list(sources)
         return await self._replace(memory_id, changes, vector)
 
     async def supersede(self, memory_id: str, superseded_by: str, *, at: datetime | None = None) -> Memory | None:
