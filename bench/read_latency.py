@@ -73,11 +73,13 @@ def seed(api: str, project: Path) -> None:
             response.read()
 
 
-def time_command(env: dict[str, str], cwd: Path, args: list[str], runs: int) -> list[float]:
+def time_command(env: dict[str, str], cwd: Path, args: list[str], runs: int, stdin: str = "") -> list[float]:
     took = []
     for _ in range(runs):
         began = time.perf_counter()
-        done = subprocess.run([sys.executable, "-m", "memstream.cli", *args], env=env, cwd=cwd, capture_output=True)
+        done = subprocess.run(
+            [sys.executable, "-m", "memstream.cli", *args], env=env, cwd=cwd, capture_output=True, input=stdin.encode()
+        )
         took.append((time.perf_counter() - began) * 1000)
         if done.returncode != 0:
             raise SystemExit(f"memstream {' '.join(args)} failed: {done.stderr.decode()}")
@@ -99,6 +101,11 @@ def main() -> None:
             "MEMSTREAM_USER": "bench@example.com",
             "PYTHONPATH": str(ROOT),
         }
+        down = {**env, "MEMSTREAM_HTTP_PORT": str(free_port())}
+        event = json.dumps({"hook_event_name": "SessionStart", "source": "startup", "cwd": str(project)})
+        took = time_command(down, project, ["hook", "claude-code"], args.runs, stdin=event)
+        print(f"load average: {os.getloadavg()[0]:.2f} (cores: {os.cpu_count()})")
+        print(f"hook with memstream down: p50 {statistics.median(took):.0f} ms, p95 {percentile(took, 0.95):.0f} ms")
         up = start(env, project)
         try:
             seed(f"http://127.0.0.1:{env['MEMSTREAM_HTTP_PORT']}", project)

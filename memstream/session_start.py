@@ -22,6 +22,7 @@ from __future__ import annotations
 import http.client
 import json
 import urllib.parse
+from collections.abc import Callable
 from typing import Any
 
 from memstream.runtime import api_url, user_identity
@@ -61,7 +62,8 @@ def hook_output(host: str, payload: dict[str, Any], settings: Settings | None = 
         return ""
     try:
         settings = settings or Settings.from_env()
-        block = fetch_block(api_url(settings), cwd, user_identity(settings), settings.block_max_tokens)
+        chosen = settings
+        block = fetch_block(api_url(settings), cwd, lambda: user_identity(chosen), settings.block_max_tokens)
     except Exception:  # a hook must never break the session it starts
         return ""
     if not block or not has_memories(block):
@@ -74,13 +76,14 @@ def has_memories(block: str) -> bool:
     return "\n## " in block
 
 
-def fetch_block(base_url: str, project: str, user: str, max_tokens: int) -> str:
-    """GET /block from the API at ``base_url``; "" on any failure."""
+def fetch_block(base_url: str, project: str, user: Callable[[], str], max_tokens: int) -> str:
+    """GET /block from the API at ``base_url``; "" on any failure. ``user`` is asked only once the
+    API answers the connection (it may run git): a memstream that is down costs one refused connect."""
     url = urllib.parse.urlsplit(base_url)
-    query = urllib.parse.urlencode({"project": project, "user": user, "max_tokens": str(max_tokens)})
     connection = http.client.HTTPConnection(url.hostname or "127.0.0.1", url.port or 80, timeout=CONNECT_TIMEOUT_S)
     try:
         connection.connect()
+        query = urllib.parse.urlencode({"project": project, "user": user(), "max_tokens": str(max_tokens)})
         if connection.sock is not None:
             connection.sock.settimeout(READ_TIMEOUT_S)
         connection.request("GET", f"{url.path.rstrip('/')}/block?{query}")
