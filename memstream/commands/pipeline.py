@@ -69,6 +69,7 @@ def _banner(running: Any) -> str:
             f"  embeddings: {p.embedder.model} ({p.embedder.dim}-d)",
             f"  llm:        {llm}",
             f"  search API: {s.api_url}/search?q=…&project=DIR   {s.api_url}/block?project=DIR",
+            f"  MCP:        {s.api_url}/mcp (streamable HTTP), or `memstream mcp` (stdio)",
             f"  data dir:   {s.data_dir.resolve()}",
             "Publish turns with `memstream publish`, query with `memstream search` / `memstream block`.",
             "Press Ctrl-C to stop.",
