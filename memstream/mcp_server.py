@@ -17,10 +17,10 @@ from pathlib import Path
 from typing import Annotated, Any, Literal
 from urllib.parse import unquote, urlparse
 
-import anyio
 import httpx
-from mcp.server.mcpserver import Context, MCPServer
+from mcp.server.mcpserver import Context, ListRoots, MCPServer, Resolve
 from mcp.server.mcpserver.exceptions import ToolError
+from mcp.types import ListRootsResult
 from pydantic import Field
 
 log = logging.getLogger(__name__)
@@ -33,8 +33,6 @@ INSTRUCTIONS = (
 )
 #: How long a tool waits on the API (writes wait up to 5 s for the store to show their outcome).
 API_TIMEOUT_S = 30.0
-#: How long asking the client for its roots may take before the fallback directory is used.
-ROOTS_TIMEOUT_S = 2.0
 
 MemoryTypeName = Literal[
     "project-brief",
@@ -84,14 +82,29 @@ class ApiClient:
         return response.text
 
 
+def client_roots(ctx: Context, project: str | None = None) -> ListRoots | None:
+    """Ask the client for its roots (the SDK sends ``roots/list`` on the transport's terms) unless
+    ``project`` was given or the client offers no roots."""
+    if project and project.strip():
+        return None
+    capabilities = ctx.client_capabilities
+    if capabilities is None or capabilities.roots is None:
+        return None
+    return ListRoots()
+
+
+#: A tool parameter the SDK fills with the client's roots (hidden from the tool's schema).
+Roots = Annotated[ListRootsResult | None, Resolve(client_roots)]
+
+
 def build_server(api: ApiClient, default_project: str | None) -> MCPServer:
     """The MCP server over ``api``; ``default_project`` when the client offers no roots (None: required)."""
     server = MCPServer(NAME, instructions=INSTRUCTIONS, log_level="WARNING")
 
-    async def project_of(ctx: Context, project: str | None) -> str:
+    async def project_of(roots: ListRootsResult | None, project: str | None) -> str:
         if project and project.strip():
             return project.strip()
-        root = await _first_root(ctx)
+        root = _first_root(roots)
         if root:
             return root
         if default_project:
@@ -108,14 +121,14 @@ def build_server(api: ApiClient, default_project: str | None) -> MCPServer:
     )
     async def search_memories(
         query: Annotated[str, Field(description="What to look for, in natural language or keywords.", min_length=1)],
-        ctx: Context,
+        roots: Roots,
         project: Project = None,
         limit: Annotated[int, Field(description="Most results to return.", ge=1, le=100)] = 10,
         types: Annotated[
             list[MemoryTypeName] | None, Field(description="Only memories of these types (default: every type).")
         ] = None,
     ) -> dict[str, Any]:
-        where = await project_of(ctx, project)
+        where = await project_of(roots, project)
         # Ask for more when filtering by type, so the filter still leaves ``limit`` results.
         asked = limit if not types else min(100, limit * 5)
         found = await api.call("GET", "/search", params={"q": query, "limit": str(asked), **scope_params(where)})
@@ -128,14 +141,14 @@ def build_server(api: ApiClient, default_project: str | None) -> MCPServer:
         "Call it at the start of a task."
     )
     async def get_memory_block(
-        ctx: Context,
+        roots: Roots,
         project: Project = None,
         query: Annotated[str | None, Field(description="The current task; fills 'Relevant to Current Task'.")] = None,
         max_tokens: Annotated[
             int | None, Field(description="Token budget of the block (default: the server's).", ge=100, le=50_000)
         ] = None,
     ) -> str:
-        where = await project_of(ctx, project)
+        where = await project_of(roots, project)
         params = {"q": query or "", **scope_params(where)}
         if max_tokens:
             params["max_tokens"] = str(max_tokens)
@@ -147,7 +160,7 @@ def build_server(api: ApiClient, default_project: str | None) -> MCPServer:
     )
     async def add_memory(
         text: Annotated[str, Field(description="The statement to remember, self-contained.", min_length=10)],
-        ctx: Context,
+        roots: Roots,
         project: Project = None,
         type: Annotated[
             MemoryTypeName | None, Field(description="Memory type (default: guessed from the wording).")
@@ -157,7 +170,7 @@ def build_server(api: ApiClient, default_project: str | None) -> MCPServer:
             Field(description="'project' (this project only) or 'user' (the user's, in every project)."),
         ] = "project",
     ) -> dict[str, Any]:
-        where = await project_of(ctx, project)
+        where = await project_of(roots, project)
         body = {"text": text, "type": type, "scope": scope, "origin": "mcp:add_memory", **scope_params(where)}
         return dict(await api.call("POST", "/memories", json=body))
 
@@ -177,12 +190,12 @@ def build_server(api: ApiClient, default_project: str | None) -> MCPServer:
 
     @server.tool(description="The project's (and the user's) active memories, newest first.")
     async def list_memories(
-        ctx: Context,
+        roots: Roots,
         project: Project = None,
         type: Annotated[MemoryTypeName | None, Field(description="Only memories of this type.")] = None,
         limit: Annotated[int, Field(description="Most memories to return.", ge=1, le=1000)] = 50,
     ) -> dict[str, Any]:
-        where = await project_of(ctx, project)
+        where = await project_of(roots, project)
         params = {"limit": str(limit), **scope_params(where)}
         if type:
             params["type"] = type
@@ -208,18 +221,9 @@ def _segment(memory_id: str) -> str:
     return memory_id.strip()
 
 
-async def _first_root(ctx: Context) -> str | None:
-    """The client's first file root as a directory, if the client offers roots and answers in time."""
-    capabilities = ctx.client_capabilities
-    if capabilities is None or capabilities.roots is None:
-        return None
-    try:
-        with anyio.fail_after(ROOTS_TIMEOUT_S):
-            listed = await ctx.session.list_roots()
-    except Exception:  # no back channel (stateless HTTP), a timeout, a client error: use the fallback
-        log.debug("could not list the client's roots", exc_info=True)
-        return None
-    for root in listed.roots:
+def _first_root(listed: ListRootsResult | None) -> str | None:
+    """The client's first file root as a directory."""
+    for root in listed.roots if listed is not None else []:
         uri = urlparse(str(root.uri))
         if uri.scheme == "file" and uri.path:
             return str(Path(unquote(uri.path)))

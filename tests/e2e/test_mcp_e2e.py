@@ -10,6 +10,7 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
+import mcp.types as types
 import pytest
 import pytest_asyncio
 from mcp import Client, StdioServerParameters
@@ -142,3 +143,13 @@ async def test_mcp_over_stdio_defaults_to_the_working_directory(live: runner.Run
 
         hits = await eventually(conversation, what="the published exchange, found from the working directory")
         assert hits[0]["session"] == "s1"
+
+    # A client that offers MCP roots: its first root is the project, whatever the server's directory.
+    elsewhere = tmp_path / "rooted"
+
+    async def roots(context: Any) -> types.ListRootsResult:
+        return types.ListRootsResult(roots=[types.Root(uri=elsewhere.as_uri(), name="rooted")])
+
+    async with Client(params, list_roots_callback=roots) as client:
+        found = data(await client.call_tool("search_memories", {"query": "anything"}))
+        assert found["project"] == str(elsewhere)
