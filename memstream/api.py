@@ -1,18 +1,26 @@
 """The HTTP API: a Starlette (ASGI) app built from an explicit context, no Faust in sight.
 
 Every route but /health needs ``Authorization: Bearer <token>`` (``memstream.guard``, which
-wraps the whole app, mounted apps included); reads are scoped by the token's principal,
-never by a parameter the caller chooses.
+wraps the whole app, MCP at /mcp included); reads are scoped by the token's principal, never
+by a parameter the caller chooses. (admin): admin tokens only.
 
 GET /health             liveness: what runs, with which providers (no token needed)
-GET /search?q=&project= search over a project's memories and the caller's own
-GET /block?project=&q=  the [MEMORY] block, as text (the same scopes)
-POST /turns             publish turns (JSON list) as the caller: its user, its projects
-GET /memories           every stored memory, superseded ones included          (admin)
+GET /search?q=&project= hybrid search over a project's (and the user's) memories
+GET /block?project=&q=[&max_tokens=]  the [MEMORY] block, as text, within its token budget
+GET /memories           every stored memory, superseded ones included (or ?project=[&type=]:
+                        a project's active memories, newest first)
+GET /memories/{id}      one memory
+POST /memories          add an explicit memory through the pipeline (JSON: text, project, type?,
+                        scope?, user?); answers with its id once stored, or its status in flight
+POST /memories/{id}/forget  tombstone a memory (JSON: reason), recorded in its audit trail
 GET /history?memory_id= the audit trail of one memory, oldest first (or ?scope= / ?project=:
-                        a scope's newest records, returned oldest first)          (admin)
+                        a scope's newest records, returned oldest first)
 GET /metrics            Prometheus metrics                                         (admin)
+POST /turns             publish turns (JSON list) as the caller: its user, its projects
 POST /admin/forget      forget a user or a project (JSON: user or project)        (admin)
+
+GET /memories without ``project`` and GET /history?scope= / ?project= are admin-only; a user
+reads the history of a memory it may read.
 
 ``memstream up`` serves it from inside its Faust worker (``memstream.app``), which fills the
 context with the callables only a running pipeline has: the consumer lag and the producer that
@@ -21,7 +29,9 @@ records memory usage. A process without Faust can build the same app with those 
 
 from __future__ import annotations
 
+import asyncio
 import logging
+import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from contextlib import AbstractAsyncContextManager, AsyncExitStack, asynccontextmanager
 from dataclasses import dataclass, field
@@ -36,10 +46,21 @@ from starlette.routing import BaseRoute, Route
 from starlette.types import ASGIApp
 
 from memstream import metrics, recall
-from memstream.auth import AuthError, FailureLimiter, Principal, TokenStore, check_publish, read_scopes, require_admin
-from memstream.guard import AuthMiddleware, principal_of
-from memstream.identity import project_key
-from memstream.schemas import ForgetScope, Memory, MemoryUsage, Turn
+from memstream.auth import (
+    AuthError,
+    FailureLimiter,
+    Forbidden,
+    Principal,
+    TokenStore,
+    check_publish,
+    may_read_scope,
+    read_scopes,
+    require_admin,
+)
+from memstream.guard import CURRENT_PRINCIPAL, AuthMiddleware, principal_of
+from memstream.identity import derived_id, project_key, user_key
+from memstream.remember import RememberError, expected_memory_id, make_fact
+from memstream.schemas import Fact, ForgetScope, Memory, MemoryOp, MemoryUsage, Provenance, SupersedeMemory, Turn
 
 if TYPE_CHECKING:
     from memstream.bootstrap import Providers
@@ -48,13 +69,20 @@ log = logging.getLogger(__name__)
 
 #: Sends one usage record to Phase 2 (the consolidation topic).
 UsageSink = Callable[[MemoryUsage], Awaitable[None]]
-#: Sends events to a topic of the pipeline (turns, or the forgotten ledger).
+#: Sends one fact to the facts topic (the pipeline's decision stage takes it from there).
+FactSink = Callable[[Fact], Awaitable[None]]
+#: Sends one memory operation to the store agent (the memory-ops topic).
+OpSink = Callable[[MemoryOp], Awaitable[None]]
+#: Sends turns (POST /turns) and forgets (POST /admin/forget) to their topics.
 TurnSink = Callable[[Sequence[Turn]], Awaitable[None]]
 ForgetSink = Callable[[ForgetScope], Awaitable[None]]
 #: The longest query, project path and request body the API reads.
 MAX_QUERY_CHARS = 4_000
 MAX_PROJECT_CHARS = 4_096
 MAX_BODY_BYTES = 1_000_000
+#: How long a write waits to see its outcome in the store before answering "in flight".
+WRITE_WAIT_S = 5.0
+WRITE_POLL_S = 0.05
 
 
 async def _no_usage(usage: MemoryUsage) -> None:
@@ -74,6 +102,12 @@ class ApiContext:
     record_usage: UsageSink = _no_usage
     #: Refreshes the consumer-lag gauges before /metrics is served; a no-op without a consumer.
     update_lag: Callable[[], None] = _no_lag
+    #: Sends facts (POST /memories); None in a process that cannot write.
+    send_fact: FactSink | None = None
+    #: Sends memory operations (forgetting); None in a process that cannot write.
+    send_memory_op: OpSink | None = None
+    #: Serve MCP's stateless streamable HTTP at /mcp.
+    mcp: bool = True
     #: Extra routes and ASGI apps mounted beside the built-in ones (e.g. MCP at /mcp).
     routes: Sequence[BaseRoute] = field(default_factory=list)
     #: Context managers entered for the app's lifetime (e.g. the MCP session manager).
@@ -94,6 +128,12 @@ class ApiContext:
             principal = Principal(user=settings.user, all_projects=True, admin=True, label="open mode")
             return {"open_principal": principal}
         return {"tokens": TokenStore(settings.tokens_file)}
+
+
+#: A forgotten memory is superseded by this marker (plus the operation id), not by another memory.
+FORGOTTEN = "forgotten:"
+#: The cause of a forget operation, followed by the caller's reason; the audit record keeps both.
+FORGET_CAUSE = "forget: "
 
 
 class ApiError(ValueError):
@@ -118,8 +158,9 @@ def _limit(request: Request, default: int, most: int) -> int:
         raise ApiError("'limit' must be a whole number") from None
 
 
-#: Parameters that once chose whose memories to read; the token decides now, and asking is an error.
-_CALLER_CHOSEN = ("user", "scope", "scope_key", "user_key")
+#: Parameters that once chose whose memories to read; the token decides now. ``user`` may still
+#: name the caller itself (clients send their identity), never anyone else.
+_CALLER_CHOSEN = ("scope", "scope_key", "user_key")
 
 
 def caller(request: Request) -> Principal:
@@ -146,10 +187,14 @@ def project_param(value: str) -> str:
 
 def read_scope_keys(request: Request) -> list[str]:
     """The scope keys this caller may read for the request's project (403 when none)."""
-    asked = [name for name in _CALLER_CHOSEN if name in request.query_params]
+    asked = [name for name in _CALLER_CHOSEN if request.query_params.get(name, "")]
     if asked:
         raise ApiError(f"'{asked[0]}' is not a parameter: whose memories are read follows from the token")
-    return read_scopes(caller(request), project_param(request.query_params.get("project", "")))
+    principal = caller(request)
+    named = request.query_params.get("user", "").strip()
+    if named and user_key(named) != principal.user_key:
+        raise ApiError("'user' can only name the token's own user: whose memories are read follows from the token")
+    return read_scopes(principal, project_param(request.query_params.get("project", "")))
 
 
 def query_param(request: Request, *, required: bool) -> str:
@@ -159,6 +204,35 @@ def query_param(request: Request, *, required: bool) -> str:
     if len(query) > MAX_QUERY_CHARS:
         raise ApiError(f"the query is longer than {MAX_QUERY_CHARS} characters")
     return query
+
+
+def provenance(memory: Memory) -> list[dict[str, Any]]:
+    """Where the memory's text came from: source, session, file and line, first seen first."""
+    sources: list[Provenance] = list(memory.sources)
+    if not sources and memory.session_id:
+        sources = [Provenance(source_type="", session_id=memory.session_id)]
+    return [{"source": p.source_type, "session": p.session_id, "file": p.file, "line": p.line} for p in sources]
+
+
+def _rounded(value: float | None) -> float | None:
+    return None if value is None else round(value, 4)
+
+
+def result(memory: Memory, score: float | None = None) -> dict[str, Any]:
+    """One memory as every reader gets it: id, text, type, scope, score, session, provenance, times,
+    then the stored fields as they are."""
+    shown: dict[str, Any] = {
+        "id": memory.id,
+        "text": memory.text,
+        "type": memory.type,
+        "scope": memory.scope,
+        "score": None if score is None else round(score, 4),
+        "session": memory.session_id,
+        "provenance": provenance(memory),
+        "created_at": memory.created_at,
+        "updated_at": memory.updated_at,
+    }
+    return {**msgspec.to_builtins(memory), **msgspec.to_builtins(shown)}
 
 
 async def record_usage(ctx: ApiContext, memories: Sequence[Memory]) -> None:
@@ -172,6 +246,20 @@ async def record_usage(ctx: ApiContext, memories: Sequence[Memory]) -> None:
         )
     except Exception:  # usage is a ranking signal: never fail a read over it
         log.warning("could not record memory usage", exc_info=True)
+
+
+async def _json_body(request: Request) -> dict[str, Any]:
+    try:
+        body = msgspec.json.decode(await _body(request))
+    except msgspec.DecodeError:
+        raise ApiError("the request body must be a JSON object") from None
+    if not isinstance(body, dict):
+        raise ApiError("the request body must be a JSON object")
+    return body
+
+
+def _required(name: str) -> str:
+    raise ApiError(f"the '{name}' field is required")
 
 
 def create_app(ctx: ApiContext) -> ASGIApp:
@@ -199,18 +287,132 @@ def create_app(ctx: ApiContext) -> ASGIApp:
         return Response(metrics.exposition(), media_type="text/plain")
 
     async def memories(request: Request) -> Response:
-        """Every stored memory, superseded ones included (for replays and audits), newest first."""
-        require_admin(caller(request))
+        """Every stored memory, superseded ones included (for replays and audits), newest first;
+        with ``project``, the active memories of the project (and the user), ``type`` to narrow."""
         try:
+            if request.query_params.get("project"):
+                limit = _limit(request, 50, 1000)
+                keys = read_scope_keys(request)
+                kind = request.query_params.get("type", "").strip()
+                listed = await providers.store.list(keys, types=[kind] if kind else None, limit=limit)
+                return JSON({"memories": [result(m) for m in listed]})
+            require_admin(caller(request))  # every scope's memories
             limit = _limit(request, 10_000, 100_000)
         except ApiError as exc:
             return error(str(exc))
         stored = await providers.store.list(None, include_superseded=True, limit=limit)
         return JSON({"memories": [msgspec.to_builtins(m) for m in stored]})
 
+    async def get_memory(memory_id: str, principal: Principal) -> Memory | None:
+        """The memory, if the caller may read it (another scope's answers as no memory at all)."""
+        try:
+            uuid.UUID(memory_id)
+        except ValueError:
+            return None  # memory ids are uuids: anything else names no memory
+        found = await providers.store.get(memory_id)
+        return found if found is not None and may_read_scope(principal, found.scope_key) else None
+
+    async def memory(request: Request) -> Response:
+        found = await get_memory(request.path_params["memory_id"], caller(request))
+        if found is None:
+            return error(f"no memory {request.path_params['memory_id']}", 404)
+        return JSON({"memory": result(found)})
+
+    async def add(request: Request) -> Response:
+        if ctx.send_fact is None:
+            return error("this process serves reads only: add memories through `memstream up`", 503)
+        principal = caller(request)
+        try:
+            body = await _json_body(request)
+            project = str(body.get("project", "")) or _required("project")
+            # As the caller only: its projects, its own user (a turn's rule, POST /turns's too).
+            check_publish(principal, project_param(project), str(body.get("user", "")))
+            fact = make_fact(
+                str(body.get("text", "")),
+                project=project,
+                user=principal.user,
+                type=body.get("type") or None,
+                scope=body.get("scope") or None,
+                origin=str(body.get("origin", "")) or "api:add",
+            )
+        except (ApiError, RememberError) as exc:
+            return error(str(exc))
+        await ctx.send_fact(fact)
+        return JSON(await _added(fact), status_code=200)
+
+    async def _added(fact: Fact) -> dict[str, Any]:
+        """The fact's outcome once the store shows it, else that it is still in flight."""
+        expected = expected_memory_id(fact)
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + WRITE_WAIT_S
+        while True:
+            stored = await providers.store.get(expected)
+            if stored is not None and stored.active and stored.updated_at >= fact.ts:
+                return {"status": "stored", "id": stored.id, "fact_id": fact.fact_id, "memory": result(stored)}
+            for record in await providers.history.for_scope(fact.scope_key, limit=50):
+                if record.fact_id != fact.fact_id:
+                    continue
+                if record.memory_id:
+                    found = await providers.store.get(record.memory_id)
+                    if found is not None:
+                        return {
+                            "status": "stored" if record.outcome == "created" else record.outcome,
+                            "id": found.id,
+                            "fact_id": fact.fact_id,
+                            "memory": result(found),
+                        }
+                if record.outcome in ("skipped", "recorded", "blocked", "proposed"):
+                    return {
+                        "status": record.outcome,
+                        "id": record.memory_id,
+                        "fact_id": fact.fact_id,
+                        "reason": record.reason,
+                    }
+            if loop.time() >= deadline:
+                return {"status": "in-flight", "id": expected, "fact_id": fact.fact_id}
+            await asyncio.sleep(WRITE_POLL_S)
+
+    async def forget(request: Request) -> Response:
+        if ctx.send_memory_op is None:
+            return error("this process serves reads only: forget memories through `memstream up`", 503)
+        memory_id = request.path_params["memory_id"]
+        try:
+            body = await _json_body(request)
+        except ApiError as exc:
+            return error(str(exc))
+        reason = " ".join(str(body.get("reason", "")).split())
+        if not reason:
+            return error("give the 'reason' for forgetting (it goes into the memory's audit trail)")
+        principal = caller(request)
+        found = await get_memory(memory_id, principal)
+        if found is None:
+            return error(f"no memory {memory_id}", 404)
+        if not principal.is_admin and not principal.user:
+            raise Forbidden("a token without a user does not forget memories")
+        if not found.active:
+            return JSON({"status": "already-forgotten", "id": memory_id, "superseded_by": found.superseded_by})
+        now = datetime.now(UTC)
+        op_id = derived_id("forget", memory_id, now.isoformat())
+        await ctx.send_memory_op(
+            SupersedeMemory(
+                op_id=op_id,
+                scope_key=found.scope_key,
+                memory_id=memory_id,
+                superseded_by=f"{FORGOTTEN}{op_id}",
+                cause=f"{FORGET_CAUSE}{reason}",
+            )
+        )
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + WRITE_WAIT_S
+        while loop.time() < deadline:
+            current = await providers.store.get(memory_id)
+            if current is None or not current.active:
+                return JSON({"status": "forgotten", "id": memory_id, "reason": reason})
+            await asyncio.sleep(WRITE_POLL_S)
+        return JSON({"status": "in-flight", "id": memory_id, "reason": reason})
+
     async def history(request: Request) -> Response:
         """Audit records about a memory, or the newest of a scope's, oldest first."""
-        require_admin(caller(request))
         memory_id = request.query_params.get("memory_id", "").strip()
         scope = request.query_params.get("scope", "").strip()
         project = request.query_params.get("project", "").strip()
@@ -220,11 +422,15 @@ def create_app(ctx: ApiContext) -> ASGIApp:
             limit = _limit(request, 100, 10_000)
         except ApiError as exc:
             return error(str(exc))
+        principal = caller(request)
         about: dict[str, Any]
         if memory_id:
+            if not principal.is_admin and await get_memory(memory_id, principal) is None:
+                return error(f"no memory {memory_id}", 404)  # a memory the caller may not read
             about = {"memory_id": memory_id}
             records = await providers.history.for_memory(memory_id, limit=limit)
         else:
+            require_admin(principal)  # a whole scope's audit trail
             try:
                 scope_key = scope or project_param(project)
             except ApiError as exc:
@@ -243,8 +449,15 @@ def create_app(ctx: ApiContext) -> ASGIApp:
             return error(str(exc))
         hits = await recall.search_scopes(providers, query, keys, limit=limit)
         await record_usage(ctx, [hit.memory for hit in hits])
-        results: list[dict[str, Any]] = [
-            {"distance": round(hit.distance, 4), **msgspec.to_builtins(hit.memory)} for hit in hits
+        results = [
+            {
+                **result(hit.memory, score=hit.score),
+                "vector_score": _rounded(hit.vector_score),
+                "bm25_score": _rounded(hit.bm25_score),
+                # The cosine distance, for callers of the vector-only search this replaced.
+                "distance": None if hit.vector_score is None else round(1.0 - hit.vector_score, 4),
+            }
+            for hit in hits
         ]
         return JSON({"query": query, "results": results})
 
@@ -254,13 +467,19 @@ def create_app(ctx: ApiContext) -> ASGIApp:
             keys = read_scope_keys(request)
         except ApiError as exc:
             return error(str(exc))
-        shown = await recall.block_scopes(providers, keys, query)
+        try:
+            max_tokens = int(request.query_params.get("max_tokens", "0") or "0") or None
+        except ValueError:
+            return error("'max_tokens' must be a whole number")
+        if max_tokens is not None and max_tokens < 100:
+            return error("'max_tokens' must be at least 100")
+        shown = await recall.block_scopes(providers, keys, query, max_tokens=max_tokens)
         await record_usage(ctx, shown.memories)
         return PlainTextResponse(shown.text)
 
     async def turns(request: Request) -> Response:
         """Publish turns as the caller: each turn's project must be one of its projects, its user
-        (if given) the caller's; the caller's user is filled in."""
+        (if given) the caller's; the caller's user is filled in. All or nothing."""
         principal = caller(request)
         if ctx.publish_turns is None:
             return error("this process does not publish turns", 503)
@@ -277,7 +496,7 @@ def create_app(ctx: ApiContext) -> ASGIApp:
         await ctx.publish_turns(checked)
         return JSON({"published": len(checked)}, status_code=202)
 
-    async def forget(request: Request) -> Response:
+    async def forget_scope(request: Request) -> Response:
         """Forget a user or a project, through the pipeline (memstream.agents.forget)."""
         from memstream.forget import ForgetError, forget_event
 
@@ -304,21 +523,44 @@ def create_app(ctx: ApiContext) -> ASGIApp:
     routes: list[BaseRoute] = [
         Route("/health", health),
         Route("/metrics", prometheus),
-        Route("/memories", memories),
+        Route("/memories", memories, methods=["GET"]),
+        Route("/memories", add, methods=["POST"]),
+        Route("/memories/{memory_id}", memory, methods=["GET"]),
+        Route("/memories/{memory_id}/forget", forget, methods=["POST"]),
         Route("/history", history),
         Route("/search", search),
         Route("/block", block),
         Route("/turns", turns, methods=["POST"]),
-        Route("/admin/forget", forget, methods=["POST"]),
-        *ctx.routes,
+        Route("/admin/forget", forget_scope, methods=["POST"]),
     ]
-    app = Starlette(
-        routes=routes,
-        lifespan=_lifespan(ctx),
-        exception_handlers={AuthError: _auth_error, ApiError: _api_error},
-    )
-    # Outside everything, mounted apps (MCP at /mcp) included: no route can forget to ask.
+    lifespans = list(ctx.lifespans)
+    handlers: dict[Any, Any] = {AuthError: _auth_error, ApiError: _api_error}
+    if ctx.mcp:
+        # MCP's tools call the API in process, as the caller of the /mcp request they serve.
+        inner = AsCaller(Starlette(routes=list(routes), exception_handlers=handlers))
+        mcp_routes, mcp_lifespan = _mcp(inner, providers.settings.http_host)
+        routes.extend(mcp_routes)
+        lifespans.append(mcp_lifespan)
+    app = Starlette(routes=[*routes, *ctx.routes], lifespan=_lifespan(lifespans), exception_handlers=handlers)
+    # Outside everything, MCP and mounted apps included: no route can forget to ask.
     return AuthMiddleware(app, tokens=ctx.tokens, open_principal=ctx.open_principal, limiter=ctx.limiter)
+
+
+class AsCaller:
+    """An in-process call of the API (an MCP tool's) made as the principal of the request it serves.
+
+    The guard puts that principal in a context variable, which the tool's task inherits; no principal
+    (a call outside any guarded request) reaches the routes as none, and they refuse it.
+    """
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        principal = CURRENT_PRINCIPAL.get()
+        if scope["type"] in ("http", "websocket") and principal is not None:
+            scope.setdefault("state", {})["principal"] = principal
+        await self.app(scope, receive, send)
 
 
 async def _body(request: Request) -> bytes:
@@ -331,19 +573,38 @@ async def _body(request: Request) -> bytes:
 
 
 async def _auth_error(request: Request, exc: Exception) -> Response:
-    status = getattr(exc, "status", 401)
-    return error(str(exc), status)
+    return error(str(exc), getattr(exc, "status", 401))
 
 
 async def _api_error(request: Request, exc: Exception) -> Response:
     return error(str(exc))
 
 
-def _lifespan(ctx: ApiContext) -> Callable[[Starlette], AbstractAsyncContextManager[None]]:
+def _mcp(api: ASGIApp, host: str) -> tuple[list[BaseRoute], Callable[[], AbstractAsyncContextManager[Any]]]:
+    """MCP's stateless streamable HTTP at /mcp, its tools calling ``api`` in process."""
+    import httpx
+
+    from memstream.mcp_server import API_TIMEOUT_S, ApiClient, build_server
+
+    client = httpx.AsyncClient(
+        transport=httpx.ASGITransport(app=api, raise_app_exceptions=False),
+        base_url="http://memstream",
+        timeout=API_TIMEOUT_S,
+    )
+    server = build_server(ApiClient(client), default_project=None)
+    mcp_app = server.streamable_http_app(
+        streamable_http_path="/mcp", stateless_http=True, json_response=True, host=host
+    )
+    return list(mcp_app.routes), server.session_manager.run
+
+
+def _lifespan(
+    lifespans: Sequence[Callable[[], AbstractAsyncContextManager[Any]]],
+) -> Callable[[Starlette], AbstractAsyncContextManager[None]]:
     @asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
         async with AsyncExitStack() as stack:
-            for enter in ctx.lifespans:
+            for enter in lifespans:
                 await stack.enter_async_context(enter())
             yield
 

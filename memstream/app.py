@@ -24,7 +24,7 @@ from memstream.bootstrap import Providers
 from memstream.codec import register_codec
 from memstream.kafka_security import faust_credentials
 from memstream.metrics import CONSUMER_LAG
-from memstream.schemas import ForgetScope, MemoryUsage, Turn
+from memstream.schemas import Fact, ForgetScope, MemoryOp, MemoryUsage, Turn
 from memstream.settings import Settings
 from memstream.topics.binding import Topics, bind_topics
 from memstream.transport import MemstreamApp
@@ -91,6 +91,8 @@ def build_app(settings: Settings, providers: Providers, bootstrap: str, *, web: 
             publish_turns=_turn_sink(topics),
             publish_forget=_forget_sink(topics),
             **api.ApiContext.auth_from(settings),
+            send_fact=_fact_sink(topics),
+            send_memory_op=_op_sink(topics),
         )
         app.web_server(type("MemstreamApi", (ApiService,), {"asgi_app": api.create_app(context), "faust_app": app}))
     return Pipeline(app=app, topics=topics, providers=providers, dead_letters=dead_letters)
@@ -121,6 +123,9 @@ def _turn_sink(topics: Topics) -> api.TurnSink:
     async def send(turns: Sequence[Turn]) -> None:
         for turn in turns:
             await topics.turns.send(key=turn.session_id.encode(), value=turn)
+def _fact_sink(topics: Topics) -> api.FactSink:
+    async def send(fact: Fact) -> None:
+        await topics.facts.send(key=fact.scope_key.encode(), value=fact)
 
     return send
 
@@ -128,6 +133,9 @@ def _turn_sink(topics: Topics) -> api.TurnSink:
 def _forget_sink(topics: Topics) -> api.ForgetSink:
     async def send(event: ForgetScope) -> None:
         await topics.forgotten.send(key=event.scope_key.encode(), value=event)
+def _op_sink(topics: Topics) -> api.OpSink:
+    async def send(op: MemoryOp) -> None:
+        await topics.memory_ops.send(key=op.scope_key.encode(), value=op)
 
     return send
 

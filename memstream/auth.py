@@ -123,6 +123,15 @@ def may_read_project(principal: Principal, project: str) -> bool:
     return principal.is_admin or may_write_project(principal, project)
 
 
+def may_read_scope(principal: Principal, scope_key: str) -> bool:
+    """May this caller read a memory of this scope (a project's ``p_…`` or a user's ``u_…``)?"""
+    if principal.is_admin:
+        return True
+    if scope_key.startswith("u_"):
+        return bool(principal.user) and scope_key == principal.user_key
+    return may_read_project(principal, scope_key)
+
+
 def may_write_project(principal: Principal, project: str) -> bool:
     return bool(principal.user) and (principal.all_projects or project in principal.projects)
 

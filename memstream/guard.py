@@ -21,6 +21,7 @@ from __future__ import annotations
 import json
 import logging
 from collections.abc import Awaitable, Callable, MutableMapping
+from contextvars import ContextVar
 from typing import Any
 
 from memstream.auth import AuthError, FailureLimiter, Principal, TokenStore
@@ -32,6 +33,10 @@ Message = MutableMapping[str, Any]
 Receive = Callable[[], Awaitable[Message]]
 Send = Callable[[Message], Awaitable[None]]
 ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
+
+#: The principal of the request being served, for work it starts in the same context (an MCP
+#: tool calling the API in process); None outside any request the guard let in.
+CURRENT_PRINCIPAL: ContextVar[Principal | None] = ContextVar("memstream_principal", default=None)
 
 #: Paths served without a token, matched exactly.
 PUBLIC_PATHS = frozenset({"/health"})
@@ -81,8 +86,7 @@ class AuthMiddleware:
             await self.app(scope, receive, send)
             return
         if self.open_principal is not None:
-            scope.setdefault("state", {})["principal"] = self.open_principal
-            await self.app(scope, receive, send)
+            await self._let_in(self.open_principal, scope, receive, send)
             return
         client = (scope.get("client") or ("unknown", 0))[0]
         if self.limiter.blocked(client):
@@ -108,8 +112,15 @@ class AuthMiddleware:
                 challenge='Bearer realm="memstream", error="invalid_token"',
             )
             return
+        await self._let_in(principal, scope, receive, send)
+
+    async def _let_in(self, principal: Principal, scope: Scope, receive: Receive, send: Send) -> None:
         scope.setdefault("state", {})["principal"] = principal
-        await self.app(scope, receive, send)
+        token = CURRENT_PRINCIPAL.set(principal)
+        try:
+            await self.app(scope, receive, send)
+        finally:
+            CURRENT_PRINCIPAL.reset(token)
 
 
 async def _refuse(

@@ -211,7 +211,7 @@ async def test_a_unicode_look_alike_is_another_project_and_refused(world: World)
     "params",
     [
         {"user": BOB},
-        {"user": ALICE},
+        {"user": "BOB@example.com "},
         {"scope": user_key(BOB)},
         {"scope_key": project_key(B)},
         {"user_key": user_key(BOB)},
@@ -228,6 +228,14 @@ async def test_parameter_tricks_are_bad_requests(world: World, params: dict[str,
         response = await world.get(path, "alice", **{**base, **params})
         assert response.status_code == 400, (path, params, response.text)
         assert not leaks(response.text, allowed=set())
+
+
+async def test_naming_ones_own_user_is_allowed_and_changes_nothing(world: World) -> None:
+    """Clients (hooks, MCP) send their identity; it may only be the token's own."""
+    for user in (ALICE, " Alice@Example.com", ""):
+        response = await world.get("/search", "alice", q="zebra build tool tabs", project=A, user=user, limit=100)
+        assert response.status_code == 200, user
+        assert {hit["scope_key"] for hit in response.json()["results"]} == {project_key(A), user_key(ALICE)}
 
 
 async def test_a_limit_that_is_not_a_number_is_a_bad_request(world: World) -> None:
