@@ -58,13 +58,19 @@ def register(app: faust.App, topics: Topics, providers: Providers, sink: DeadLet
     sessions = state_table(app, "snapshot-sessions", settings.partitions, use_partitioner=True)
     turns_topic = topics.turns.get_topic_name()
     ledger = ForgottenLedger()
+    app.forgotten_ledger = ledger  # type: ignore[attr-defined]  # read by tests: what this worker knows
 
     @app.task
     async def follow_ledger() -> None:
         bootstrap = ",".join(url.authority for url in app.conf.broker)
         security = client_options(settings) if settings.kafka_bootstrap else {}
         try:
-            await ledger.follow(bootstrap, topics.forgotten.get_topic_name(), security=security)
+            await ledger.follow(
+                bootstrap,
+                topics.forgotten.get_topic_name(),
+                security=security,
+                fetch_max_wait_ms=settings.effective_fetch_max_wait_ms,
+            )
         except asyncio.CancelledError:
             raise
         except Exception:  # the pipeline goes on; windows are then cleared only by the stages' own checks

@@ -34,12 +34,27 @@ class ForgottenLedger:
         found = [self._at[key] for key in scope_keys if key and key in self._at]
         return max(found) if found else None
 
-    async def follow(self, bootstrap: str, topic: str, *, security: Mapping[str, Any] | None = None) -> None:
-        """Read the ledger from its beginning and keep reading it until cancelled."""
+    async def follow(
+        self,
+        bootstrap: str,
+        topic: str,
+        *,
+        security: Mapping[str, Any] | None = None,
+        fetch_max_wait_ms: int = 500,
+    ) -> None:
+        """Read the ledger from its beginning and keep reading it until cancelled.
+
+        ``fetch_max_wait_ms`` as the pipeline's own consumers use (the embedded broker holds a
+        fetch for the whole wait), so a forget reaches the ledger before it is through the stages.
+        """
         from aiokafka import AIOKafkaConsumer, TopicPartition
 
         consumer = AIOKafkaConsumer(
-            bootstrap_servers=bootstrap, enable_auto_commit=False, auto_offset_reset="earliest", **(security or {})
+            bootstrap_servers=bootstrap,
+            enable_auto_commit=False,
+            auto_offset_reset="earliest",
+            fetch_max_wait_ms=fetch_max_wait_ms,
+            **(security or {}),
         )
         await consumer.start()
         try:

@@ -204,6 +204,12 @@ async def test_a_session_that_goes_on_after_its_project_is_forgotten_starts_its_
         return await stored() == 0
 
     await eventually(purged, what="the project's memories to go")
+    ledger = forgotten.pipeline.app.forgotten_ledger  # type: ignore[attr-defined]
+
+    async def known() -> bool:
+        return ledger.latest(project_key(project)) is not None
+
+    await eventually(known, what="the worker's ledger to know of the forget")
     later = datetime.now(UTC) + timedelta(seconds=1)
     await send(turn("user", "what next?", later), turn("assistant", "Ship it.", later))
     sessions = forgotten.pipeline.app.tables["snapshot-sessions"]
