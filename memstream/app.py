@@ -123,6 +123,10 @@ def _turn_sink(topics: Topics) -> api.TurnSink:
     async def send(turns: Sequence[Turn]) -> None:
         for turn in turns:
             await topics.turns.send(key=turn.session_id.encode(), value=turn)
+
+    return send
+
+
 def _fact_sink(topics: Topics) -> api.FactSink:
     async def send(fact: Fact) -> None:
         await topics.facts.send(key=fact.scope_key.encode(), value=fact)
@@ -133,6 +137,10 @@ def _fact_sink(topics: Topics) -> api.FactSink:
 def _forget_sink(topics: Topics) -> api.ForgetSink:
     async def send(event: ForgetScope) -> None:
         await topics.forgotten.send(key=event.scope_key.encode(), value=event)
+
+    return send
+
+
 def _op_sink(topics: Topics) -> api.OpSink:
     async def send(op: MemoryOp) -> None:
         await topics.memory_ops.send(key=op.scope_key.encode(), value=op)

@@ -9,6 +9,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
 import pytest_asyncio
 
@@ -221,3 +222,19 @@ async def test_a_session_that_goes_on_after_its_project_is_forgotten_starts_its_
 
     assert await eventually(window, what="the new turns in the window") == ["what next?", "Ship it."]
     assert all("forgotten-words" not in m.text for m in await providers.store.list([project_key(project)]))
+
+
+async def test_the_admin_api_of_memstream_up_starts_a_forget(forgotten: runner.Running) -> None:
+    """POST /admin/forget on the running pipeline's own API (open on loopback here: an admin)."""
+    providers = forgotten.providers
+    target = user_key(USERS[9])
+    assert await providers.store.count([target]) == 1
+    async with httpx.AsyncClient(base_url=forgotten.settings.api_url) as client:
+        response = await client.post("/admin/forget", json={"user": USERS[9]})
+    assert response.status_code == 202 and response.json()["scope_key"] == target
+
+    async def gone() -> bool:
+        return await providers.store.count([target]) == 0 and not await providers.history.for_scope(target)
+
+    await eventually(gone, what="the API-started forget to purge the user")
+    assert await providers.store.count([user_key(USERS[10])]) == 1
