@@ -112,6 +112,7 @@ class Decider:
             fields.setdefault("fact_text", content.storage)
             fields.setdefault("origin", fact.origin)
             fields.setdefault("confidence", fact.confidence)
+            fields.setdefault("sources", fact.sources)
             return audit.record(
                 outcome,  # type: ignore[arg-type]
                 scope_key=fact.scope_key,
@@ -283,6 +284,7 @@ class Decider:
             embedding_model=embedding_model,
             session_id=fact.session_id,
             project=fact.project,
+            sources=fact.sources,
         )
 
     def _refresh(self, fact: Fact, new: Memory, embedded: EmbeddedFact, target: str, reason: str) -> RefreshMemory:

@@ -22,7 +22,7 @@ from memstream.identity import derived_id, project_key, user_key
 from memstream.project_files import read_project_files
 from memstream.rules.explicit import explicit_requests
 from memstream.rules.secrets import redact
-from memstream.rules.snapshot import format_snapshot, last_exchange, snapshot_modes, window
+from memstream.rules.snapshot import exchange_sources, format_snapshot, last_exchange, snapshot_modes, window
 from memstream.schemas import Message, SessionState, Snapshot, Turn
 from memstream.topics.binding import Topics
 from memstream.tracing import stage_span
@@ -64,7 +64,7 @@ def register(app: faust.App, topics: Topics, providers: Providers, sink: DeadLet
         if state is None:
             await maybe_init(turn)
             state = SessionState()
-        messages = window(state.messages, Message(turn.role, turn.content), settings.snapshot_messages)
+        messages = window(state.messages, Message(turn.role, turn.content, turn.provenance), settings.snapshot_messages)
         turns = state.assistant_turns + (1 if turn.role == "assistant" else 0)
         sessions[turn.session_id] = SessionState(messages=messages, assistant_turns=turns)
         if turn.role != "assistant" or not messages:
@@ -77,6 +77,7 @@ def register(app: faust.App, topics: Topics, providers: Providers, sink: DeadLet
             )
             exchange_start = max((i for i, m in enumerate(messages) if m.role == "user"), default=0)
             exchange = redact(last_exchange(messages, message_max_chars=settings.message_max_chars))
+            sources = exchange_sources(messages)
             explicit = [
                 redact(fact)
                 for m in messages[exchange_start:]
@@ -96,6 +97,7 @@ def register(app: faust.App, topics: Topics, providers: Providers, sink: DeadLet
                     exchange=exchange,
                     # Explicit requests ride on the normal (or raw) snapshot only, never twice.
                     explicit=explicit if mode in ("normal", "raw") else [],
+                    sources=sources,
                     ts=turn.ts,
                 )
                 await topics.snapshots.send(key=turn.session_id.encode(), value=snapshot)

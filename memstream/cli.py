@@ -372,7 +372,21 @@ def cmd_search(args: argparse.Namespace, settings: Settings) -> int:
         print(f"no memories match {args.query!r} in {project}")
     for hit in results:
         print(f"{hit['distance']:.3f}  [{hit['type']}] {hit['text']}")
+        where = format_sources(hit.get("sources") or [])
+        if where:
+            print(f"       from {where}")
     return 0
+
+
+def format_sources(sources: list[dict[str, Any]]) -> str:
+    """Where a memory came from, as ``file:line`` (or the source type and session), comma-separated."""
+    shown = []
+    for source in sources:
+        if source.get("file"):
+            shown.append(f"{source['file']}:{source.get('line') or 0}")
+        else:
+            shown.append(f"{source.get('source_type', '?')} session {source.get('session_id') or '?'}")
+    return ", ".join(shown)
 
 
 def cmd_block(args: argparse.Namespace, settings: Settings) -> int:
@@ -411,6 +425,8 @@ def format_record(record: dict[str, Any]) -> str:
             decided_by,
         ]
     )
+    where = format_sources([s for s in record.get("sources") or [] if s.get("file")])
+    line += f"  from {where}" if where else ""
     return line + ("  REVIEW NEEDED" if record.get("review_needed") else "")
 
 

@@ -13,7 +13,7 @@ import msgspec
 from aiokafka import AIOKafkaProducer
 
 from memstream.logs import quiet_payload_loggers
-from memstream.schemas import ROLES, Turn, encode
+from memstream.schemas import ROLES, Provenance, Turn, encode, universal_turn
 from memstream.topics import TURNS, TopicSpec, topic_name
 from memstream.tracing import stage_span
 
@@ -41,7 +41,11 @@ def make_turn(
     ts: datetime | None = None,
     user: str = "",
     source: str = "",
+    llm_source: str = "",
+    llm_model: str = "",
+    provenance: Provenance | None = None,
 ) -> Turn:
+    """A validated turn in seed 002's universal format (hash, timestamps, metadata, provenance)."""
     if not session_id.strip():
         raise TurnError("session id is empty")
     if not project.strip():
@@ -50,7 +54,7 @@ def make_turn(
         raise TurnError(f"unknown role {role!r} (expected one of: {', '.join(ROLES)})")
     if not content.strip():
         raise TurnError("content is empty")
-    return Turn(
+    turn = Turn(
         session_id=session_id,
         project=project,
         role=role,  # type: ignore[arg-type]
@@ -58,6 +62,13 @@ def make_turn(
         ts=ts or datetime.now(UTC),
         user=user,
         source=source,
+        llm_source=llm_source,
+        llm_model=llm_model,
+    )
+    return universal_turn(
+        turn,
+        extracted_at=datetime.now(UTC),
+        provenance=provenance or Provenance(source_type=source or "publish", session_id=session_id),
     )
 
 

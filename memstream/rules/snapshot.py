@@ -9,7 +9,7 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 
-from memstream.schemas import Message
+from memstream.schemas import Message, Provenance
 
 _PRIVATE_BLOCK = re.compile(r"<private>.*?</private>", re.IGNORECASE | re.DOTALL)
 #: An opening tag never closed hides everything after it: failing closed is the safe side.
@@ -28,7 +28,7 @@ def strip_private(text: str) -> str:
 def public_message(message: Message) -> Message | None:
     """The message with private spans removed, or None if it was fully private."""
     content = strip_private(message.content)
-    return Message(message.role, content) if content else None
+    return Message(message.role, content, message.provenance) if content else None
 
 
 def truncate(text: str, limit: int) -> str:
@@ -59,6 +59,16 @@ def last_exchange(messages: Sequence[Message], *, message_max_chars: int) -> str
     """The final user message and everything after it: the turn raw mode stores."""
     start = max((i for i, m in enumerate(messages) if m.role == "user"), default=0)
     return format_snapshot(messages[start:], message_max_chars=message_max_chars, max_chars=10**9)
+
+
+def exchange_sources(messages: Sequence[Message]) -> list[Provenance]:
+    """Where the messages of the last exchange came from, oldest first, each source once."""
+    start = max((i for i, m in enumerate(messages) if m.role == "user"), default=0)
+    sources: list[Provenance] = []
+    for message in messages[start:]:
+        if message.provenance is not None and message.provenance not in sources:
+            sources.append(message.provenance)
+    return sources
 
 
 def is_summary_turn(assistant_turn: int, every: int) -> bool:
