@@ -91,7 +91,34 @@ def _parser() -> argparse.ArgumentParser:
     history.add_argument("--limit", "-n", type=int, default=100)
     history.add_argument("--json", action="store_true", help="print the raw JSON records")
     history.set_defaults(run=cmd_history)
+
+    ingest = sub.add_parser("ingest", help="capture the coding CLIs' session files (backlog and new turns)")
+    ingest.add_argument("paths", nargs="*", type=Path, help="session files or folders (default: the standard places)")
+    ingest.add_argument("--llm", choices=LLM_SOURCES, help="read every file as this CLI's format")
+    ingest.add_argument("--since", help="only messages from this ISO date or time on (e.g. 2026-01-31)")
+    ingest.add_argument(
+        "--dry-run", action="store_true", help="publish nothing, write no checkpoint: say what would be"
+    )
+    ingest.add_argument("--json", action="store_true", help="print the turns (one JSON object a line) instead")
+    _root_flags(ingest)
+    ingest.set_defaults(run=cmd_ingest)
     return parser
+
+
+#: The coding CLIs capture reads, by their seed 002 ``llm_source`` name.
+LLM_SOURCES = ("claude", "codex", "gemini", "kimi")
+
+
+def _root_flags(parser: argparse.ArgumentParser) -> None:
+    for name in LLM_SOURCES:
+        parser.add_argument(f"--{name}-dir", type=Path, help=f"{name}'s home folder (MEMSTREAM_{name.upper()}_DIR)")
+
+
+def _with_roots(settings: Settings, args: argparse.Namespace) -> Settings:
+    import dataclasses
+
+    overrides = {f"{name}_dir": getattr(args, f"{name}_dir") for name in LLM_SOURCES if getattr(args, f"{name}_dir")}
+    return dataclasses.replace(settings, **overrides) if overrides else settings
 
 
 # --- up ------------------------------------------------------------------------------
@@ -395,6 +422,28 @@ def cmd_block(args: argparse.Namespace, settings: Settings) -> int:
     _, body = _api_get(settings, "/block", params)
     print(body)
     return 0
+
+
+# --- capture ---------------------------------------------------------------------------
+
+
+def cmd_ingest(args: argparse.Namespace, settings: Settings) -> int:
+    from memstream.capture.model import Source
+    from memstream.capture.run import ingest, parse_since
+
+    try:
+        since = parse_since(args.since) if args.since else None
+    except ValueError as exc:
+        raise CliError(str(exc)) from None
+    return ingest(
+        _with_roots(settings, args),
+        args.paths,
+        llm=Source(args.llm) if args.llm else None,
+        since=since,
+        dry_run=args.dry_run,
+        as_json=args.json,
+        user=settings.user or _git_email(),
+    )
 
 
 # --- history -------------------------------------------------------------------------

@@ -100,6 +100,33 @@ async def publish(bootstrap: str, prefix: str, turns: Sequence[Turn]) -> int:
     return await publish_events(bootstrap, prefix, TURNS, [(turn.session_id, turn) for turn in turns])
 
 
+async def open_producer(bootstrap: str, prefix: str) -> AIOKafkaProducer:
+    """A started producer for batched sends (:func:`send_turns`); raises if the broker cannot be reached."""
+    quiet_payload_loggers()
+    producer = AIOKafkaProducer(
+        bootstrap_servers=bootstrap, client_id=f"{prefix}-capture", linger_ms=5, request_timeout_ms=15_000
+    )
+    try:
+        await producer.start()
+    except BaseException:
+        await producer.stop()
+        raise
+    return producer
+
+
+async def send_turns(producer: AIOKafkaProducer, prefix: str, turns: Sequence[Turn]) -> int:
+    """Send turns keyed by session without waiting for each, then wait until the broker has them all.
+
+    aiokafka keeps one request in flight per broker, so turns of one session (one partition) stay in order.
+    """
+    topic = topic_name(prefix, TURNS)
+    with stage_span("memstream.publish.batch", topic=topic, size=len(turns)):
+        futures = [await producer.send(topic, encode(turn), key=turn.session_id.encode()) for turn in turns]
+        for future in futures:
+            await future
+    return len(turns)
+
+
 async def publish_events(
     bootstrap: str, prefix: str, spec: TopicSpec, events: Sequence[tuple[str, msgspec.Struct]]
 ) -> int:

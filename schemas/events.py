@@ -6,13 +6,12 @@ a breaking change is a new tag (``turn.v2``) decoded beside the old one.
 
 from __future__ import annotations
 
-import hashlib
-import re
 from datetime import datetime
 from typing import Literal
 
 import msgspec
 
+from memstream.identity import content_features, normalized_turn_content, turn_hash
 from memstream.schemas.memory import Memory, MemoryType, Provenance, Scope
 
 Role = Literal["user", "assistant", "system", "tool"]
@@ -81,32 +80,10 @@ class TurnV1(Event, tag="turn.v1", kw_only=True):
     source: str = ""
 
 
-_LINE_ENDINGS = re.compile(r"\r\n?")
-_FENCE = re.compile(r"^\s*(```|~~~)", re.MULTILINE)
-_INLINE_CODE = re.compile(r"`[^`\n]+`")
-_MARKDOWN = re.compile(
-    r"^\s{0,3}(#{1,6}\s|[-*+]\s|\d+[.)]\s|>\s|\|.*\|)|\*\*[^*\n]+\*\*|\[[^\]\n]+\]\([^)\n]+\)",
-    re.MULTILINE,
-)
-
-
-def normalized_turn_content(content: str) -> str:
-    """Seed 002's normalization: line endings as ``\\n``, the whole trimmed."""
-    return _LINE_ENDINGS.sub("\n", content).strip()
-
-
-def turn_hash(content: str) -> str:
-    """SHA-256 hex of the normalized content."""
-    return hashlib.sha256(normalized_turn_content(content).encode()).hexdigest()
-
-
 def turn_metadata(content: str) -> TurnMetadata:
     """Length, and whether the message holds code (a fence or inline code) or other Markdown."""
-    text = normalized_turn_content(content)
-    has_code = bool(_FENCE.search(text) or _INLINE_CODE.search(text))
-    return TurnMetadata(
-        content_length=len(text), has_code=has_code, has_markdown=has_code or bool(_MARKDOWN.search(text))
-    )
+    length, has_code, has_markdown = content_features(content)
+    return TurnMetadata(content_length=length, has_code=has_code, has_markdown=has_markdown)
 
 
 def universal_turn(turn: Turn, *, extracted_at: datetime, provenance: Provenance | None = None) -> Turn:

@@ -1,0 +1,52 @@
+"""The runtime file ``memstream up`` writes about itself, read without importing the pipeline.
+
+Hooks and other light read paths ask here whether memstream is up and where its broker listens;
+importing :mod:`memstream.runner` would pull in Faust.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+from memstream.settings import Settings
+
+
+def read_runtime_file(settings: Settings) -> dict[str, Any] | None:
+    """What a running ``memstream up`` wrote about itself, if it is still alive."""
+    try:
+        data = json.loads(settings.runtime_file.read_text())
+        pid = int(data["pid"])
+        os.kill(pid, 0)
+    except (
+        FileNotFoundError,
+        NotADirectoryError,
+        ValueError,
+        KeyError,
+        TypeError,
+        ProcessLookupError,
+        PermissionError,
+    ):
+        return None
+    # A container restarted after a crash reuses low pids: a file naming this very process,
+    # or a process that is not memstream, was left behind and means nothing.
+    if pid == os.getpid() or not _is_memstream(pid):
+        return None
+    return data
+
+
+def bootstrap_of(settings: Settings) -> str | None:
+    """Where to publish: the configured Kafka, else the broker of a running ``memstream up``, else None."""
+    if settings.kafka_bootstrap:
+        return settings.kafka_bootstrap
+    runtime = read_runtime_file(settings)
+    return str(runtime["bootstrap"]) if runtime else None
+
+
+def _is_memstream(pid: int) -> bool:
+    try:
+        return b"memstream" in Path(f"/proc/{pid}/cmdline").read_bytes()
+    except OSError:
+        return True  # no /proc (not Linux): trust the pid
