@@ -24,6 +24,11 @@ class CliError(Exception):
 
 
 def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    if argv[:1] == ["hook"]:  # a coding CLI's hook: light, quiet, and never a failure for the agent
+        from memstream.hooks import main as hook_main
+
+        return hook_main(argv[1:])
     parser = _parser()
     args = parser.parse_args(argv)
     try:
@@ -102,6 +107,11 @@ def _parser() -> argparse.ArgumentParser:
     ingest.add_argument("--json", action="store_true", help="print the turns (one JSON object a line) instead")
     _root_flags(ingest)
     ingest.set_defaults(run=cmd_ingest)
+
+    hook = sub.add_parser("hook", help="the command a coding CLI's hooks run (capture, and memory at session start)")
+    hook.add_argument("host", choices=("claude-code", "codex", "gemini", "kimi"))
+    hook.add_argument("--data-dir", help="memstream's data dir (install writes it here)")
+    hook.add_argument("payload", nargs="*", help="Codex notify's JSON (other hosts write it on stdin)")
     return parser
 
 
