@@ -108,6 +108,10 @@ def _parser() -> argparse.ArgumentParser:
     _root_flags(ingest)
     ingest.set_defaults(run=cmd_ingest)
 
+    watch = sub.add_parser("watch", help="follow the coding CLIs' session folders and capture new turns live")
+    _root_flags(watch)
+    watch.set_defaults(run=cmd_watch)
+
     hook = sub.add_parser("hook", help="the command a coding CLI's hooks run (capture, and memory at session start)")
     hook.add_argument("host", choices=("claude-code", "codex", "gemini", "kimi"))
     hook.add_argument("--data-dir", help="memstream's data dir (install writes it here)")
@@ -149,6 +153,7 @@ async def _up(settings: Settings) -> int:
     print("memstream: starting…", flush=True)
     running = await runner.start(settings)
     print(_banner(running), flush=True)
+    capture = _start_capture(settings, running.bootstrap)
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):
@@ -157,6 +162,9 @@ async def _up(settings: Settings) -> int:
         await stop.wait()
     finally:
         print("\nmemstream: stopping…", flush=True)
+        for task in capture:
+            task.cancel()
+        await asyncio.gather(*capture, return_exceptions=True)
         await running.stop()
         print("memstream: stopped.", flush=True)
     return 0
@@ -454,6 +462,63 @@ def cmd_ingest(args: argparse.Namespace, settings: Settings) -> int:
         as_json=args.json,
         user=settings.user or _git_email(),
     )
+
+
+def _start_capture(settings: Settings, bootstrap: str) -> list[asyncio.Task[Any]]:
+    """At ``up``: send what hooks spooled while memstream was down; follow the CLIs' folders if asked."""
+    from memstream.capture.spool import flush
+
+    user = settings.user or _git_email()
+    log = logging.getLogger("memstream.capture")
+
+    async def send_spool() -> int:
+        try:
+            sent = await flush(settings, bootstrap, user=user)
+        except Exception:
+            log.warning("capture: could not send the spool", exc_info=True)
+            return 0
+        if sent:
+            print(f"memstream: sent {sent} spooled turn{'s' if sent != 1 else ''}", flush=True)
+        return sent
+
+    tasks = [asyncio.create_task(send_spool())]
+    if settings.watch:
+        from memstream.capture.watch import watch
+
+        tasks.append(asyncio.create_task(watch(settings, send_spool)))
+    return tasks
+
+
+def cmd_watch(args: argparse.Namespace, settings: Settings) -> int:
+    from memstream.capture.spool import flush, pending
+    from memstream.capture.watch import watch
+    from memstream.runtime import bootstrap_of
+
+    settings = _with_roots(settings, args)
+    user = settings.user or _git_email()
+    logging.basicConfig(level=settings.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+
+    async def send_spool() -> int:
+        bootstrap = bootstrap_of(settings)
+        if bootstrap is None:
+            print(f"memstream is not running: {pending(settings)} turns wait in the spool", flush=True)
+            return 0
+        sent = await flush(settings, bootstrap, user=user)
+        if sent:
+            print(f"published {sent} turn{'s' if sent != 1 else ''}", flush=True)
+        return sent
+
+    async def run() -> None:
+        stop = asyncio.Event()
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            loop.add_signal_handler(sig, stop.set)
+        roots = ", ".join(str(p) for p in settings.capture_roots.values())
+        print(f"memstream: watching {roots} (Ctrl-C to stop)", flush=True)
+        await watch(settings, send_spool, stop=stop)
+
+    asyncio.run(run())
+    return 0
 
 
 # --- history -------------------------------------------------------------------------
