@@ -490,20 +490,22 @@ def _start_capture(settings: Settings, bootstrap: str) -> list[asyncio.Task[Any]
 
 
 def cmd_watch(args: argparse.Namespace, settings: Settings) -> int:
+    import dataclasses
+
     from memstream.capture.spool import flush, pending
     from memstream.capture.watch import watch
-    from memstream.runtime import bootstrap_of
+    from memstream.runtime import publish_target
 
     settings = _with_roots(settings, args)
     user = settings.user or _git_email()
     logging.basicConfig(level=settings.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
 
     async def send_spool() -> int:
-        bootstrap = bootstrap_of(settings)
-        if bootstrap is None:
+        target = publish_target(settings)
+        if target is None:
             print(f"memstream is not running: {pending(settings)} turns wait in the spool", flush=True)
             return 0
-        sent = await flush(settings, bootstrap, user=user)
+        sent = await flush(dataclasses.replace(settings, topic_prefix=target[1]), target[0], user=user)
         if sent:
             print(f"published {sent} turn{'s' if sent != 1 else ''}", flush=True)
         return sent

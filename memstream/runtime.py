@@ -39,10 +39,20 @@ def read_runtime_file(settings: Settings) -> dict[str, Any] | None:
 
 def bootstrap_of(settings: Settings) -> str | None:
     """Where to publish: the configured Kafka, else the broker of a running ``memstream up``, else None."""
+    target = publish_target(settings)
+    return target[0] if target else None
+
+
+def publish_target(settings: Settings) -> tuple[str, str] | None:
+    """(bootstrap, topic prefix) to publish to: the configured Kafka with the configured prefix, else what
+    the running ``memstream up`` wrote in its runtime file (a hook's environment may not repeat its
+    settings), else None: memstream is down."""
     if settings.kafka_bootstrap:
-        return settings.kafka_bootstrap
+        return settings.kafka_bootstrap, settings.topic_prefix
     runtime = read_runtime_file(settings)
-    return str(runtime["bootstrap"]) if runtime else None
+    if runtime is None:
+        return None
+    return str(runtime["bootstrap"]), str(runtime.get("topic_prefix") or settings.topic_prefix)
 
 
 def _is_memstream(pid: int) -> bool:

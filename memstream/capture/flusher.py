@@ -7,19 +7,22 @@ Quiet by design: nothing on stdout or stderr (the hook's host never sees it); a 
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import traceback
 from datetime import UTC, datetime
 
 from memstream.capture.spool import flush
-from memstream.runtime import bootstrap_of
+from memstream.runtime import publish_target
 from memstream.settings import Settings
 
 
 def main() -> int:
     settings = Settings.from_env()
-    bootstrap = bootstrap_of(settings)
-    if bootstrap is None:
+    target = publish_target(settings)
+    if target is None:
         return 0
+    bootstrap, prefix = target
+    settings = dataclasses.replace(settings, topic_prefix=prefix)
     try:
         asyncio.run(flush(settings, bootstrap, wait=True))
     except Exception:

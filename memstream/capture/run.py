@@ -166,22 +166,25 @@ def _older_than(path: Path, since: datetime) -> bool:
 
 
 def _publish(settings: Settings, bootstrap: str | None, user: str, err: IO[str]) -> int:
+    import dataclasses
+
     from memstream.capture.spool import flush, pending
-    from memstream.runtime import bootstrap_of
+    from memstream.runtime import publish_target
 
     waiting = pending(settings)
     if not waiting:
         return 0
-    bootstrap = bootstrap or bootstrap_of(settings)
-    if bootstrap is None:
+    target = (bootstrap, settings.topic_prefix) if bootstrap else publish_target(settings)
+    if target is None:
         print(
             f"memstream: memstream is not running: {waiting} turns are spooled in {settings.capture_db} and will be "
             "sent by `memstream up` or the next ingest",
             file=err,
         )
         return 0
+    bootstrap, prefix = target
     try:
-        return asyncio.run(flush(settings, bootstrap, user=user))
+        return asyncio.run(flush(dataclasses.replace(settings, topic_prefix=prefix), bootstrap, user=user))
     except Exception as exc:  # the broker went away: the spool keeps what was not sent
         print(f"memstream: could not publish ({exc}); {pending(settings)} turns stay spooled", file=err)
         return 0
