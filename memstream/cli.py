@@ -112,6 +112,15 @@ def _parser() -> argparse.ArgumentParser:
     _root_flags(watch)
     watch.set_defaults(run=cmd_watch)
 
+    for verb, text in (("install", "add"), ("uninstall", "remove")):
+        command = sub.add_parser(verb, help=f"{text} memstream's hooks and MCP server in a coding CLI's settings")
+        command.add_argument("host", choices=("claude-code", "codex", "gemini", "kimi"))
+        scope = command.add_mutually_exclusive_group()
+        scope.add_argument("--project", type=Path, metavar="DIR", help="that project's settings")
+        scope.add_argument("--user", action="store_true", help="your user settings (the default)")
+        command.add_argument("--dry-run", action="store_true", help="print the diff, write nothing")
+        command.set_defaults(run=cmd_install, remove=verb == "uninstall")
+
     hook = sub.add_parser("hook", help="the command a coding CLI's hooks run (capture, and memory at session start)")
     hook.add_argument("host", choices=("claude-code", "codex", "gemini", "kimi"))
     hook.add_argument("--data-dir", help="memstream's data dir (install writes it here)")
@@ -487,6 +496,31 @@ def _start_capture(settings: Settings, bootstrap: str) -> list[asyncio.Task[Any]
 
         tasks.append(asyncio.create_task(watch(settings, send_spool)))
     return tasks
+
+
+def cmd_install(args: argparse.Namespace, settings: Settings) -> int:
+    from memstream.capture.install import InstallError, apply, plan
+
+    project = args.project.expanduser().resolve() if args.project else None
+    if project is not None and not project.is_dir():
+        raise CliError(f"{project} is not a directory")
+    try:
+        changes = plan(args.host, settings, project=project, home=Path.home(), remove=args.remove)
+    except InstallError as exc:
+        raise CliError(str(exc)) from None
+    changed = [c for c in changes if c.changed]
+    verb = "uninstall" if args.remove else "install"
+    if args.dry_run:
+        for change in changed:
+            print(change.diff(), end="")
+        if not changed:
+            print(f"memstream {verb} {args.host}: nothing to change")
+        return 0
+    apply(changes)
+    for change in changes:
+        state = "removed" if change.after is None and change.changed else "updated" if change.changed else "unchanged"
+        print(f"{state}: {change.path}")
+    return 0
 
 
 def cmd_watch(args: argparse.Namespace, settings: Settings) -> int:
