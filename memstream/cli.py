@@ -475,26 +475,22 @@ def cmd_ingest(args: argparse.Namespace, settings: Settings) -> int:
 
 def _start_capture(settings: Settings, bootstrap: str) -> list[asyncio.Task[Any]]:
     """At ``up``: send what hooks spooled while memstream was down; follow the CLIs' folders if asked."""
-    from memstream.capture.spool import flush
+    from memstream.capture.spool import drain
 
     user = settings.user or _git_email()
-    log = logging.getLogger("memstream.capture")
 
-    async def send_spool() -> int:
-        try:
-            sent = await flush(settings, bootstrap, user=user)
-        except Exception:
-            log.warning("capture: could not send the spool", exc_info=True)
-            return 0
-        if sent:
-            print(f"memstream: sent {sent} spooled turn{'s' if sent != 1 else ''}", flush=True)
-        return sent
+    def sent(count: int) -> None:
+        logging.getLogger("memstream.capture").info("sent %d spooled turns", count)
 
-    tasks = [asyncio.create_task(send_spool())]
+    # What hooks spooled while memstream was down goes first; then every second what they spool.
+    tasks = [asyncio.create_task(drain(settings, bootstrap, user=user, on_sent=sent))]
     if settings.watch:
         from memstream.capture.watch import watch
 
-        tasks.append(asyncio.create_task(watch(settings, send_spool)))
+        async def nothing() -> int:  # the drain above sends what watch spools
+            return 0
+
+        tasks.append(asyncio.create_task(watch(settings, nothing)))
     return tasks
 
 

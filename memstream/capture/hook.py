@@ -3,8 +3,9 @@
 A hook call must never slow or break the agent. It imports no Faust, Kafka client or SDK: it reads the
 session file from its checkpoint and writes the new turns to the spool (durable, see
 :mod:`memstream.capture.state`), then hands the sending to a detached ``memstream.capture.flusher``
-process when memstream is up, and returns. When memstream is down the turns wait in the spool; the next
-hook call, ``memstream ingest`` or ``memstream up`` sends them. Claude Code's ``Stop`` can fire before
+process when memstream publishes to a Kafka of its own, and returns. A local ``memstream up`` drains the
+spool itself every second. When memstream is down the turns wait in the spool; ``memstream up`` (at start),
+``memstream ingest`` or, with a configured Kafka, the next hook call sends them. Claude Code's ``Stop`` can fire before
 the reply's last lines reach the disk: they are after the checkpoint, so the next call reads them.
 
 Where each host's session file is (from the hosts' own sources and docs):
@@ -111,11 +112,16 @@ def capture(host: str, payload: dict[str, Any], settings: Settings, *, formats: 
 
 
 def start_flusher(settings: Settings) -> bool:
-    """Send the spool from a detached process if memstream (or a configured Kafka) is reachable."""
-    from memstream.runtime import bootstrap_of
+    """Send the spool from a detached process when it is this hook's job.
 
-    if bootstrap_of(settings) is None:
-        return False  # memstream is down: the spool waits for the next call or for `memstream up`
+    A running ``memstream up`` on this data dir drains the spool itself (about once a second): the hook
+    starts nothing. Without one, a configured Kafka (``MEMSTREAM_KAFKA_BOOTSTRAP``) is published to by a
+    detached flusher. Neither: memstream is down, and the spool waits for ``memstream up``.
+    """
+    from memstream.runtime import read_runtime_file
+
+    if not settings.kafka_bootstrap or read_runtime_file(settings) is not None:
+        return False
     env = {**os.environ, "MEMSTREAM_DATA_DIR": str(settings.data_dir.resolve())}
     subprocess.Popen(
         [sys.executable, "-m", "memstream.capture.flusher"],

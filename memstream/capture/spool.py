@@ -99,6 +99,34 @@ async def flush(
             return sent
 
 
+async def drain(
+    settings: Settings,
+    bootstrap: str,
+    *,
+    user: str | None = None,
+    interval: float = 1.0,
+    on_sent: Callable[[int], None] | None = None,
+) -> None:
+    """Send the spool whenever it holds turns, checking every ``interval`` seconds, until cancelled.
+
+    ``memstream up`` runs this: hooks then only write the spool and exit, and a turn reaches the broker
+    about a second after its hook ran, without every hook starting a Kafka client.
+    """
+    import asyncio
+    import logging
+
+    log = logging.getLogger(__name__)
+    while True:
+        try:
+            if await asyncio.to_thread(pending, settings):
+                sent = await flush(settings, bootstrap, user=user)
+                if sent and on_sent is not None:
+                    on_sent(sent)
+        except Exception:  # the broker went away for a moment: the spool keeps the turns
+            log.warning("capture: could not send the spool", exc_info=True)
+        await asyncio.sleep(interval)
+
+
 def pending(settings: Settings) -> int:
     """Turns waiting in the spool (0 when capture never ran)."""
     path: Path = settings.capture_db

@@ -17,7 +17,7 @@ import pytest
 
 from memstream.capture import hook
 from memstream.capture.run import ingest
-from memstream.capture.spool import pending
+from memstream.capture.spool import drain, pending
 from memstream.schemas import Turn
 from memstream.settings import Settings
 from memstream.topics import TURNS, topic_name
@@ -119,6 +119,26 @@ async def test_a_hook_with_memstream_down_spools_and_the_spool_is_delivered_when
         ]
         await eventually(lambda: _async(lambda: pending(up) == 0), what="an empty spool")
     finally:
+        await running.stop()
+
+
+async def test_memstream_up_sends_what_hooks_spooled_while_it_was_down(tmp_path: Path) -> None:
+    data = tmp_path / "data"
+    transcript = write_session(tmp_path / "s2.jsonl", "s2", [("Lint how?", "Run ruff check on the tree.")])
+    down = make_settings(data)
+    hook.capture(
+        "claude-code", {"transcript_path": str(transcript), "hook_event_name": "Stop"}, down, formats=FakeFormats()
+    )
+    assert pending(down) == 2
+    running = await start_pipeline(data, topic_prefix=down.topic_prefix)
+    drainer = asyncio.create_task(drain(running.settings, running.bootstrap, interval=0.2))
+    try:
+        records = await read_topic(running.bootstrap, topic_name(down.topic_prefix, TURNS), until=lambda r: len(r) >= 2)
+        assert [t.content for t in values(records)] == ["Lint how?", "Run ruff check on the tree."]
+        await eventually(lambda: _async(lambda: pending(down) == 0), what="an empty spool")
+    finally:
+        drainer.cancel()
+        await asyncio.gather(drainer, return_exceptions=True)
         await running.stop()
 
 
