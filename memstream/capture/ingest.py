@@ -11,7 +11,11 @@ a session and role: ``sha256(session_id, role, hash)``. The session is part of i
 ("yes", "go on", "run the tests") recur across sessions and each session needs its own to make sense of
 its exchanges; a resumed session's copied lines, a message written twice, a rewritten file re-read and a
 file read again by a hook and by ``ingest`` all keep their session and are published once. The role keeps
-an assistant quoting the user's words from swallowing them.
+an assistant quoting the user's words from swallowing them. A turn whose CLI gives it a message id is also
+known by that id, so a copy of part of a reply taken whole before is not published as a new turn.
+
+A reply the CLI may still be writing (the file's trailing assistant turn, written in the last
+``LIVE_WINDOW`` seconds) waits for the next read, so that it is published whole (see ``_held_back``).
 """
 
 from __future__ import annotations
@@ -19,6 +23,7 @@ from __future__ import annotations
 import hashlib
 import importlib
 import os
+import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -34,6 +39,8 @@ FINGERPRINT_HEAD = 65_536
 FINGERPRINT_TAIL = 4_096
 #: Longest first line read to give an adapter a file's header on an incremental read.
 HEADER_MAX_BYTES = 1 << 20
+#: Seconds since its last write during which a file counts as live: its trailing reply may be unfinished.
+LIVE_WINDOW = 30.0
 #: Roles a captured turn may have.
 CAPTURED_ROLES = ("user", "assistant")
 
@@ -56,7 +63,9 @@ class Formats(Protocol):
 
     def read(self, path: Path, *, offset: int, line: int, final: bool) -> ReadResult: ...
 
-    def parse(self, source: Source, path: Path, records: list[RawRecord], *, mtime: datetime) -> Parsed: ...
+    def parse(
+        self, source: Source, path: Path, records: list[RawRecord], *, mtime: datetime, final: bool
+    ) -> Parsed: ...
 
 
 class CliFormats:
@@ -80,8 +89,8 @@ class CliFormats:
         result: ReadResult = self._reader.read_session(path, offset=offset, line=line, final=final)
         return result
 
-    def parse(self, source: Source, path: Path, records: list[RawRecord], *, mtime: datetime) -> Parsed:
-        parsed: Parsed = self._adapters.parse(source, str(path), records, mtime=mtime)
+    def parse(self, source: Source, path: Path, records: list[RawRecord], *, mtime: datetime, final: bool) -> Parsed:
+        parsed: Parsed = self._adapters.parse(source, str(path), records, mtime=mtime, final=final)
         return parsed
 
 
@@ -162,8 +171,10 @@ class Capture:
         dry_run: bool = False,
         since: datetime | None = None,
         forced: Source | None = None,
+        live_window: float = LIVE_WINDOW,
     ):
         self.state = state
+        self.live_window = live_window
         self.formats = formats
         self.dry_run = dry_run
         self.since = since
@@ -171,6 +182,9 @@ class Capture:
         self._checkpoints: dict[str, Checkpoint] | None = None
         #: Keys decided in this run (a dry run records nothing in the state).
         self._run_keys: set[str] = set()
+        #: The project of every session seen in this run, by (source, session): Codex's history.jsonl
+        #: names none, its rollouts (read first) do; a dry run has no state to remember them in.
+        self._projects: dict[tuple[str, str], str] = {}
 
     def preload_checkpoints(self) -> None:
         """Load every checkpoint at once: a run over many files then needs one query, not one per file."""
@@ -209,10 +223,18 @@ class Capture:
             if offset > 0:
                 records = [*self._header(path), *records]
             mtime = datetime.fromtimestamp(stat.st_mtime, UTC)
-            parsed = self.formats.parse(source, path, records, mtime=mtime)
+            parsed = self.formats.parse(source, path, records, mtime=mtime, final=final)
         except OSError as exc:
             return FileOutcome(path, source, "failed", problems=[Problem(key, 0, f"cannot read: {exc.strerror}")])
         turns = [t for t in parsed.turns if offset == 0 or t.line >= line]
+        # An adapter may hold back a message the file has not finished (a Kimi answer still
+        # streaming): the next read starts at that message, not at the end of what was read.
+        end, end_line = read.offset, read.line
+        if parsed.resume_offset is not None and parsed.resume_line is not None:
+            end, end_line = parsed.resume_offset, parsed.resume_line
+        held = self._held_back(path, stat, turns, records, final=final)
+        if held is not None:
+            turns, end, end_line = turns[:-1], held.start, held.line
         outcome = FileOutcome(path, source, status, problems=[*read.problems, *parsed.problems])
         self._decide(turns, outcome)
         if not self.dry_run:
@@ -222,12 +244,31 @@ class Capture:
                 inode=stat.st_ino,
                 size=stat.st_size,
                 mtime_ns=stat.st_mtime_ns,
-                offset=read.offset,
-                line=read.line,
-                fingerprint=fingerprint(path, read.offset),
+                offset=end,
+                line=end_line,
+                fingerprint=fingerprint(path, end),
             )
             self._commit(outcome, done)
         return outcome
+
+    def _held_back(
+        self, path: Path, stat: os.stat_result, turns: list[CapturedTurn], records: list[RawRecord], *, final: bool
+    ) -> RawRecord | None:
+        """The record to resume at when the file's last turn is a reply the CLI may still be writing.
+
+        A reply is written as several records (Claude Code: one line per content block), and a hook can
+        fire before the last of them reaches the disk. Publishing the part read so far would make it a
+        turn of its own, and the rest another. So while the file is live (written in the last
+        ``live_window`` seconds) and not final, a trailing assistant turn waits: the next read, once
+        the next prompt follows it or the file has been quiet, or a ``SessionEnd``, takes it whole.
+        """
+        if final or self.live_window <= 0 or path.suffix == ".json" or not turns:
+            return None
+        last = turns[-1]
+        if last.role != "assistant" or time.time() - stat.st_mtime > self.live_window:
+            return None
+        first = next((r for r in records if r.line == last.line and r.start >= 0), None)
+        return first
 
     def _start(self, path: Path, stat: os.stat_result, checkpoint: Checkpoint | None) -> tuple[int, int, str]:
         """Where to read from: the checkpoint if the file only grew since, else the start (a rewrite)."""
@@ -249,11 +290,14 @@ class Capture:
             first = handle.readline(HEADER_MAX_BYTES)
         if not first.endswith(b"\n"):
             return []
-        return [RawRecord(line=1, offset=len(first), text=first.decode("utf-8", errors="replace").rstrip("\r\n"))]
+        text = first.decode("utf-8", errors="replace").rstrip("\r\n")
+        return [RawRecord(line=1, offset=len(first), text=text, start=0)]
 
     def _decide(self, turns: list[CapturedTurn], outcome: FileOutcome) -> None:
         extracted_at = datetime.now(UTC)
-        projects: dict[str, str] = {t.session_id: t.project for t in turns if t.project}
+        for t in turns:
+            if t.project:
+                self._projects[(t.source.value, t.session_id)] = t.project
         for turn in turns:
             if self.since is not None and turn.ts < self.since:
                 outcome.skipped += 1
@@ -264,7 +308,7 @@ class Capture:
                 continue
             project = (
                 turn.project
-                or projects.get(turn.session_id)
+                or self._projects.get((turn.source.value, turn.session_id))
                 or self.state.project_of(turn.source.value, turn.session_id)
             )
             if not project:
@@ -273,13 +317,17 @@ class Capture:
                 continue
             content_hash = turn_hash(turn.content)
             key = dedup_key(turn.session_id, turn.role, content_hash)
-            if key in self._run_keys or self.state.is_seen(key):
+            # The CLI's own message id, where it has one, is a second identity: a copy of part of a reply
+            # already taken whole (a resumed session's copied lines) is the same message.
+            keys = [key, *([dedup_key(turn.session_id, turn.role, f"id:{turn.message_id}")] if turn.message_id else [])]
+            if any(k in self._run_keys or self.state.is_seen(k) for k in keys):
                 outcome.seen += 1
                 continue
-            self._run_keys.add(key)
+            self._run_keys.update(keys)
             payload = turn_payload(turn, content_hash, extracted_at)
             payload["project"] = project
             payload["key"] = key
+            payload["keys"] = keys
             outcome.new.append(payload)
             outcome.sessions.add(turn.session_id)
 
@@ -290,7 +338,8 @@ class Capture:
             for payload in outcome.new:
                 provenance = payload["provenance"]
                 # Another process may have taken this message since we looked: first seen wins.
-                if not self.state.mark_seen(payload["key"], provenance["file"], provenance["line"]):
+                fresh = [self.state.mark_seen(k, provenance["file"], provenance["line"]) for k in payload["keys"]]
+                if not all(fresh):
                     outcome.seen += 1
                     continue
                 self.state.remember_project(payload["source"], payload["session_id"], payload["project"])

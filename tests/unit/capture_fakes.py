@@ -64,7 +64,9 @@ class FakeFormats:
             position = newline + 1
         return result
 
-    def parse(self, source: Source, path: Path, records: list[RawRecord], *, mtime: datetime) -> Parsed:
+    def parse(
+        self, source: Source, path: Path, records: list[RawRecord], *, mtime: datetime, final: bool = True
+    ) -> Parsed:
         parsed = Parsed()
         session, cwd = "", ""
         for record in records:
