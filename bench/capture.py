@@ -25,22 +25,22 @@ import importlib.util
 import io
 import json
 import os
-import re
 import statistics
 import subprocess
 import sys
 import tempfile
 import time
 import uuid
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
+
+from memstream.capture.model import Source
 
 ROOT = Path(__file__).resolve().parents[1]
 FIXTURES = ROOT / "tests" / "fixtures" / "capture" / "claude"
 HOOK_TARGET_P95_MS = 200.0
 RERUN_TARGET_S = 2.0
-_UUID = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}")
-_MSG_ID = re.compile(r'"(msg_[A-Za-z0-9]+)"')
 
 
 def adapters_available() -> bool:
@@ -49,33 +49,76 @@ def adapters_available() -> bool:
 
 def build_backlog(folder: Path, sessions: int, turns: int, *, real: bool) -> None:
     """``sessions`` files of about ``turns`` turns each, every one with fresh ids and distinct words."""
-    if real:
-        sources = sorted(p for p in FIXTURES.glob("*.jsonl") if p.stat().st_size > 0)
-        if not sources:
-            raise SystemExit(f"no Claude Code fixtures in {FIXTURES}")
-        for i in range(sessions):
-            text = sources[i % len(sources)].read_text()
-            ids = {old: str(uuid.uuid4()) for old in dict.fromkeys(_UUID.findall(text))}
-            ids.update({old: f"msg_{uuid.uuid4().hex[:24]}" for old in dict.fromkeys(_MSG_ID.findall(text))})
-            for old, new in ids.items():
-                text = text.replace(old, new)
-            # Distinct words per copy, or first-seen dedup and the store would merge the copies.
-            text = text.replace('"text":"', f'"text":"[copy {i}] ').replace('"content":"', f'"content":"[copy {i}] ')
-            path = folder / f"p{i % 20}" / f"{uuid.uuid4()}.jsonl"
-            path.parent.mkdir(parents=True, exist_ok=True)
-            path.write_text(text)
-        return
+    old = time.time() - 86_400  # a backlog: every file finished long ago (no reply is held back as live)
+    for i in range(sessions):
+        path = folder / f"p{i % 20}" / f"{uuid.uuid4()}.jsonl"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(_claude_session(i, turns) if real else _standin_session(i, turns))
+        os.utime(path, (old, old))
+
+
+def _standin_session(i: int, turns: int) -> str:
     from tests.unit.capture_fakes import header, message
 
-    for i in range(sessions):
-        path = folder / f"p{i % 20}" / f"s{i}.jsonl"
-        path.parent.mkdir(parents=True, exist_ok=True)
-        lines = [header(f"bench-{i}", f"/bench/project-{i % 20}")]
-        lines += [
-            message(t, text=f"session {i} turn {t}: module m{(i * 31 + t) % 9973} uses lib{t % 97}")
-            for t in range(turns)
-        ]
-        path.write_text("".join(lines))
+    lines = [header(f"bench-{i}", f"/bench/project-{i % 20}")]
+    lines += [
+        message(t, text=f"session {i} turn {t}: module m{(i * 31 + t) % 9973} uses lib{t % 97}") for t in range(turns)
+    ]
+    return "".join(lines)
+
+
+_FIXTURE_TURNS: dict[str, int] = {}
+
+
+def _claude_session(i: int, turns: int) -> str:
+    """Rounds of one Claude Code fixture as one session: fresh session, record and message ids, and each
+    text marked with its session and round, until the session has about ``turns`` turns."""
+    sources = sorted(p for p in FIXTURES.glob("*.jsonl") if not p.name.startswith("agent-"))
+    source = sources[i % len(sources)]
+    per_round = _turns_of(source)
+    session = str(uuid.uuid4())
+    lines = []
+    for r in range(max(1, -(-turns // max(per_round, 1)))):
+        ids: dict[str, str] = {}
+        for raw in source.read_text().splitlines():
+            try:
+                record = json.loads(raw)
+            except ValueError:
+                continue  # the fixtures' deliberately broken lines are the adapters' tests, not load
+            lines.append(json.dumps(_fresh(record, session, ids, f"[s{i} r{r}] ")))
+    return "\n".join(lines) + "\n"
+
+
+def _fresh(value: Any, session: str, ids: dict[str, str], mark: str) -> Any:
+    if isinstance(value, dict):
+        out = {}
+        for key, item in value.items():
+            if key == "sessionId":
+                out[key] = session
+            elif key in ("uuid", "parentUuid", "leafUuid", "id") and isinstance(item, str):
+                out[key] = ids.setdefault(
+                    item, f"msg_{uuid.uuid4().hex[:24]}" if item.startswith("msg_") else str(uuid.uuid4())
+                )
+            elif key in ("text", "content") and isinstance(item, str):
+                out[key] = mark + item
+            else:
+                out[key] = _fresh(item, session, ids, mark)
+        return out
+    if isinstance(value, list):
+        return [_fresh(item, session, ids, mark) for item in value]
+    return value
+
+
+def _turns_of(source: Path) -> int:
+    if source.name not in _FIXTURE_TURNS:
+        from memstream.capture.adapters import parse
+        from memstream.capture.reader import read_session
+
+        read = read_session(source, final=True)
+        _FIXTURE_TURNS[source.name] = len(
+            parse(Source.CLAUDE, str(source), read.records, mtime=datetime.now(UTC)).turns
+        )
+    return _FIXTURE_TURNS[source.name]
 
 
 def formats(real: bool) -> Any:
@@ -114,14 +157,25 @@ def time_hooks(files: list[Path], count: int, env: dict[str, str], *, real: bool
     for n in range(count):
         path = files[n % len(files)]
         if real:
-            line = json.loads(path.read_text().splitlines()[-1])
+            template = next(
+                record
+                for record in map(json.loads, reversed(path.read_text().splitlines()))
+                if record.get("sessionId") and record.get("type") in ("user", "assistant")
+            )
             extra = []
             for k, role in enumerate(("user", "assistant")):
-                record = dict(line, uuid=str(uuid.uuid4()), type=role)
-                record["message"] = {
-                    "role": role,
-                    "content": f"hook turn {n}-{k}",
-                    "id": f"msg_{uuid.uuid4().hex[:24]}",
+                record = {
+                    "type": role,
+                    "sessionId": template["sessionId"],
+                    "cwd": template.get("cwd", "/bench"),
+                    "uuid": str(uuid.uuid4()),
+                    "timestamp": datetime.now(UTC).isoformat().replace("+00:00", "Z"),
+                    "isSidechain": False,
+                    "message": {
+                        "role": role,
+                        "id": f"msg_{uuid.uuid4().hex[:24]}",
+                        "content": [{"type": "text", "text": f"hook turn {n}-{k}"}],
+                    },
                 }
                 extra.append(json.dumps(record) + "\n")
             with path.open("a") as handle:

@@ -1,13 +1,16 @@
 """Capture end to end on the real embedded broker, store and embedder (raw mode): a folder of sessions
 becomes memories whose search results name their file and line; a hook with memstream down spools, and
-the spool is delivered when memstream is back. The CLIs' formats are stood in for by the test-only
-format of ``tests/unit/capture_fakes.py`` (the adapters are tested on their own fixtures)."""
+the spool is delivered when memstream is back. Claude Code's fixtures go through the real adapters; the
+machinery's own cases use the test-only format of ``tests/unit/capture_fakes.py``."""
 
 from __future__ import annotations
 
 import asyncio
 import io
 import json
+import os
+import shutil
+import time
 import urllib.parse
 import urllib.request
 from pathlib import Path
@@ -28,6 +31,7 @@ from tests.unit.capture_fakes import FakeFormats, header, message
 pytestmark = [pytest.mark.e2e, pytest.mark.asyncio(loop_scope="function")]
 
 SHOP = "/work/shop"
+FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "capture"
 
 
 def write_session(path: Path, session: str, exchanges: list[tuple[str, str]]) -> Path:
@@ -39,8 +43,8 @@ def write_session(path: Path, session: str, exchanges: list[tuple[str, str]]) ->
     return path
 
 
-def search(settings: Settings, query: str) -> list[dict[str, Any]]:
-    url = f"{settings.api_url}/search?" + urllib.parse.urlencode({"q": query, "project": SHOP, "limit": "10"})
+def search(settings: Settings, query: str, project: str = SHOP) -> list[dict[str, Any]]:
+    url = f"{settings.api_url}/search?" + urllib.parse.urlencode({"q": query, "project": project, "limit": "10"})
     with urllib.request.urlopen(url, timeout=30) as response:
         return list(json.loads(response.read())["results"])
 
@@ -86,6 +90,35 @@ async def test_a_folder_of_sessions_becomes_memories_that_name_their_file_and_li
             ingest, settings, [folder], formats=FakeFormats(), bootstrap=running.bootstrap, out=out, err=io.StringIO()
         )
         assert "0 new, 0 published" in out.getvalue()
+    finally:
+        await running.stop()
+
+
+async def test_a_folder_of_claude_code_sessions_becomes_memories_that_name_their_file_and_line(
+    tmp_path: Path,
+) -> None:
+    folder = tmp_path / "claude"
+    shutil.copytree(FIXTURES / "claude", folder)
+    old = time.time() - 86_400  # a backlog: every file long finished
+    for path in folder.glob("*.jsonl"):
+        os.utime(path, (old, old))
+    running = await start_pipeline(tmp_path / "data")
+    try:
+        out = io.StringIO()
+        code = await asyncio.to_thread(
+            ingest, running.settings, [folder], bootstrap=running.bootstrap, out=out, err=io.StringIO()
+        )
+        assert code == 0, out.getvalue()
+        session = folder / "written_session.jsonl"
+
+        def retry_hits() -> list[dict[str, Any]]:
+            hits = search(running.settings, "why does the retry loop never stop?", project="/home/ada/src/orbit")
+            return [h for h in hits if "attempts" in h["text"]]
+
+        hits = await eventually(lambda: _async(retry_hits), what="the retry-loop memory")
+        files = {(s["file"], s["source_type"]) for s in hits[0]["sources"]}
+        assert files == {(str(session), "claude")}
+        assert all(s["line"] > 0 for s in hits[0]["sources"])
     finally:
         await running.stop()
 
