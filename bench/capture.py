@@ -234,6 +234,7 @@ async def main_async(args: argparse.Namespace) -> dict[str, Any]:
     from memstream.broker import free_port
     from memstream.capture.run import ingest
     from memstream.capture.spool import flush, pending
+    from memstream.capture.state import CaptureState
     from memstream.settings import Settings
 
     real = adapters_available() and FIXTURES.is_dir() and not args.standin
@@ -251,6 +252,9 @@ async def main_async(args: argparse.Namespace) -> dict[str, Any]:
     await asyncio.to_thread(ingest, settings, [backlog], formats=formats(real), out=out, err=io.StringIO())
     read_s = time.perf_counter() - began
     spooled = pending(settings)
+    # Raw mode stores one memory per assistant turn (its exchange): that many memory changes are awaited.
+    with CaptureState.open(settings.capture_db) as state:
+        replies = sum(1 for s in state.spooled(10**7) if s.payload["role"] == "assistant")
     figures.update(
         turns=spooled, read_s=read_s, read_files_per_s=len(files) / read_s, read_turns_per_s=spooled / read_s
     )
@@ -267,13 +271,13 @@ async def main_async(args: argparse.Namespace) -> dict[str, Any]:
         sent = await flush(settings, running.bootstrap)
         publish_s = time.perf_counter() - began
         figures.update(published=sent, publish_turns_per_s=sent / publish_s)
-        exchanges = sent // 2
+        exchanges = replies
         # Every exchange becomes one memory change (created, or refreshed when raw mode's dedup finds a
         # near-identical one): wait until the store has applied as many as there were exchanges.
         changes = await count_memory_changes(running.bootstrap, settings, exchanges, args.timeout)
         memories = (await store.count()) - before
         searchable_s = time.perf_counter() - began
-        figures["memory_changes"] = changes
+        figures.update(memory_changes=changes, replies=replies)
         figures.update(memories=memories, searchable_s=searchable_s, searchable_turns_per_s=sent / searchable_s)
 
         env = {
@@ -301,7 +305,7 @@ def main() -> None:
     parser.add_argument("--quick", action="store_true", help="20 sessions of 10 turns, 20 hooks")
     args = parser.parse_args()
     if args.quick:
-        args.sessions, args.turns, args.hooks = 20, 10, 20
+        args.sessions, args.turns, args.hooks, args.timeout = 20, 10, 20, min(args.timeout, 180.0)
     figures = asyncio.run(main_async(args))
     print(json.dumps({k: round(v, 3) if isinstance(v, float) else v for k, v in figures.items()}, indent=2))
     print(
