@@ -38,19 +38,20 @@ def read_payload(args: list[str], stdin: IO[str]) -> dict[str, Any]:
 
 def dispatch(host: str, payload: dict[str, Any], *, data_dir: str = "") -> str:
     """What to print for one hook call (usually nothing). Raises on failure; :func:`main` swallows it."""
+    from memstream.settings import Settings
+
+    settings = Settings.from_env(**({"data_dir": Path(data_dir)} if data_dir else {}))
     event = str(payload.get("hook_event_name") or payload.get("type") or "")
     if event == SESSION_START:
         try:
-            from memstream.session_start import hook_output  # type: ignore[import-not-found,unused-ignore]
+            from memstream.session_start import hook_output
 
-            return str(hook_output(host, payload) or "")
-        except Exception:  # the recall side is optional here: no memory block, never a failed session
+            return str(hook_output(host, payload, settings) or "")
+        except Exception:  # the recall side answers or says nothing: never a failed session
             return ""
     from memstream.capture.hook import capture
-    from memstream.settings import Settings
 
-    overrides: dict[str, Any] = {"data_dir": Path(data_dir)} if data_dir else {}
-    capture(host, payload, Settings.from_env(**overrides))
+    capture(host, payload, settings)
     return ""
 
 

@@ -6,6 +6,7 @@ Used by ``memstream up`` and by the end-to-end tests, so both exercise the same 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import logging
 import os
@@ -19,13 +20,11 @@ from memstream.app import Pipeline, build_app
 from memstream.bootstrap import Providers, build_providers
 from memstream.broker import EmbeddedBroker
 from memstream.logs import quiet_payload_loggers
-from memstream.runtime import read_runtime_file
+from memstream.runtime import read_runtime_file as read_runtime_file  # its old home: callers still import it here
 from memstream.settings import Settings
 from memstream.topics.admin import ensure_topics
 
 log = logging.getLogger(__name__)
-
-__all__ = ["READY_TIMEOUT_SECONDS", "Running", "read_runtime_file", "start"]
 
 #: How long a worker may take to join its group and recover its tables.
 READY_TIMEOUT_SECONDS = 90.0
@@ -141,4 +140,5 @@ def _write_runtime_file(running: Running) -> None:
 
 
 def _remove_runtime_file(settings: Settings) -> None:
-    settings.runtime_file.unlink(missing_ok=True)
+    with contextlib.suppress(FileNotFoundError):
+        settings.runtime_file.unlink()

@@ -1,8 +1,5 @@
-"""The runtime file ``memstream up`` writes about itself, read without importing the pipeline.
-
-Hooks and other light read paths ask here whether memstream is up and where its broker listens;
-importing :mod:`memstream.runner` would pull in Faust.
-"""
+"""What a running ``memstream up`` wrote about itself (``runtime.json``), read without importing the
+pipeline: the read commands, hooks and MCP over stdio use it to find the API."""
 
 from __future__ import annotations
 
@@ -12,6 +9,8 @@ from pathlib import Path
 from typing import Any
 
 from memstream.settings import Settings
+
+__all__ = ["api_url", "bootstrap_of", "git_email", "publish_target", "read_runtime_file", "user_identity"]
 
 
 def read_runtime_file(settings: Settings) -> dict[str, Any] | None:
@@ -60,3 +59,25 @@ def _is_memstream(pid: int) -> bool:
         return b"memstream" in Path(f"/proc/{pid}/cmdline").read_bytes()
     except OSError:
         return True  # no /proc (not Linux): trust the pid
+
+
+def api_url(settings: Settings) -> str:
+    """Where the running memstream's API listens (its runtime file), else where settings say."""
+    runtime = read_runtime_file(settings)
+    return str(runtime["api_url"]) if runtime else settings.api_url
+
+
+def git_email() -> str:
+    """The user's git email ("" without git or one set)."""
+    import subprocess
+
+    try:
+        out = subprocess.run(["git", "config", "user.email"], capture_output=True, text=True, timeout=5)
+        return out.stdout.strip()
+    except (OSError, subprocess.SubprocessError):
+        return ""
+
+
+def user_identity(settings: Settings) -> str:
+    """Who user-scoped memories belong to: MEMSTREAM_USER, else the git email."""
+    return settings.user or git_email()

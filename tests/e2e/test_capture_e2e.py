@@ -116,9 +116,10 @@ async def test_a_folder_of_claude_code_sessions_becomes_memories_that_name_their
             return [h for h in hits if "attempts" in h["text"]]
 
         hits = await eventually(lambda: _async(retry_hits), what="the retry-loop memory")
-        files = {(s["file"], s["source_type"]) for s in hits[0]["sources"]}
+        # Every reader's shape (API, `memstream search`, MCP): provenance with source, file and line.
+        files = {(p["file"], p["source"]) for p in hits[0]["provenance"]}
         assert files == {(str(session), "claude")}
-        assert all(s["line"] > 0 for s in hits[0]["sources"])
+        assert all(p["line"] > 0 for p in hits[0]["provenance"])
     finally:
         await running.stop()
 

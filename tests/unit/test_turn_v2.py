@@ -8,7 +8,7 @@ from datetime import UTC, datetime
 
 import msgspec
 
-from memstream.cli import format_record, format_sources
+from memstream.commands.read import format_record
 from memstream.publish import make_turn
 from memstream.rules.snapshot import exchange_sources, window
 from memstream.schemas import (
@@ -108,8 +108,6 @@ def test_the_exchange_names_each_source_once_oldest_first() -> None:
     assert exchange_sources(messages) == [LINE_42, line_43]
 
 
-def test_search_and_history_say_file_and_line() -> None:
-    sources = [msgspec.to_builtins(LINE_42), {"source_type": "publish", "session_id": "s9"}]
-    assert format_sources(sources) == f"{LINE_42.file}:42, publish session s9"
+def test_history_says_file_and_line() -> None:
     record = HistoryRecord(record_id="r", memory_id="m", scope_key="p", outcome="created", sources=[LINE_42], ts=TS)
     assert format_record(msgspec.to_builtins(record)).endswith(f"from {LINE_42.file}:42")
