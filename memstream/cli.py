@@ -25,6 +25,11 @@ HOSTS = ("claude-code", "codex", "gemini", "kimi")
 
 
 def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    if argv[:1] == ["hook"]:  # a coding CLI's hook: its own light parsing (Codex appends JSON), never a failure
+        from memstream.hooks import main as hook_main
+
+        return hook_main(argv[1:])
     parser = _parser()
     args = parser.parse_args(argv)
     try:

@@ -147,3 +147,24 @@ def test_the_hook_imports_no_faust_kafka_or_sdk(tmp_path: Path) -> None:
         timeout=60,
     )
     assert done.stdout.strip() == "[]", done.stderr
+
+
+def test_codex_notify_through_the_cli_module_finds_the_rollout(tmp_path: Path) -> None:
+    thread = "0199a5c2-7e41-7d13-9b1f-52c0e8a4d6f1"
+    codex = tmp_path / "codex"
+    rollout = session_file(
+        codex / "sessions" / "2026" / "02" / "03" / f"rollout-2026-02-03T10-00-00-{thread}.jsonl", thread, 2
+    )
+    env = {k: v for k, v in os.environ.items() if not k.startswith("MEMSTREAM_")}
+    notify = json.dumps({"type": "agent-turn-complete", "thread-id": thread, "turn-id": "1", "cwd": "/w"})
+    done = subprocess.run(
+        [sys.executable, "-m", "memstream.cli", "hook", "codex", "--data-dir", str(tmp_path / "data"), notify],
+        capture_output=True,
+        text=True,
+        env={**env, "PYTHONPATH": str(ROOT), "MEMSTREAM_CODEX_DIR": str(codex)},
+        timeout=60,
+        stdin=subprocess.DEVNULL,
+    )
+    assert (done.returncode, done.stdout) == (0, "")
+    with CaptureState.open(tmp_path / "data" / "capture.db") as state:
+        assert state.checkpoint(str(rollout)) is not None  # found by thread id and read (its format: the test's)
