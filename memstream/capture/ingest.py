@@ -41,6 +41,8 @@ FINGERPRINT_TAIL = 4_096
 HEADER_MAX_BYTES = 1 << 20
 #: Seconds since its last write during which a file counts as live: its trailing reply may be unfinished.
 LIVE_WINDOW = 30.0
+#: The checkpoint mtime of a file whose trailing reply was held back: never equal to a real one.
+HELD = -1
 #: Roles a captured turn may have.
 CAPTURED_ROLES = ("user", "assistant")
 
@@ -243,7 +245,9 @@ class Capture:
                 source=source.value,
                 inode=stat.st_ino,
                 size=stat.st_size,
-                mtime_ns=stat.st_mtime_ns,
+                # A held-back reply must be read again even if the file never changes (a session that
+                # ended without SessionEnd): no stat matches this mtime, so the next read takes it.
+                mtime_ns=HELD if held is not None else stat.st_mtime_ns,
                 offset=end,
                 line=end_line,
                 fingerprint=fingerprint(path, end),

@@ -93,3 +93,18 @@ def test_a_rewritten_gemini_json_publishes_only_the_messages_it_gained(tmp_path:
     output = run(settings, session)
     assert [c for _, _, c in spooled(settings)[len(before) :]] == ["Which backoff?", "Full jitter."]
     assert "turns: 2 new" in output
+
+
+def test_a_held_back_reply_is_taken_once_the_file_is_quiet_even_if_it_never_changes(tmp_path: Path) -> None:
+    from memstream.capture.ingest import Capture, CliFormats
+
+    session = tmp_path / "s.jsonl"
+    shutil.copy(FIXTURES / "claude" / "system_reminder.jsonl", session)
+    settings = settings_in(tmp_path / "data")
+    with CaptureState.open(settings.capture_db) as state:
+        live = Capture(state, CliFormats()).file(session)
+        assert live.new and live.new[-1]["role"] == "user"  # the reply waits: the file was just written
+        # Nothing more is written; a later run (the file now quiet) must still take the reply.
+        quiet = Capture(state, CliFormats(), live_window=1e-9).file(session)
+        assert [p["role"] for p in quiet.new] == ["assistant"]
+        assert Capture(state, CliFormats(), live_window=1e-9).file(session).status == "unchanged"
