@@ -1,4 +1,4 @@
-"""The ``memstream`` command: up, publish, init, remember, replay, search, block, history."""
+"""The ``memstream`` command: up, publish, init, remember, replay, search, block, history, redrive."""
 
 from __future__ import annotations
 
@@ -91,6 +91,16 @@ def _parser() -> argparse.ArgumentParser:
     history.add_argument("--limit", "-n", type=int, default=100)
     history.add_argument("--json", action="store_true", help="print the raw JSON records")
     history.set_defaults(run=cmd_history)
+
+    redrive = sub.add_parser(
+        "redrive", help="send dead-lettered events back to the topic they came from (each dead letter once)"
+    )
+    redrive.add_argument("--stage", default="", help="only dead letters of this stage (extract, decode:<topic>, …)")
+    redrive.add_argument("--reason", default="", help="only dead letters whose reason contains this text")
+    redrive.add_argument("--since", default="", help="only dead letters from this ISO time, or this long ago (2h, 7d)")
+    redrive.add_argument("--dry-run", action="store_true", help="list what would be re-driven, send nothing")
+    redrive.add_argument("--limit", "-n", type=int, help="re-drive at most this many, oldest first")
+    redrive.set_defaults(run=cmd_redrive)
     return parser
 
 
@@ -429,6 +439,28 @@ def cmd_history(args: argparse.Namespace, settings: Settings) -> int:
         return 0
     for record in records:
         print(format_record(record))
+    return 0
+
+
+# --- redrive ---------------------------------------------------------------------------
+
+
+def cmd_redrive(args: argparse.Namespace, settings: Settings) -> int:
+    from datetime import UTC, datetime
+
+    from memstream.redrive import RedriveError, RedriveFilter, parse_since, redrive
+
+    try:
+        wanted = RedriveFilter(
+            stage=args.stage.strip(),
+            reason=args.reason.strip(),
+            since=parse_since(args.since, datetime.now(UTC)) if args.since.strip() else None,
+            limit=args.limit,
+        )
+        report = asyncio.run(redrive(_bootstrap(settings), settings.topic_prefix, wanted, dry_run=args.dry_run))
+    except RedriveError as exc:
+        raise CliError(str(exc)) from None
+    print(report.render())
     return 0
 
 

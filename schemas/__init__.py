@@ -22,11 +22,13 @@ from memstream.schemas.events import (
     MemoryUsage,
     Message,
     ParkedSnapshot,
+    Redriven,
     RefreshMemory,
     RolloutOutput,
     Snapshot,
     SupersedeMemory,
     Turn,
+    dead_letter_id,
 )
 from memstream.schemas.history import OUTCOMES, Action, HistoryRecord, Mode, Outcome
 from memstream.schemas.memory import (
@@ -107,6 +109,7 @@ __all__ = [
     "Phase2State",
     "Provenance",
     "RecentMemory",
+    "Redriven",
     "RefreshMemory",
     "RolloutOutput",
     "RolloutState",
@@ -119,6 +122,7 @@ __all__ = [
     "StoredType",
     "SupersedeMemory",
     "Turn",
+    "dead_letter_id",
     "decode",
     "encode",
     "memory_from_payload",

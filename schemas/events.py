@@ -231,6 +231,33 @@ class DeadLetter(Event, tag="dead-letter.v1", kw_only=True):
     key: bytes | None = None
     payload: bytes = b""
     ts: datetime
+    #: Times this event has been dead-lettered: 1, plus one for each re-drive that failed again.
+    attempts: int = 1
+    #: The dead letter this event was re-driven from (its id, see :func:`dead_letter_id`), "" if none.
+    redriven_from: str = ""
+
+
+def dead_letter_id(partition: int, offset: int) -> str:
+    """A dead letter's id: where it sits on the dead-letters topic, ``<partition>:<offset>``."""
+    return f"{partition}:{offset}"
+
+
+class Redriven(Event, tag="redriven.v1", kw_only=True):
+    """A dead letter sent back to the topic it came from (``memstream redrive``). Key: its id.
+
+    Kept on a compacted topic, one record per dead letter, so no dead letter is re-driven twice.
+    """
+
+    #: The dead letter's id (``<partition>:<offset>`` on the dead-letters topic).
+    dead_letter: str
+    stage: str
+    #: Where the original bytes went back to.
+    topic: str
+    partition: int = -1
+    offset: int = -1
+    #: Who re-drove it: ``cli`` or ``maintenance``.
+    by: str = ""
+    ts: datetime
 
 
 AnyEvent = (
@@ -248,6 +275,7 @@ AnyEvent = (
     | MemoryUsage
     | ConsolidationRequest
     | DeadLetter
+    | Redriven
 )
 
 AnyMemoryOp = CreateMemory | RefreshMemory | DeleteMemory | SupersedeMemory
@@ -273,6 +301,7 @@ __all__ = [
     "MemoryUsage",
     "Message",
     "ParkedSnapshot",
+    "Redriven",
     "RefreshMemory",
     "Role",
     "RolloutOutput",
@@ -280,4 +309,5 @@ __all__ = [
     "Snapshot",
     "SupersedeMemory",
     "Turn",
+    "dead_letter_id",
 ]

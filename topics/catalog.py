@@ -14,6 +14,7 @@ from memstream.schemas import (
     HistoryRecord,
     MemoryUpdated,
     ParkedSnapshot,
+    Redriven,
     Snapshot,
     Turn,
 )
@@ -113,6 +114,18 @@ DEAD_LETTERS = TopicSpec(
     doc="Events a stage could not process: stage, reason, original bytes and offsets.",
 )
 
+REDRIVEN = TopicSpec(
+    "redriven",
+    key="dead_letter",
+    value=Redriven,
+    # Compacted: the newest record per dead letter is kept for as long as the topic lives,
+    # so a dead letter is never re-driven twice. On the broker rather than in the data dir:
+    # dead-letter ids are offsets, which restart when the embedded (memory-only) broker
+    # does, and every host that re-drives (CLI, maintenance worker) must see the same record.
+    config={"cleanup.policy": "compact"},
+    doc="Dead letters already sent back to their topic, one record per dead letter.",
+)
+
 ALL_TOPICS: tuple[TopicSpec, ...] = (
     TURNS,
     SNAPSHOTS,
@@ -124,6 +137,7 @@ ALL_TOPICS: tuple[TopicSpec, ...] = (
     CONSOLIDATION,
     HISTORY,
     DEAD_LETTERS,
+    REDRIVEN,
 )
 
 

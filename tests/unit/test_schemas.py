@@ -35,6 +35,7 @@ from memstream.schemas import (
     Phase2Input,
     Phase2State,
     RecentMemory,
+    Redriven,
     RefreshMemory,
     RolloutOutput,
     RolloutState,
@@ -138,7 +139,10 @@ EVENTS = [
         key=b"s1",
         payload=b"\x00\xffnot json",
         ts=TS,
+        attempts=2,
+        redriven_from="0:7",
     ),
+    Redriven(dead_letter="0:7", stage="extract", topic="memstream.snapshots", partition=1, offset=9, by="cli", ts=TS),
 ]
 
 STATES = [
@@ -225,6 +229,7 @@ def test_tags_are_the_documented_ones() -> None:
         "memory-usage.v1",
         "consolidation-request.v1",
         "dead-letter.v1",
+        "redriven.v1",
     ]
 
 
@@ -256,6 +261,7 @@ def test_old_dead_letter_bytes_decode_with_defaults() -> None:
     letter = decode(old)
     assert isinstance(letter, DeadLetter)
     assert (letter.partition, letter.offset, letter.key, letter.payload) == (-1, -1, None, b"")
+    assert (letter.attempts, letter.redriven_from) == (1, "")
 
 
 def test_unknown_fields_are_ignored() -> None:
