@@ -1,6 +1,7 @@
 """The stream agents, one module each: snapshot → extract → embed → decide → store,
 age, contradiction and graph reacting to what the store changed, and seed 004's two phases:
-rollout (Phase 1, per idle session) and consolidate (Phase 2, one global run at a time).
+rollout (Phase 1, per idle session) and consolidate (Phase 2, one global run at a time);
+retention's timer, and the document agent (seed 003's document ingest).
 
 Each module exposes ``register(app, topics, providers)``, which declares its table and
 its agent on the app. Agent bodies decode, call a pure rule from ``memstream.rules``,
@@ -12,6 +13,7 @@ from memstream.agents import (
     consolidate,
     contradiction,
     decide,
+    document,
     embed,
     extract,
     graph,
@@ -38,6 +40,7 @@ ALL_AGENTS = (
     rollout,
     consolidate,
     retention,
+    document,
 )
 
 __all__ = ["ALL_AGENTS"]

@@ -7,6 +7,7 @@ GET /memories           every stored memory, superseded ones included
 GET /history?memory_id= the audit trail of one memory, oldest first (or ?scope= / ?project=:
                         a scope's newest records, returned oldest first)
 GET /metrics            Prometheus metrics
+GET|POST|DELETE /documents  documents (seed 003's document ingest; see memstream.documents_api)
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ import faust
 import msgspec
 from faust.web import Request, Response, View
 
-from memstream import metrics, recall
+from memstream import documents_api, metrics, recall
 from memstream.bootstrap import Providers
 from memstream.identity import project_key, user_key
 from memstream.schemas import Memory, MemoryUsage
@@ -134,17 +135,43 @@ def register(app: faust.App, providers: Providers, topics: Topics) -> None:
         query = request.query.get("q", "").strip()
         if not query:
             return error(self, "the 'q' parameter is required")
+        documents = request.query.get("documents", "include")
+        if documents not in recall.DOCUMENT_FILTERS:
+            return error(self, f"'documents' must be one of {', '.join(recall.DOCUMENT_FILTERS)}")
         try:
             project, user = _scope_args(request, providers)
             limit = int(request.query.get("limit", "10"))
         except (ApiError, ValueError) as exc:
             return error(self, str(exc))
-        hits = await recall.search(providers, query, project, user, limit=max(1, min(limit, 100)))
+        hits = await recall.search(providers, query, project, user, limit=max(1, min(limit, 100)), documents=documents)
         await record_usage(topics, [hit.memory for hit in hits])
         results: list[dict[str, Any]] = [
             {"distance": round(hit.distance, 4), **msgspec.to_builtins(hit.memory)} for hit in hits
         ]
         return self.json({"query": query, "results": results})
+
+    async def send_document(request: Any) -> None:
+        await topics.documents.send(key=request.document_id.encode(), value=request)
+
+    @app.page("/documents")
+    class Documents(View):
+        async def get(self, request: Request) -> Response:
+            status, body = await documents_api.list_or_show(providers.documents, request.query)
+            return self.json(body, status=status)
+
+        async def post(self, request: Request) -> Response:
+            try:
+                payload = msgspec.json.decode(await self.read_request_content(request))
+            except msgspec.DecodeError:
+                return error(self, "the body must be JSON")
+            status, body = await documents_api.add(
+                payload, send_document, max_bytes=providers.settings.document_max_content_bytes
+            )
+            return self.json(body, status=status)
+
+        async def delete(self, request: Request) -> Response:
+            status, body = await documents_api.remove(providers.documents, request.query, send_document)
+            return self.json(body, status=status)
 
     @app.page("/block")
     async def block(self: View, request: Request) -> Response:

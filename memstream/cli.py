@@ -1,4 +1,4 @@
-"""The ``memstream`` command: up, publish, init, remember, replay, search, block, history, redrive."""
+"""The ``memstream`` command: up, publish, init, remember, replay, search, block, history, doc, redrive."""
 
 from __future__ import annotations
 
@@ -79,6 +79,12 @@ def _parser() -> argparse.ArgumentParser:
     search.add_argument("--project", "-p", default=".", help="project directory (default: .)")
     search.add_argument("--limit", "-n", type=int, default=10)
     search.add_argument("--json", action="store_true", help="print the raw JSON results")
+    search.add_argument(
+        "--documents",
+        choices=("include", "exclude", "only"),
+        default="include",
+        help="document chunks with the memories (default), left out, or alone",
+    )
     search.set_defaults(run=cmd_search)
 
     block = sub.add_parser("block", help="print the [MEMORY] block for a project")
@@ -91,6 +97,25 @@ def _parser() -> argparse.ArgumentParser:
     history.add_argument("--limit", "-n", type=int, default=100)
     history.add_argument("--json", action="store_true", help="print the raw JSON records")
     history.set_defaults(run=cmd_history)
+
+    doc = sub.add_parser("doc", help="documents: add a URL, file or stdin as searchable chunks; list, show, remove")
+    doc_sub = doc.add_subparsers(required=True, metavar="ACTION")
+    doc_add = doc_sub.add_parser("add", help="ingest a URL, a file, or '-' (standard input)")
+    doc_add.add_argument("source", help="an http(s) URL, a file's path, or '-' for standard input")
+    doc_add.add_argument("--project", "-p", default=".", help="project directory (default: .)")
+    doc_add.add_argument("--title", "-t", default="", help="the title (default: the page's, or the file's name)")
+    doc_add.set_defaults(run=cmd_doc_add)
+    doc_list = doc_sub.add_parser("list", help="the project's documents with their status")
+    doc_list.add_argument("--project", "-p", default=".", help="project directory (default: .)")
+    doc_list.add_argument("--json", action="store_true", help="print the raw JSON")
+    doc_list.set_defaults(run=cmd_doc_list)
+    doc_show = doc_sub.add_parser("show", help="one document: status trail and chunks")
+    doc_show.add_argument("document_id")
+    doc_show.add_argument("--json", action="store_true", help="print the raw JSON")
+    doc_show.set_defaults(run=cmd_doc_show)
+    doc_remove = doc_sub.add_parser("remove", help="remove a document and all its chunks")
+    doc_remove.add_argument("document_id")
+    doc_remove.set_defaults(run=cmd_doc_remove)
 
     redrive = sub.add_parser(
         "redrive", help="send dead-lettered events back to the topic they came from (each dead letter once)"
@@ -373,6 +398,8 @@ def _api_get(settings: Settings, path: str, params: dict[str, str]) -> tuple[str
 def cmd_search(args: argparse.Namespace, settings: Settings) -> int:
     project = str(Path(args.project).resolve())
     params = {"q": args.query, "project": project, "limit": str(args.limit), "user": settings.user or _git_email()}
+    if args.documents != "include":
+        params["documents"] = args.documents
     _, body = _api_get(settings, "/search", params)
     if args.json:
         print(body)
@@ -439,6 +466,87 @@ def cmd_history(args: argparse.Namespace, settings: Settings) -> int:
         return 0
     for record in records:
         print(format_record(record))
+    return 0
+
+
+# --- doc -------------------------------------------------------------------------------
+
+
+def cmd_doc_add(args: argparse.Namespace, settings: Settings) -> int:
+    from memstream.documents import DocumentError, ingest_request
+    from memstream.publish import publish_events
+    from memstream.topics import DOCUMENTS
+
+    project = str(Path(args.project).resolve())
+    content = sys.stdin.read() if args.source == "-" else None
+    try:
+        request = ingest_request(
+            args.source,
+            project=project,
+            title=args.title,
+            content=content,
+            max_bytes=settings.document_max_content_bytes,
+        )
+    except DocumentError as exc:
+        raise CliError(str(exc)) from None
+    room = 2 * len(request.content.encode()) + 65_536  # JSON escaping, at worst, doubles it
+    asyncio.run(
+        publish_events(
+            _bootstrap(settings),
+            settings.topic_prefix,
+            DOCUMENTS,
+            [(request.document_id, request)],
+            max_request_size=max(1_048_576, room),
+        )
+    )
+    print(f"queued document {request.document_id} ({request.source_type}: {request.source})")
+    print(f"follow it with: memstream doc show {request.document_id}")
+    return 0
+
+
+def cmd_doc_list(args: argparse.Namespace, settings: Settings) -> int:
+    project = str(Path(args.project).resolve())
+    _, body = _api_get(settings, "/documents", {"project": project})
+    if args.json:
+        print(body)
+        return 0
+    documents = json.loads(body)["documents"]
+    if not documents:
+        print(f"no documents in {project}")
+    for d in documents:
+        error = f"  {d['error']}" if d["status"] == "failed" else ""
+        print(f"{d['id']}  {d['status']:<10} {d['chunks']:>4} chunks  {d['title'] or '-'}  ({d['source']}){error}")
+    return 0
+
+
+def cmd_doc_show(args: argparse.Namespace, settings: Settings) -> int:
+    _, body = _api_get(settings, "/documents", {"id": args.document_id.strip()})
+    if args.json:
+        print(body)
+        return 0
+    d = json.loads(body)["document"]
+    print(f"{d['id']}  {d['title'] or '-'}")
+    print(f"  source:  {d['source_type']} {d['source']}")
+    print(f"  status:  {d['status']} (attempt {d['attempts']}){'  error: ' + d['error'] if d['error'] else ''}")
+    print(f"  text:    {d['characters']} characters in {len(d['chunks'])} chunks")
+    for change in d["trail"]:
+        error = f"  {change['error']}" if change.get("error") else ""
+        print(f"    {change['ts']}  {change['status']:<10} attempt {change.get('attempt', 1)}{error}")
+    for link in d["chunks"]:
+        print(f"    chunk {link['index']:>3}  memory {link['memory_id']}")
+    return 0
+
+
+def cmd_doc_remove(args: argparse.Namespace, settings: Settings) -> int:
+    from memstream.documents import remove_request
+    from memstream.publish import publish_events
+    from memstream.topics import DOCUMENTS
+
+    request = remove_request(args.document_id.strip())
+    asyncio.run(
+        publish_events(_bootstrap(settings), settings.topic_prefix, DOCUMENTS, [(request.document_id, request)])
+    )
+    print(f"removing document {request.document_id} and its chunks")
     return 0
 
 

@@ -12,7 +12,7 @@ from collections.abc import Collection, Sequence
 import msgspec
 
 from memstream.bootstrap import Providers
-from memstream.schemas import CONSOLIDATED, Memory, ScoredMemory
+from memstream.schemas import CONSOLIDATED, DOCUMENT_CHUNK, MEMORY_TYPES, Memory, ScoredMemory
 from memstream.store.graph import GraphStore
 
 log = logging.getLogger(__name__)
@@ -44,25 +44,51 @@ BOOST_POOL = 3
 BOOST_GRACE_S = 0.25
 
 
+#: How search treats document chunks: with the memories, left out, or alone.
+DOCUMENT_FILTERS: tuple[str, ...] = ("include", "exclude", "only")
+
+
 def scopes(project_key: str, user_key: str) -> list[str]:
     return [key for key in (project_key, user_key) if key]
 
 
+def searched_types(documents: str) -> list[str] | None:
+    """The memory types a search with this document filter looks at (None: every type)."""
+    if documents == "include":
+        return None
+    if documents == "exclude":
+        return [*MEMORY_TYPES, CONSOLIDATED]
+    if documents == "only":
+        return [DOCUMENT_CHUNK]
+    raise ValueError(f"documents must be one of {', '.join(DOCUMENT_FILTERS)}, got {documents!r}")
+
+
 async def search(
-    providers: Providers, query: str, project_key: str, user_key: str = "", *, limit: int = 10
+    providers: Providers,
+    query: str,
+    project_key: str,
+    user_key: str = "",
+    *,
+    limit: int = 10,
+    documents: str = "include",
 ) -> list[ScoredMemory]:
-    """The memories nearest the query, graph-boosted (seed 003) when the graph is enabled."""
+    """The memories nearest the query, graph-boosted (seed 003) when the graph is enabled.
+
+    ``documents``: ``include`` searches document chunks with the memories, ``exclude`` leaves
+    them out, ``only`` searches nothing else.
+    """
     keys = scopes(project_key, user_key)
+    types = searched_types(documents)
     graph = providers.graph
     if graph is None:
         vector = await providers.embedder.embed_query(query)
-        return await providers.store.search(vector, keys, limit=limit)
+        return await providers.store.search(vector, keys, limit=limit, types=types)
     settings = providers.settings
     # The graph walk needs only the query's words: it runs while the query is embedded.
     boost = asyncio.create_task(graph_boost_ids(graph, query, keys, settings.graph_boost_timeout_ms / 1000))
     try:
         vector = await providers.embedder.embed_query(query)
-        candidates = await providers.store.search(vector, keys, limit=limit * BOOST_POOL)
+        candidates = await providers.store.search(vector, keys, limit=limit * BOOST_POOL, types=types)
     except BaseException:
         boost.cancel()
         raise

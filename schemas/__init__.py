@@ -4,6 +4,7 @@ This package imports neither Faust nor any provider SDK.
 """
 
 from memstream.schemas.codec import DecodeError, decode, encode, memory_from_payload, memory_to_payload
+from memstream.schemas.document import STATUSES, ChunkLink, Document, DocumentStatus, StatusChange
 from memstream.schemas.events import (
     ROLES,
     AnyEvent,
@@ -13,6 +14,8 @@ from memstream.schemas.events import (
     CreateMemory,
     DeadLetter,
     DeleteMemory,
+    DocumentIngest,
+    DocumentRemove,
     EmbeddedFact,
     Entity,
     Event,
@@ -34,6 +37,7 @@ from memstream.schemas.history import OUTCOMES, Action, HistoryRecord, Mode, Out
 from memstream.schemas.memory import (
     CONSOLIDATED,
     CONTRADICTION_EXEMPT_TYPES,
+    DOCUMENT_CHUNK,
     MEMORY_TYPES,
     STRUCTURAL_TYPES,
     USER_SCOPED_TYPES,
@@ -67,9 +71,11 @@ from memstream.schemas.state import (
 __all__ = [
     "CONSOLIDATED",
     "CONTRADICTION_EXEMPT_TYPES",
+    "DOCUMENT_CHUNK",
     "MEMORY_TYPES",
     "OUTCOMES",
     "ROLES",
+    "STATUSES",
     "STRUCTURAL_TYPES",
     "USER_SCOPED_TYPES",
     "Action",
@@ -77,6 +83,7 @@ __all__ = [
     "AnyEvent",
     "AnyMemoryOp",
     "AnyState",
+    "ChunkLink",
     "ConsolidationEvent",
     "ConsolidationRequest",
     "ContradictionState",
@@ -85,6 +92,10 @@ __all__ = [
     "DecodeError",
     "DedupState",
     "DeleteMemory",
+    "Document",
+    "DocumentIngest",
+    "DocumentRemove",
+    "DocumentStatus",
     "EmbedStats",
     "EmbeddedFact",
     "Entity",
@@ -118,6 +129,7 @@ __all__ = [
     "SelectedRollout",
     "SessionState",
     "Snapshot",
+    "StatusChange",
     "StoreStats",
     "StoredType",
     "SupersedeMemory",

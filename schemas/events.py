@@ -260,6 +260,35 @@ class Redriven(Event, tag="redriven.v1", kw_only=True):
     ts: datetime
 
 
+DocumentSource = Literal["url", "file", "text"]
+
+
+class DocumentIngest(Event, tag="document-ingest.v1", kw_only=True):
+    """Ingest a document (seed 003): fetch a URL, or take the raw content. Key: document id.
+
+    Sent again for a document already ingested, it is ingested again: chunks already linked
+    to it are kept, new ones are added, ones its content no longer has are removed.
+    """
+
+    document_id: str
+    source_type: DocumentSource
+    #: The URL, the file's path, or ``-`` for standard input.
+    source: str
+    #: The content for ``file`` and ``text``; empty for ``url`` (fetched by the document agent).
+    content: str = ""
+    title: str = ""
+    project: str
+    scope_key: str
+    ts: datetime
+
+
+class DocumentRemove(Event, tag="document-remove.v1", kw_only=True):
+    """Remove a document and every chunk linked to it, as a unit. Key: document id."""
+
+    document_id: str
+    ts: datetime
+
+
 AnyEvent = (
     Turn
     | Snapshot
@@ -276,6 +305,8 @@ AnyEvent = (
     | ConsolidationRequest
     | DeadLetter
     | Redriven
+    | DocumentIngest
+    | DocumentRemove
 )
 
 AnyMemoryOp = CreateMemory | RefreshMemory | DeleteMemory | SupersedeMemory
@@ -290,6 +321,9 @@ __all__ = [
     "CreateMemory",
     "DeadLetter",
     "DeleteMemory",
+    "DocumentIngest",
+    "DocumentRemove",
+    "DocumentSource",
     "EmbeddedFact",
     "Entity",
     "Event",

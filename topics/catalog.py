@@ -9,6 +9,8 @@ from memstream.schemas import (
     AnyMemoryOp,
     ConsolidationEvent,
     DeadLetter,
+    DocumentIngest,
+    DocumentRemove,
     EmbeddedFact,
     Fact,
     HistoryRecord,
@@ -114,6 +116,15 @@ DEAD_LETTERS = TopicSpec(
     doc="Events a stage could not process: stage, reason, original bytes and offsets.",
 )
 
+DOCUMENTS = TopicSpec(
+    "documents",
+    key="document_id",
+    value=DocumentIngest | DocumentRemove,
+    # A file's content travels in its ingest request: room for documentMaxContentBytes' default
+    # (10 MB) once JSON-escaped. The document agent's records in the document store outlive it.
+    config={"cleanup.policy": "delete", "retention.ms": str(7 * _DAY_MS), "max.message.bytes": str(32 * 1024 * 1024)},
+    doc="Requests to ingest a document (a URL, or raw content) or to remove one with its chunks.",
+)
 REDRIVEN = TopicSpec(
     "redriven",
     key="dead_letter",
@@ -137,6 +148,7 @@ ALL_TOPICS: tuple[TopicSpec, ...] = (
     CONSOLIDATION,
     HISTORY,
     DEAD_LETTERS,
+    DOCUMENTS,
     REDRIVEN,
 )
 

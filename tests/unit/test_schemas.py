@@ -19,6 +19,8 @@ from memstream.schemas import (
     DecodeError,
     DedupState,
     DeleteMemory,
+    DocumentIngest,
+    DocumentRemove,
     EmbeddedFact,
     EmbedStats,
     Entity,
@@ -143,6 +145,17 @@ EVENTS = [
         redriven_from="0:7",
     ),
     Redriven(dead_letter="0:7", stage="extract", topic="memstream.snapshots", partition=1, offset=9, by="cli", ts=TS),
+    DocumentIngest(
+        document_id="d1",
+        source_type="file",
+        source="/repo/docs/deploy.md",
+        content="# Deploy\nRun make ship.",
+        title="deploy.md",
+        project="/repo",
+        scope_key="p_x",
+        ts=TS,
+    ),
+    DocumentRemove(document_id="d1", ts=TS),
 ]
 
 STATES = [
@@ -230,6 +243,8 @@ def test_tags_are_the_documented_ones() -> None:
         "consolidation-request.v1",
         "dead-letter.v1",
         "redriven.v1",
+        "document-ingest.v1",
+        "document-remove.v1",
     ]
 
 
@@ -357,3 +372,12 @@ def test_old_payload_without_optional_fields_reads_with_defaults() -> None:
     }
     m = memory_from_payload(old)
     assert (m.source_chunk, m.session_id, m.project, m.superseded_by, m.active) == ("", "", "", None, True)
+
+
+def test_a_document_chunk_memory_round_trips_and_old_memories_have_no_importance() -> None:
+    chunk = memory(type="document_chunk", importance=0.3, title="Deploy Guide", document_id="d1")
+    assert memory_from_payload(memory_to_payload(chunk)) == chunk
+    old = memory_from_payload(
+        {k: v for k, v in memory_to_payload(memory()).items() if k not in ("importance", "title", "document_id")}
+    )
+    assert (old.importance, old.title, old.document_id) == (None, "", "")
