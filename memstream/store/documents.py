@@ -8,24 +8,29 @@ a payload-only collection on the Qdrant server. One point per document, its id t
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from pathlib import Path
-from typing import Any, Final, Protocol, TypeVar
+from typing import Any, Final, Protocol
 
 import msgspec
 from qdrant_client import AsyncQdrantClient, models
-from qdrant_edge import EdgeShard, FieldCondition, Filter, MatchValue, PayloadSchemaType, Point, ScrollRequest
+from qdrant_edge import EdgeShard, Point, ScrollRequest
 from qdrant_edge import UpdateOperation as EdgeUpdate
 
 from memstream.schemas import Document
-from memstream.store.hosts import ClientHost, ShardHost, ensure_payload_collection, open_payload_shard
+from memstream.store.hosts import (
+    EdgeBacked,
+    ServerBacked,
+    edge_filter,
+    ensure_payload_collection,
+    open_payload_shard,
+    server_filter,
+)
+from memstream.store.points import IndexKind, Select, payload_of
 
 #: The collection (server) or shard directory (Edge) of the documents.
 COLLECTION: Final = "documents"
 #: Most documents one listing returns.
 LIST_LIMIT: Final = 1000
-
-T = TypeVar("T")
+INDEXES: Final[dict[str, IndexKind]] = {"scope_key": "keyword"}
 
 
 class DocumentStore(Protocol):
@@ -59,25 +64,17 @@ def _newest_first(documents: list[Document], limit: int) -> list[Document]:
     return sorted(documents, key=lambda d: (d.updated_at, d.id), reverse=True)[:limit]
 
 
-class EdgeDocumentStore:
+def _in_scope(scope_key: str | None) -> Select:
+    return Select(all_of={"scope_key": [scope_key]}) if scope_key else Select()
+
+
+class EdgeDocumentStore(EdgeBacked):
     """Documents in an on-disk shard at ``root / collection``, every call on the shard's own thread."""
 
-    def __init__(self, root: Path, *, collection: str = COLLECTION) -> None:
-        self.collection = collection
-        self.path = Path(root) / collection
-        self._host = ShardHost(self.path, self._open_shard, owner="EdgeDocumentStore")
-
-    async def _run(self, fn: Callable[[EdgeShard], T]) -> T:
-        return await self._host.run(fn)
+    default_collection = COLLECTION
 
     def _open_shard(self) -> EdgeShard:
-        return open_payload_shard(self.path, {"scope_key": PayloadSchemaType.Keyword})
-
-    async def open(self) -> None:
-        await self._host.open()
-
-    async def close(self) -> None:
-        await self._host.close()
+        return open_payload_shard(self.path, INDEXES)
 
     async def put(self, document: Document) -> None:
         point = Point(document.id, {}, to_payload(document))
@@ -85,16 +82,15 @@ class EdgeDocumentStore:
 
     async def get(self, document_id: str) -> Document | None:
         try:
-            records = await self._run(lambda s: s.retrieve([document_id], with_payload=True, with_vector=False))
+            records = await self._run(lambda s: s.retrieve([document_id], True, False))
         except Exception:  # an id that is not a uuid names no document
             return None
-        return from_payload(records[0].payload or {}) if records else None
+        return from_payload(payload_of(records[0])) if records else None
 
     async def list(self, scope_key: str | None = None, *, limit: int = LIST_LIMIT) -> list[Document]:
-        flt = Filter(must=[FieldCondition("scope_key", match=MatchValue(scope_key))]) if scope_key else None
-        request = ScrollRequest(limit=LIST_LIMIT, filter=flt, with_payload=True)
+        request = ScrollRequest(limit=LIST_LIMIT, filter=edge_filter(_in_scope(scope_key)), with_payload=True)
         records, _ = await self._run(lambda s: s.scroll(request))
-        return _newest_first([from_payload(r.payload or {}) for r in records], limit)
+        return _newest_first([from_payload(payload_of(r)) for r in records], limit)
 
     async def delete(self, document_id: str) -> bool:
         if await self.get(document_id) is None:
@@ -103,36 +99,13 @@ class EdgeDocumentStore:
         return True
 
 
-class ServerDocumentStore:
+class ServerDocumentStore(ServerBacked):
     """Documents in the collection ``collection`` of a Qdrant server (or the client's local mode)."""
 
-    def __init__(
-        self,
-        *,
-        url: str | None = None,
-        api_key: str | None = None,
-        location: str | None = None,
-        client: AsyncQdrantClient | None = None,
-        collection: str = COLLECTION,
-    ) -> None:
-        self.collection = collection
-        self._host = ClientHost(
-            owner=f"ServerDocumentStore for {collection}", url=url, api_key=api_key, location=location, client=client
-        )
+    default_collection = COLLECTION
 
-    @property
-    def _qdrant(self) -> AsyncQdrantClient:
-        return self._host.client
-
-    async def open(self) -> None:
-        await self._host.open(
-            lambda client: ensure_payload_collection(
-                client, self.collection, {"scope_key": models.PayloadSchemaType.KEYWORD}
-            )
-        )
-
-    async def close(self) -> None:
-        await self._host.close()
+    async def _ensure_collection(self, client: AsyncQdrantClient) -> None:
+        await ensure_payload_collection(client, self.collection, INDEXES)
 
     async def put(self, document: Document) -> None:
         point = models.PointStruct(id=document.id, vector={}, payload=to_payload(document))
@@ -143,16 +116,12 @@ class ServerDocumentStore:
             records = await self._qdrant.retrieve(self.collection, [document_id], with_payload=True)
         except Exception:  # an id that is not a uuid names no document
             return None
-        return from_payload(records[0].payload or {}) if records else None
+        return from_payload(payload_of(records[0])) if records else None
 
     async def list(self, scope_key: str | None = None, *, limit: int = LIST_LIMIT) -> list[Document]:
-        flt = (
-            models.Filter(must=[models.FieldCondition(key="scope_key", match=models.MatchValue(value=scope_key))])
-            if scope_key
-            else None
-        )
+        flt = server_filter(_in_scope(scope_key))
         records, _ = await self._qdrant.scroll(self.collection, scroll_filter=flt, limit=LIST_LIMIT, with_payload=True)
-        return _newest_first([from_payload(r.payload or {}) for r in records], limit)
+        return _newest_first([from_payload(payload_of(r)) for r in records], limit)
 
     async def delete(self, document_id: str) -> bool:
         if await self.get(document_id) is None:
