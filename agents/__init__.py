@@ -1,7 +1,7 @@
 """The stream agents, one module each: snapshot → extract → embed → decide → store,
 age, contradiction and graph reacting to what the store changed, and seed 004's two phases:
 rollout (Phase 1, per idle session) and consolidate (Phase 2, one global run at a time);
-retention's timer, and the document agent (seed 003's document ingest).
+retention's timer, the document agent (seed 003's document ingest) and the maintenance worker's timer.
 
 Each module exposes ``register(app, topics, providers)``, which declares its table and
 its agent on the app. Agent bodies decode, call a pure rule from ``memstream.rules``,
@@ -18,6 +18,7 @@ from memstream.agents import (
     extract,
     graph,
     history,
+    maintenance,
     park,
     retention,
     rollout,
@@ -41,6 +42,7 @@ ALL_AGENTS = (
     consolidate,
     retention,
     document,
+    maintenance,
 )
 
 __all__ = ["ALL_AGENTS"]

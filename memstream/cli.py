@@ -1,4 +1,4 @@
-"""The ``memstream`` command: up, publish, init, remember, replay, search, block, history, doc, redrive."""
+"""The ``memstream`` command: up, publish, init, remember, replay, search, block, history, doc, doctor, redrive."""
 
 from __future__ import annotations
 
@@ -116,6 +116,13 @@ def _parser() -> argparse.ArgumentParser:
     doc_remove = doc_sub.add_parser("remove", help="remove a document and all its chunks")
     doc_remove.add_argument("document_id")
     doc_remove.set_defaults(run=cmd_doc_remove)
+
+    doctor = sub.add_parser(
+        "doctor", help="the maintenance worker's report: queue, index and storage health, and what it recommends"
+    )
+    doctor.add_argument("--execute", action="store_true", help="run the recommended repairs once, then measure again")
+    doctor.add_argument("--json", action="store_true", help="print the raw JSON report")
+    doctor.set_defaults(run=cmd_doctor)
 
     redrive = sub.add_parser(
         "redrive", help="send dead-lettered events back to the topic they came from (each dead letter once)"
@@ -375,14 +382,15 @@ def cmd_replay(args: argparse.Namespace, settings: Settings) -> int:
 # --- search and block ----------------------------------------------------------------
 
 
-def _api_get(settings: Settings, path: str, params: dict[str, str]) -> tuple[str, str]:
+def _api_get(settings: Settings, path: str, params: dict[str, str], *, method: str = "GET") -> tuple[str, str]:
     from memstream.runner import read_runtime_file
 
     runtime = read_runtime_file(settings)
     base = str(runtime["api_url"]) if runtime else settings.api_url
     url = f"{base}{path}?{urllib.parse.urlencode(params)}"
+    request = urllib.request.Request(url, method=method, data=b"" if method == "POST" else None)
     try:
-        with urllib.request.urlopen(url, timeout=30) as response:
+        with urllib.request.urlopen(request, timeout=300) as response:
             return response.headers.get_content_type(), response.read().decode()
     except urllib.error.HTTPError as exc:
         body = exc.read().decode(errors="replace")
@@ -547,6 +555,17 @@ def cmd_doc_remove(args: argparse.Namespace, settings: Settings) -> int:
         publish_events(_bootstrap(settings), settings.topic_prefix, DOCUMENTS, [(request.document_id, request)])
     )
     print(f"removing document {request.document_id} and its chunks")
+    return 0
+
+
+# --- doctor --------------------------------------------------------------------------
+
+
+def cmd_doctor(args: argparse.Namespace, settings: Settings) -> int:
+    from memstream.maintenance import render
+
+    _, body = _api_get(settings, "/maintenance", {}, method="POST" if args.execute else "GET")
+    print(body if args.json else render(json.loads(body)))
     return 0
 
 
