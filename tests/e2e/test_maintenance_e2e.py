@@ -25,7 +25,7 @@ from memstream.identity import derived_id, project_key
 from memstream.maintenance import Maintenance
 from memstream.publish import make_turn, publish, publish_events
 from memstream.schemas import DeadLetter, Memory, encode
-from memstream.store.base import BM25_VECTOR
+from memstream.store.base import BM25_VECTOR, DENSE_VECTOR
 from memstream.topics import DEAD_LETTERS, TURNS, topic_name
 from tests.e2e.conftest import eventually, start_pipeline
 
@@ -191,9 +191,11 @@ async def test_doctor_reports_injected_problems_and_execute_repairs_them(run: Ru
         for turn in lost
     ]
     await publish_events(run.running.bootstrap, prefix, DEAD_LETTERS, [("snapshot", letter) for letter in letters])
-    # Problem 2: a memory that lost its BM25 terms.
-    (damaged, *_) = await run.memories("sparse", 2)
+    # Problem 2: a memory that lost its BM25 terms, one that lost its embedding, a dropped index.
+    damaged, unembedded = await run.memories("sparse", 2)
     await run.store._run(lambda s: s.update(UpdateOperation.delete_vectors([damaged.id], [BM25_VECTOR])))
+    await run.store._run(lambda s: s.update(UpdateOperation.delete_vectors([unembedded.id], [DENSE_VECTOR])))
+    await run.store._run(lambda s: s.update(UpdateOperation.delete_field_index("type")))
     # Problem 3: many tombstones (superseded now; retention keeps them 0 days here).
     tombstones = await run.memories("tombs", 8)
     for old in tombstones[:6]:
@@ -204,27 +206,32 @@ async def test_doctor_reports_injected_problems_and_execute_repairs_them(run: Ru
     assert [r["action"] for r in report["recommendations"]] == [
         "requeue_dead_letters",
         "repair_sparse_vectors",
+        "repair_indexes",
         "retention_sweep",
+        "reembed",
     ]
     before = report["before"]
     assert before["queue"]["dead_letters"] == 4 and before["store"]["missing_sparse"] == 1
+    assert before["store"]["missing_dense"] == 1 and before["store"]["missing_indexes"] == ["type"]
     assert before["store"]["superseded"] == 6 and before["score"] < 1.0
 
     repaired = await run.doctor("--execute")
-    assert [(e["action"], e["outcome"]) for e in repaired["executed"]] == [
-        ("requeue_dead_letters", "done"),
-        ("repair_sparse_vectors", "done"),
-        ("retention_sweep", "done"),
-    ]
-    assert [e["detail"] for e in repaired["executed"]] == [
-        "re-drove 4 dead letters",
-        "gave BM25 terms to 1 memories",
-        "purged 6 tombstones",
+    assert [(e["action"], e["outcome"], e["detail"]) for e in repaired["executed"]] == [
+        ("requeue_dead_letters", "done", "re-drove 4 dead letters"),
+        ("repair_sparse_vectors", "done", "gave BM25 terms to 1 memories"),
+        ("repair_indexes", "done", "created indexes: type"),
+        ("retention_sweep", "done", "purged 6 tombstones"),
+        ("reembed", "done", "re-embedded 1 memories"),
     ]
     after = repaired["after"]
     assert repaired["delta"] > 0 and after["score"] > repaired["before"]["score"]
-    assert after["queue"]["dead_letters"] == 0 and after["store"]["missing_sparse"] == 0
-    assert after["store"]["superseded"] == 0
+    assert after["queue"]["dead_letters"] == 0 and after["store"]["superseded"] == 0
+    assert (after["store"]["missing_sparse"], after["store"]["missing_dense"], after["store"]["missing_indexes"]) == (
+        0,
+        0,
+        [],
+    )
+    assert await run.store.vector(unembedded.id) is not None
 
     # The re-driven turns went through the pipeline.
     await eventually(lambda: _count(run, project, 5), what="the two lost exchanges stored")
