@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Any
 import msgspec
 from aiokafka import AIOKafkaConsumer, TopicPartition
 
+from memstream import metrics
 from memstream.redrive import RedriveFilter, dead_letters, redrive, redriven
 from memstream.rules import maintenance as rules
 from memstream.rules.maintenance import Diagnostics, HaltTracker, Limit, QueueHealth, Recommendation, StoreHealth
@@ -217,6 +218,11 @@ class Maintenance:
                     report, executed=executed, after=after, delta=delta, halted=list(self.tracker.halted)
                 )
                 log.info("maintenance: health %.3f -> %.3f (%+.3f)", before.score, after.score, delta)
+            metrics.HEALTH_SCORE.set((report.after or before).score)
+            if report.delta is not None:
+                metrics.HEALTH_DELTA.set(report.delta)
+            for done in report.executed:
+                metrics.REPAIRS.labels(done.action, done.outcome).inc()
             self.last = report
             return report
 

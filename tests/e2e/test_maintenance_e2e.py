@@ -19,7 +19,7 @@ import pytest
 import pytest_asyncio
 from qdrant_edge import UpdateOperation
 
-from memstream import runner
+from memstream import metrics, runner
 from memstream.agents import retention
 from memstream.identity import derived_id, project_key
 from memstream.maintenance import Maintenance
@@ -232,6 +232,10 @@ async def test_doctor_reports_injected_problems_and_execute_repairs_them(run: Ru
         [],
     )
     assert await run.store.vector(unembedded.id) is not None
+    # The score and the repairs are on /metrics too.
+    exposition = metrics.exposition().decode()
+    assert f"memstream_health_score {after['score']}" in exposition
+    assert 'memstream_repairs_total{action="reembed",outcome="done"}' in exposition
 
     # The re-driven turns went through the pipeline.
     await eventually(lambda: _count(run, project, 5), what="the two lost exchanges stored")
