@@ -91,7 +91,10 @@ def register(app: faust.App, topics: Topics, providers: Providers, sink: DeadLet
             raise DocumentError("the document has no text")
         record = await put(rules.advance(record, "chunking", datetime.now(UTC), title=title, characters=len(text)))
         chunks = rules.chunk(text, settings.document_chunk_size, settings.document_chunk_overlap)
-        plan = rules.plan(request.document_id, chunks, record.chunks)
+        # A link whose memory is gone (deleted by hand, or a write the store never applied) is
+        # no duplicate: its chunk is written again.
+        linked = [link for link in record.chunks if await providers.store.get(link.memory_id) is not None]
+        plan = rules.plan(request.document_id, chunks, linked)
         record = await put(rules.advance(record, "embedding", datetime.now(UTC)))
         key = request.scope_key.encode()
         for _, chunk_text, content_hash in plan.new:
