@@ -291,9 +291,8 @@ def cmd_init(args: argparse.Namespace, settings: Settings) -> int:
         publish_events(_bootstrap(settings), settings.topic_prefix, SNAPSHOTS, [(snapshot.session_id, snapshot)])
     )
     sections = sum(1 for line in files.splitlines() if line.startswith("=== ") and line.endswith(" ==="))
-    print(
-        f"published an init snapshot of {directory} ({sections} file{'s' if sections != 1 else ''}, {len(files)} characters)"
-    )
+    counted = f"{sections} file{'s' if sections != 1 else ''}, {len(files)} characters"
+    print(f"published an init snapshot of {directory} ({counted})")
     return 0
 
 

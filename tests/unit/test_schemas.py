@@ -252,7 +252,10 @@ def test_tags_are_the_documented_ones() -> None:
 
 
 def test_old_turn_bytes_without_optional_fields_decode_with_defaults() -> None:
-    old = b'{"schema":"turn.v1","session_id":"s-old","project":"/repo","role":"assistant","content":"done","ts":"2024-06-01T12:00:00Z"}'
+    old = (
+        b'{"schema":"turn.v1","session_id":"s-old","project":"/repo","role":"assistant",'
+        b'"content":"done","ts":"2024-06-01T12:00:00Z"}'
+    )
     turn = decode(old)
     assert turn == Turn(
         session_id="s-old",
@@ -318,7 +321,7 @@ def test_undecodable_bytes_raise_decode_error(data: bytes) -> None:
 
 
 def test_unknown_tag_error_names_the_tag() -> None:
-    with pytest.raises(DecodeError, match="no-such-thing.v1"):
+    with pytest.raises(DecodeError, match=r"no-such-thing\.v1"):
         decode(b'{"schema":"no-such-thing.v1"}')
 
 
