@@ -118,7 +118,8 @@ class Maintenance:
         self._committed = committed
         return QueueHealth(
             events=sum(ends.values()),
-            dead_letters=sum(1 for item in letters if item.id not in done),
+            # Only what a re-drive can send back: one without its topic or bytes can never recover.
+            dead_letters=sum(1 for item in letters if item.id not in done and item.redrivable),
             parked_backlog=sum(max(0, ends[k] - committed[k]) for k in ends if k.rsplit(":", 1)[0] == parked),
             consumer_lag=sum(max(0, ends[k] - committed[k]) for k in ends),
             stuck_partitions=stuck,

@@ -46,7 +46,7 @@ class QueueHealth(msgspec.Struct, frozen=True, kw_only=True):
 
     #: Records on the topics the stages consume: the events the pipeline has been given.
     events: int = 0
-    #: Dead letters not re-driven yet.
+    #: Dead letters not re-driven yet (and that a re-drive can send back).
     dead_letters: int = 0
     #: Parked snapshots not yet taken back by the park agent.
     parked_backlog: int = 0
