@@ -190,7 +190,11 @@ async def test_doctor_reports_injected_problems_and_execute_repairs_them(run: Ru
         )
         for turn in lost
     ]
-    await publish_events(run.running.bootstrap, prefix, DEAD_LETTERS, [("snapshot", letter) for letter in letters])
+    # And one that kept neither its topic nor its bytes: nothing can re-drive it, so it is not counted.
+    hopeless = DeadLetter(stage="decode:?", reason="no message", topic="", ts=datetime.now(UTC))
+    await publish_events(
+        run.running.bootstrap, prefix, DEAD_LETTERS, [("snapshot", letter) for letter in [*letters, hopeless]]
+    )
     # Problem 2: a memory that lost its BM25 terms, one that lost its embedding, a dropped index.
     damaged, unembedded = await run.memories("sparse", 2)
     await run.store._run(lambda s: s.update(UpdateOperation.delete_vectors([damaged.id], [BM25_VECTOR])))
