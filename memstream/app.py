@@ -23,7 +23,7 @@ from memstream.agents.base import DeadLetters
 from memstream.bootstrap import Providers
 from memstream.codec import register_codec
 from memstream.metrics import CONSUMER_LAG
-from memstream.schemas import DocumentIngest, DocumentRemove, MemoryUsage
+from memstream.schemas import DocumentIngest, DocumentRemove, Fact, MemoryOp, MemoryUsage
 from memstream.settings import Settings
 from memstream.topics.binding import Topics, bind_topics
 from memstream.transport import MemstreamApp
@@ -85,6 +85,8 @@ def build_app(settings: Settings, providers: Providers, bootstrap: str, *, web: 
             providers=providers,
             record_usage=_usage_sink(topics),
             update_lag=lambda: update_lag(app),
+            send_fact=_fact_sink(topics),
+            send_memory_op=_op_sink(topics),
             send_document=_document_sink(topics),
             maintenance=getattr(app, "maintenance", None),
         )
@@ -116,6 +118,20 @@ def _usage_sink(topics: Topics) -> api.UsageSink:
 def _document_sink(topics: Topics) -> Callable[[DocumentIngest | DocumentRemove], Awaitable[None]]:
     async def send(request: DocumentIngest | DocumentRemove) -> None:
         await topics.documents.send(key=request.document_id.encode(), value=request)
+
+    return send
+
+
+def _fact_sink(topics: Topics) -> api.FactSink:
+    async def send(fact: Fact) -> None:
+        await topics.facts.send(key=fact.scope_key.encode(), value=fact)
+
+    return send
+
+
+def _op_sink(topics: Topics) -> api.OpSink:
+    async def send(op: MemoryOp) -> None:
+        await topics.memory_ops.send(key=op.scope_key.encode(), value=op)
 
     return send
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import logging
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from memstream.embed.base import Embedder
 from memstream.llm.base import LLM
@@ -13,6 +14,9 @@ from memstream.store.base import MemoryStore
 from memstream.store.documents import DocumentStore
 from memstream.store.graph import GraphStore
 from memstream.store.history import HistoryStore
+
+if TYPE_CHECKING:
+    from memstream.rerank import Reranker
 
 log = logging.getLogger(__name__)
 
@@ -34,6 +38,8 @@ class Providers:
     graph: GraphStore | None = None
     #: Ingested documents, their status trail and chunk links (seed 003); None: no document ingest.
     documents: DocumentStore | None = None
+    #: Reorders search's top results; None unless MEMSTREAM_RERANKER (seed 003's optional reranking).
+    reranker: Reranker | None = None
 
     @property
     def raw_mode(self) -> bool:
@@ -52,6 +58,7 @@ class Providers:
         closers += [self.graph.close] if self.graph is not None else []
         closers += [self.documents.close] if self.documents is not None else []
         closers += [self.llm.close] if self.llm is not None else []
+        closers += [self.reranker.close] if self.reranker is not None else []
         for closer in closers:
             try:
                 await closer()
@@ -194,13 +201,17 @@ def build_providers(
     llm: LLM | None = None,
     history: HistoryStore | None = None,
 ) -> Providers:
+    from memstream.rerank import build_reranker
+
     embedder = embedder or build_embedder(settings)
+    llm = llm or build_llm(settings)
     return Providers(
         settings=settings,
         embedder=embedder,
         store=store or build_store(settings, embedder),
-        llm=llm or build_llm(settings),
+        llm=llm,
         history=history or build_history(settings),
         graph=build_graph(settings),
         documents=build_documents(settings),
+        reranker=build_reranker(settings, llm),
     )

@@ -162,7 +162,7 @@ async def test_a_url_becomes_searchable_chunks_with_its_status_trail(run: Run) -
     out = await run.cli(
         "search", "how are Stripe payment webhooks retried", "--project", str(project), "--documents", "only"
     )
-    assert "[document_chunk]" in out.splitlines()[0]
+    assert "[document_chunk, project]" in out.splitlines()[0]
 
     # Added again: the chunks already linked are kept, none duplicated.
     out = await run.cli("doc", "add", f"{run.site.url}/guide.html", "--project", str(project))
