@@ -29,7 +29,12 @@ PARAGRAPHS = [
     f"and promotes the release to production once canary {i} reports healthy for ten minutes."
     for i in range(40)
 ]
-PARAGRAPHS[20] = "Stripe webhooks for failed card payments are retried by the billing worker with exponential backoff."
+# A chunk's worth of the guide on another subject, for search to find.
+PARAGRAPHS[14:28] = [
+    f"Billing note {i}: Stripe webhooks for failed card payments are retried by the billing worker with "
+    f"exponential backoff, and invoice {i} stays unpaid until a retried payment succeeds."
+    for i in range(14)
+]
 GUIDE = (
     "<!doctype html><html><head><title>Deploy Guide</title><script>track()</script></head><body>"
     "<nav>Home</nav>" + "".join(f"<p>{p}</p>" for p in PARAGRAPHS) + "</body></html>"
