@@ -31,7 +31,15 @@ from memstream.schemas.events import (
     Snapshot,
     SupersedeMemory,
     Turn,
+    TurnMetadata,
+    TurnTimestamps,
+    TurnV1,
     dead_letter_id,
+    normalized_turn_content,
+    turn_hash,
+    turn_metadata,
+    universal_turn,
+    upgrade_turn,
 )
 from memstream.schemas.history import OUTCOMES, Action, HistoryRecord, Mode, Outcome
 from memstream.schemas.memory import (
@@ -134,9 +142,17 @@ __all__ = [
     "StoredType",
     "SupersedeMemory",
     "Turn",
+    "TurnMetadata",
+    "TurnTimestamps",
+    "TurnV1",
     "dead_letter_id",
     "decode",
     "encode",
     "memory_from_payload",
     "memory_to_payload",
+    "normalized_turn_content",
+    "turn_hash",
+    "turn_metadata",
+    "universal_turn",
+    "upgrade_turn",
 ]
