@@ -177,6 +177,7 @@ def _fact(
         origin=snapshot.snapshot_id,
         confidence=fact.confidence,
         entities=entities,
+        sources=snapshot.sources,
         ts=snapshot.ts,
     )
 

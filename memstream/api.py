@@ -16,6 +16,8 @@ POST /memories/{id}/forget  tombstone a memory (JSON: reason), recorded in its a
 GET /history?memory_id= the audit trail of one memory, oldest first (or ?scope= / ?project=:
                         a scope's newest records, returned oldest first)
 GET /metrics            Prometheus metrics                                         (admin)
+GET|POST|DELETE /documents  documents (seed 003's document ingest; memstream.documents_api) (admin)
+GET|POST /maintenance   the maintenance report (seed 003's tick()); POST runs its repairs (admin)
 POST /turns             publish turns (JSON list) as the caller: its user, its projects
 POST /admin/forget      forget a user or a project (JSON: user or project)        (admin)
 
@@ -45,7 +47,7 @@ from starlette.responses import PlainTextResponse, Response
 from starlette.routing import BaseRoute, Route
 from starlette.types import ASGIApp
 
-from memstream import metrics, recall
+from memstream import documents_api, metrics, recall
 from memstream.auth import (
     AuthError,
     FailureLimiter,
@@ -60,10 +62,22 @@ from memstream.auth import (
 from memstream.guard import CURRENT_PRINCIPAL, AuthMiddleware, principal_of
 from memstream.identity import derived_id, project_key, user_key
 from memstream.remember import RememberError, expected_memory_id, make_fact
-from memstream.schemas import Fact, ForgetScope, Memory, MemoryOp, MemoryUsage, Provenance, SupersedeMemory, Turn
+from memstream.schemas import (
+    DocumentIngest,
+    DocumentRemove,
+    Fact,
+    ForgetScope,
+    Memory,
+    MemoryOp,
+    MemoryUsage,
+    Provenance,
+    SupersedeMemory,
+    Turn,
+)
 
 if TYPE_CHECKING:
     from memstream.bootstrap import Providers
+    from memstream.maintenance import Maintenance
 
 log = logging.getLogger(__name__)
 
@@ -93,6 +107,10 @@ def _no_lag() -> None:
     return None
 
 
+async def _no_documents(request: DocumentIngest | DocumentRemove) -> None:
+    raise ApiError("document ingest needs a running pipeline (memstream up)")
+
+
 @dataclass(frozen=True)
 class ApiContext:
     """What the API reads and calls. Everything it needs from a running pipeline is a callable here."""
@@ -108,6 +126,10 @@ class ApiContext:
     send_memory_op: OpSink | None = None
     #: Serve MCP's stateless streamable HTTP at /mcp.
     mcp: bool = True
+    #: Publishes a document request on the documents topic; refuses without a producer.
+    send_document: documents_api.Send = _no_documents
+    #: The maintenance worker's report and repairs (``memstream doctor``); None where none runs.
+    maintenance: Maintenance | None = None
     #: Extra routes and ASGI apps mounted beside the built-in ones (e.g. MCP at /mcp).
     routes: Sequence[BaseRoute] = field(default_factory=list)
     #: Context managers entered for the app's lifetime (e.g. the MCP session manager).
@@ -441,13 +463,16 @@ def create_app(ctx: ApiContext) -> ASGIApp:
         return JSON({**about, "records": [msgspec.to_builtins(r) for r in records]})
 
     async def search(request: Request) -> Response:
+        documents = request.query_params.get("documents", "include")
+        if documents not in recall.DOCUMENT_FILTERS:
+            return error(f"'documents' must be one of {', '.join(recall.DOCUMENT_FILTERS)}")
         try:
             query = query_param(request, required=True)
             keys = read_scope_keys(request)
             limit = _limit(request, 10, 100)
         except ApiError as exc:
             return error(str(exc))
-        hits = await recall.search_scopes(providers, query, keys, limit=limit)
+        hits = await recall.search_scopes(providers, query, keys, limit=limit, documents=documents)
         await record_usage(ctx, [hit.memory for hit in hits])
         results = [
             {
@@ -483,12 +508,21 @@ def create_app(ctx: ApiContext) -> ASGIApp:
         principal = caller(request)
         if ctx.publish_turns is None:
             return error("this process does not publish turns", 503)
+        from memstream.schemas import DecodeError, decode
+
         try:
-            given = msgspec.json.decode(await _body(request), type=list[Turn])
-        except (msgspec.ValidationError, msgspec.DecodeError) as exc:
+            raw = msgspec.json.decode(await _body(request))
+            if not isinstance(raw, list):
+                raise DecodeError("not a list")
+            # Through the codec: turn.v1 events decode into today's Turn, as on the topic.
+            given = [decode(msgspec.json.encode(item)) for item in raw]
+            if not all(isinstance(turn, Turn) for turn in given):
+                raise DecodeError("every item must be a turn")
+        except (msgspec.DecodeError, DecodeError) as exc:
             return error(f"the body must be a JSON list of turns: {exc}")
-        checked = []
+        checked: list[Turn] = []
         for turn in given:
+            assert isinstance(turn, Turn)
             if not turn.project.startswith("/"):
                 return error("a turn's project must be an absolute directory path")
             check_publish(principal, project_key(turn.project), turn.user)
@@ -520,8 +554,40 @@ def create_app(ctx: ApiContext) -> ASGIApp:
             status_code=202,
         )
 
+    async def documents(request: Request) -> Response:
+        # Documents are not scoped to a principal yet: admin tokens only.
+        require_admin(caller(request))
+        query = dict(request.query_params)
+        try:
+            if request.method == "POST":
+                try:
+                    body = msgspec.json.decode(await request.body())
+                except msgspec.DecodeError:
+                    return error("the body must be JSON")
+                max_bytes = providers.settings.document_max_content_bytes
+                status, reply = await documents_api.add(body, ctx.send_document, max_bytes=max_bytes)
+            elif request.method == "DELETE":
+                status, reply = await documents_api.remove(providers.documents, query, ctx.send_document)
+            else:
+                status, reply = await documents_api.list_or_show(providers.documents, query)
+        except ApiError as exc:
+            return error(str(exc), 503)
+        return JSON(reply, status_code=status)
+
+    async def maintenance(request: Request) -> Response:
+        require_admin(caller(request))
+        if ctx.maintenance is None:
+            return error("no maintenance worker runs here", 503)
+        if request.method == "POST":
+            report = await ctx.maintenance.tick(mode="execute")
+        else:
+            report = await ctx.maintenance.tick(mode="observe")
+        return JSON(msgspec.to_builtins(report))
+
     routes: list[BaseRoute] = [
         Route("/health", health),
+        Route("/documents", documents, methods=["GET", "POST", "DELETE"]),
+        Route("/maintenance", maintenance, methods=["GET", "POST"]),
         Route("/metrics", prometheus),
         Route("/memories", memories, methods=["GET"]),
         Route("/memories", add, methods=["POST"]),

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from types import MappingProxyType
 from typing import Any
@@ -24,7 +24,7 @@ from memstream.bootstrap import Providers
 from memstream.codec import register_codec
 from memstream.kafka_security import faust_credentials
 from memstream.metrics import CONSUMER_LAG
-from memstream.schemas import Fact, ForgetScope, MemoryOp, MemoryUsage, Turn
+from memstream.schemas import DocumentIngest, DocumentRemove, Fact, ForgetScope, MemoryOp, MemoryUsage, Turn
 from memstream.settings import Settings
 from memstream.topics.binding import Topics, bind_topics
 from memstream.transport import MemstreamApp
@@ -93,6 +93,8 @@ def build_app(settings: Settings, providers: Providers, bootstrap: str, *, web: 
             **api.ApiContext.auth_from(settings),
             send_fact=_fact_sink(topics),
             send_memory_op=_op_sink(topics),
+            send_document=_document_sink(topics),
+            maintenance=getattr(app, "maintenance", None),
         )
         app.web_server(type("MemstreamApi", (ApiService,), {"asgi_app": api.create_app(context), "faust_app": app}))
     return Pipeline(app=app, topics=topics, providers=providers, dead_letters=dead_letters)
@@ -123,6 +125,13 @@ def _turn_sink(topics: Topics) -> api.TurnSink:
     async def send(turns: Sequence[Turn]) -> None:
         for turn in turns:
             await topics.turns.send(key=turn.session_id.encode(), value=turn)
+
+    return send
+
+
+def _document_sink(topics: Topics) -> Callable[[DocumentIngest | DocumentRemove], Awaitable[None]]:
+    async def send(request: DocumentIngest | DocumentRemove) -> None:
+        await topics.documents.send(key=request.document_id.encode(), value=request)
 
     return send
 

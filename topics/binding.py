@@ -13,6 +13,7 @@ from memstream.topics.admin import partitions_of
 from memstream.topics.catalog import (
     CONSOLIDATION,
     DEAD_LETTERS,
+    DOCUMENTS,
     EMBEDDED,
     FACTS,
     FORGOTTEN,
@@ -62,6 +63,7 @@ class Topics:
     history: faust.TopicT
     forgotten: faust.TopicT
     dead_letters: faust.TopicT
+    documents: faust.TopicT
 
 
 def bind_topics(app: faust.App, prefix: str, partitions: int) -> Topics:
@@ -87,4 +89,5 @@ def bind_topics(app: faust.App, prefix: str, partitions: int) -> Topics:
         history=bind(HISTORY),
         forgotten=bind(FORGOTTEN),
         dead_letters=bind(DEAD_LETTERS),
+        documents=bind(DOCUMENTS),
     )
