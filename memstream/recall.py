@@ -72,9 +72,13 @@ async def search(
 ) -> list[HybridHit]:
     """The memories that best match the query, best first.
 
-    Seed 003's recall: the same BM25 + vector fusion the decision stage uses (``store.hybrid_search``,
-    ``alpha`` = MEMSTREAM_RECALL_ALPHA, nothing dropped by a minimum score), the graph boost added to
-    the fused score when the graph is enabled, then, when a reranker is given, its order for the top N.
+    Seed 003's recall: the same BM25 + vector search and weighted sum the decision stage uses
+    (``store.hybrid_search``, ``alpha`` = MEMSTREAM_RECALL_ALPHA, nothing dropped by a minimum score),
+    over each leg's scores min-max scaled to this query's candidates (``fusion="normalized"``): the
+    decision stage keeps the raw scores because its calibrated minimum score must mean "similar
+    enough", which a per-query scale cannot; recall only needs the order, and the raw sum ranked
+    below the vector leg alone (bench/retrieval.py). The graph boost is added to the fused score when
+    the graph is enabled, then, when a reranker is given, its order for the top N.
     """
     keys = scopes(project_key, user_key)
     settings = providers.settings
@@ -92,7 +96,7 @@ async def search(
     try:
         vector = await providers.embedder.embed_query(query)
         hits = await providers.store.hybrid_search(
-            query, vector, keys, limit=pool, alpha=settings.recall_alpha, min_score=0.0
+            query, vector, keys, limit=pool, alpha=settings.recall_alpha, min_score=0.0, fusion="normalized"
         )
     except BaseException:
         if boost is not None:
