@@ -31,7 +31,7 @@ import time
 from collections.abc import Callable, Sequence
 
 from memstream.embed import bundled
-from memstream.rules.extraction import CONVERSATION_MAX_CHARS
+from memstream.rules.extraction import CONVERSATION_MAX_CHARS, raw_fact
 
 _QUESTIONS = [
     "why does the migration fail on the staging database",
@@ -62,8 +62,8 @@ _CODE = [
 ]
 
 
-def exchanges(count: int, seed: int = 18) -> list[str]:
-    """``count`` raw-mode exchanges with a coding session's length spread (fixed by ``seed``)."""
+def answers(count: int, seed: int = 18) -> list[str]:
+    """``count`` assistant replies with a coding session's length spread (fixed by ``seed``)."""
     rng = random.Random(seed)
     texts = []
     for _ in range(count):
@@ -72,12 +72,21 @@ def exchanges(count: int, seed: int = 18) -> list[str]:
         target = CONVERSATION_MAX_CHARS if long else rng.randint(120, 900)
         while sum(len(p) + 1 for p in parts) < target:
             parts.append(rng.choice(_CODE) if long and rng.random() < 0.4 else rng.choice(_SENTENCES))
-        answer = " ".join(parts)
-        text = f"[user] {rng.choice(_QUESTIONS)}?\n[assistant] {answer}"
-        if len(text) > CONVERSATION_MAX_CHARS:
-            text = text[: CONVERSATION_MAX_CHARS - 1] + "…"
-        texts.append(text)
+        texts.append(" ".join(parts))
     return texts
+
+
+def exchanges(count: int, seed: int = 18) -> list[str]:
+    """``count`` raw-mode exchanges: a question and its reply, as ``raw_fact`` stores them."""
+    questions = random.Random(seed + 1)
+    return [raw_exchange(f"{questions.choice(_QUESTIONS)}?", answer) for answer in answers(count, seed)]
+
+
+def raw_exchange(question: str, answer: str) -> str:
+    """The text raw mode stores and embeds for one exchange (``last_exchange``, then ``raw_fact``)."""
+    fact = raw_fact(f"[user] {question}\n[assistant] {answer}")
+    assert fact is not None
+    return fact.text
 
 
 def _rate(encode: Callable[[list[str]], object], texts: Sequence[str], batch: int) -> float:
