@@ -58,7 +58,8 @@ def register(app: faust.App, topics: Topics, providers: Providers, sink: DeadLet
                 )
                 candidates = rules.eligible_candidates(memory, [hit.memory for hit in nearby])
                 span.set_attribute("contradiction.candidates", len(candidates))
-                if candidates:
+                # Folded into the decision when it already weighed every candidate: no call.
+                if rules.unweighed(candidates, update.weighed):
                     completion = await llm.complete(rules.SYSTEM, rules.prompt(memory, candidates), max_tokens=512)
                     model = completion.model
                     superseded, warnings = rules.parse_superseded(completion.text, candidates)

@@ -142,7 +142,7 @@ class Decider:
                 result.decided, result.refreshed = target, True
             return result
 
-        proposal, candidates, model = await self._propose(fact, content, embedded.vector, recent)
+        proposal, candidates, model, judged = await self._propose(fact, content, embedded.vector, recent)
         verdict = gate(
             proposal.action,
             self.flags,
@@ -178,7 +178,10 @@ class Decider:
             )
         if verdict.outcome == "created":
             created = record("created", "create", memory_id=new.id, **{**decided, "target_id": ""})
-            return self._create(fact, new, embedded, result, created)
+            # The model read the candidates and kept the fact beside them: seed 000's
+            # contradiction check need not ask it the same question about them again.
+            weighed = list(candidates) if judged and proposal.action == "ADD" else []
+            return self._create(fact, new, embedded, result, created, weighed=weighed)
         # updated or deleted: the target is superseded by the fact's new memory. (The
         # target is never the fact's own memory: exact duplicates were refreshed above.)
         assert target is not None
@@ -223,8 +226,9 @@ class Decider:
 
     async def _propose(
         self, fact: Fact, content: NormalizedContent, vector: list[float], recent: list[RecentMemory]
-    ) -> tuple[decision.Proposal, dict[str, decision.Candidate], str]:
-        """Seed 003's decision: the proposal, the candidates it was chosen among, and the model."""
+    ) -> tuple[decision.Proposal, dict[str, decision.Candidate], str, bool]:
+        """Seed 003's decision: the proposal, the candidates it was chosen among, the model, and
+        whether the model's own answer is the proposal (not a fallback for a failed or dropped one)."""
         hits: list[HybridHit] = await self.providers.store.hybrid_search(
             content.storage,
             vector,
@@ -242,10 +246,11 @@ class Decider:
                 candidates[memory.id] = memory
         candidates = dict(list(candidates.items())[: decision.MAX_CANDIDATES])
         if not candidates:
-            return decision.no_candidates_proposal(fact.confidence), candidates, ""
+            return decision.no_candidates_proposal(fact.confidence), candidates, "", False
         llm = self.providers.llm
         if llm is None:
-            return decision.Proposal(action="ADD", confidence=fact.confidence, reason=RAW_MODE_REASON), candidates, ""
+            raw = decision.Proposal(action="ADD", confidence=fact.confidence, reason=RAW_MODE_REASON)
+            return raw, candidates, "", False
         try:
             completion = await llm.complete(
                 decision.SYSTEM, decision.prompt(content.storage, fact.type, list(candidates.values())), max_tokens=256
@@ -258,6 +263,7 @@ class Decider:
                 decision.Proposal(action="ADD", confidence=fact.confidence, reason=f"{DECISION_UNAVAILABLE}: {error}"),
                 candidates,
                 "",
+                False,
             )
         proposal, warnings = decision.parse_decision(completion.text, candidates)
         for warning in warnings:
@@ -267,7 +273,8 @@ class Decider:
             proposal = decision.Proposal(
                 action="ADD", confidence=fact.confidence, reason=f"decision dropped ({dropped}); added"
             )
-        return proposal, candidates, completion.model
+            return proposal, candidates, completion.model, False
+        return proposal, candidates, completion.model, True
 
     def _memory(self, fact: Fact, content: NormalizedContent, embedding_model: str) -> Memory:
         return Memory(
@@ -297,7 +304,14 @@ class Decider:
         )
 
     def _create(
-        self, fact: Fact, new: Memory, embedded: EmbeddedFact, result: Outcome, created: HistoryRecord
+        self,
+        fact: Fact,
+        new: Memory,
+        embedded: EmbeddedFact,
+        result: Outcome,
+        created: HistoryRecord,
+        *,
+        weighed: list[str] | None = None,
     ) -> Outcome:
         result.records.append(created)
         result.ops.insert(
@@ -311,6 +325,7 @@ class Decider:
                 memory=new,
                 vector=embedded.vector,
                 entities=fact.entities,
+                weighed=weighed or [],
             ),
         )
         result.decided = new.id

@@ -127,6 +127,7 @@ def register(app: faust.App, topics: Topics, providers: Providers, sink: DeadLet
                     op_id=op.op_id,
                     cause=op.cause,
                     entities=list(getattr(op, "entities", [])),
+                    weighed=op.weighed if isinstance(op, CreateMemory) and change == "created" else [],
                     ts=now,
                 ),
             )

@@ -31,6 +31,16 @@ def eligible_candidates(new: Memory, nearby: Sequence[Memory]) -> list[Memory]:
     ][:MAX_CANDIDATES]
 
 
+def unweighed(candidates: Sequence[Memory], weighed: Sequence[str]) -> list[Memory]:
+    """The candidates the decision stage did not already put to the LLM beside the new memory.
+
+    The decision's LLM was shown those and chose ADD: the new fact replaces none of them, the
+    same question this check asks. Any candidate it did not see keeps the whole check.
+    """
+    seen = set(weighed)
+    return [m for m in candidates if m.id not in seen]
+
+
 def prompt(new: Memory, candidates: Sequence[Memory]) -> str:
     lines = "\n".join(f'- id={m.id} type={m.type}: "{m.text}"' for m in candidates)
     return (
