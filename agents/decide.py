@@ -9,7 +9,9 @@ side. Per fact, in order:
    content hash) is stored or was just decided: refresh it (deduped).
 3. Seed 000's dedup: a memory of the same type within the type's distance: refresh it.
 4. Seed 003's decision: the top 5 candidates by hybrid search (vector and Qdrant's BM25);
-   none, or no LLM: ADD without asking; otherwise the LLM picks ADD, UPDATE, DELETE or
+   none, or no LLM: ADD without asking; otherwise, with seed 000's contradiction candidates
+   added to the question (an ADD then answers for them: the contradiction check does not ask
+   the same question again, issue 18), the LLM picks ADD, UPDATE, DELETE or
    NONE, checked against the candidates (a hallucinated id drops the proposal, and the
    fact is added instead, so nothing is lost; so is a fact whose decision no provider
    could make).
@@ -39,7 +41,7 @@ from memstream.agents.base import DeadLetters, expect, guarded_by_key, state_tab
 from memstream.bootstrap import Providers
 from memstream.identity import NormalizedContent, derived_id, memory_id, normalize_content
 from memstream.llm.base import LLMError
-from memstream.rules import audit, decision, lexical
+from memstream.rules import audit, contradiction, decision, lexical
 from memstream.rules.dedup import cosine_distances, find_duplicate, remember, threshold
 from memstream.rules.modes import REASON_EXACT_DUPLICATE, REASON_UPDATE_DELETE_NOT_ALLOWED, PipelineFlags, gate
 from memstream.schemas import (
@@ -142,7 +144,7 @@ class Decider:
                 result.decided, result.refreshed = target, True
             return result
 
-        proposal, candidates, model, judged = await self._propose(fact, content, embedded.vector, recent)
+        proposal, candidates, model, judged = await self._propose(fact, new, content, embedded.vector, recent)
         verdict = gate(
             proposal.action,
             self.flags,
@@ -225,7 +227,7 @@ class Decider:
         return (near.memory_id, f"duplicate (distance {near.distance:.3f})") if near is not None else None
 
     async def _propose(
-        self, fact: Fact, content: NormalizedContent, vector: list[float], recent: list[RecentMemory]
+        self, fact: Fact, new: Memory, content: NormalizedContent, vector: list[float], recent: list[RecentMemory]
     ) -> tuple[decision.Proposal, dict[str, decision.Candidate], str, bool]:
         """Seed 003's decision: the proposal, the candidates it was chosen among, the model, and
         whether the model's own answer is the proposal (not a fallback for a failed or dropped one)."""
@@ -251,6 +253,9 @@ class Decider:
         if llm is None:
             raw = decision.Proposal(action="ADD", confidence=fact.confidence, reason=RAW_MODE_REASON)
             return raw, candidates, "", False
+        # The model is asked anyway: seed 000's contradiction candidates join the question, so
+        # that an ADD answers for them too and the contradiction check need not ask again.
+        candidates.update(await self._contradiction_candidates(new, vector, candidates))
         try:
             completion = await llm.complete(
                 decision.SYSTEM, decision.prompt(content.storage, fact.type, list(candidates.values())), max_tokens=256
@@ -275,6 +280,25 @@ class Decider:
             )
             return proposal, candidates, completion.model, False
         return proposal, candidates, completion.model, True
+
+    async def _contradiction_candidates(
+        self, new: Memory, vector: list[float], known: dict[str, decision.Candidate]
+    ) -> dict[str, decision.Candidate]:
+        """The stored memories the contradiction check will put beside ``new``, not among ``known``.
+
+        The same search as the contradiction stage's (``agents/contradiction.py``), at decision time.
+        """
+        if not contradiction.checks_contradictions(new):
+            return {}
+        nearby = await self.providers.store.search(
+            vector,
+            [new.scope_key],
+            limit=contradiction.MAX_CANDIDATES + 1,
+            max_distance=self.profile.contradiction,
+            exclude_ids=[new.id],
+        )
+        eligible = contradiction.eligible_candidates(new, [hit.memory for hit in nearby])
+        return {m.id: m for m in eligible if m.id not in known}
 
     def _memory(self, fact: Fact, content: NormalizedContent, embedding_model: str) -> Memory:
         return Memory(

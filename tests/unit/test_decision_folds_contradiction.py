@@ -14,20 +14,26 @@ from memstream.bootstrap import Providers
 from memstream.embed.base import DistanceProfile
 from memstream.llm.base import Completion
 from memstream.rules import contradiction
-from memstream.schemas import CreateMemory, EmbeddedFact, Fact, HybridHit, Memory
+from memstream.schemas import CreateMemory, EmbeddedFact, Fact, HybridHit, Memory, ScoredMemory
 from memstream.settings import Settings
 from tests.unit.factories import memory
 
 NEAR = memory("m-jwt", text="Auth uses JWT tokens", scope_key="p_shop")
+#: Within contradiction distance of the fact, but no hybrid candidate of the decision.
+CLOSE = memory("m-cookie", text="Login sets an httpOnly cookie", scope_key="p_shop")
+CONTRADICTION_DISTANCE = 0.125
 
 
 class Store:
-    """Only what the decision asks: no exact duplicate, no near duplicate, one hybrid candidate."""
+    """Only what the decision asks: no exact or near duplicate, one hybrid candidate, and one more
+    memory within contradiction distance."""
 
     async def get(self, memory_id: str) -> Memory | None:
         return None
 
-    async def search(self, *args: Any, **kwargs: Any) -> list[Any]:
+    async def search(self, *args: Any, max_distance: float | None = None, **kwargs: Any) -> list[ScoredMemory]:
+        if max_distance == CONTRADICTION_DISTANCE:
+            return [ScoredMemory(memory=NEAR, distance=0.09), ScoredMemory(memory=CLOSE, distance=0.11)]
         return []
 
     async def hybrid_search(self, *args: Any, **kwargs: Any) -> list[HybridHit]:
@@ -40,10 +46,10 @@ class Model:
 
     def __init__(self, reply: str) -> None:
         self.reply = reply
-        self.calls = 0
+        self.prompts: list[str] = []
 
     async def complete(self, system: str, prompt: str, *, max_tokens: int = 1024) -> Completion:
-        self.calls += 1
+        self.prompts.append(prompt)
         return Completion(text=self.reply, provider=self.provider, model=self.model)
 
     async def close(self) -> None:
@@ -53,7 +59,7 @@ class Model:
 class Embedder:
     model = "test"
     dim = 3
-    profile = DistanceProfile(dedup_general=0.05, dedup_structural=0.05, contradiction=0.125)
+    profile = DistanceProfile(dedup_general=0.05, dedup_structural=0.05, contradiction=CONTRADICTION_DISTANCE)
 
 
 def _decider(reply: str, **settings: Any) -> Decider:
@@ -86,8 +92,12 @@ def _created(ops: list[Any]) -> CreateMemory:
 
 async def test_an_add_decided_by_the_model_carries_the_candidates_it_weighed() -> None:
     reply = json.dumps({"action": "ADD", "targetId": "", "confidence": 0.9, "reason": "new information"})
-    outcome = await _decider(reply).decide(_fact(), [])
-    assert _created(outcome.ops).weighed == [NEAR.id]
+    decider = _decider(reply)
+    outcome = await decider.decide(_fact(), [])
+    # The contradiction check's candidates were asked about in the same, single call.
+    [prompt] = decider.providers.llm.prompts  # type: ignore[union-attr]
+    assert NEAR.id in prompt and CLOSE.id in prompt
+    assert _created(outcome.ops).weighed == [NEAR.id, CLOSE.id]
 
 
 @pytest.mark.parametrize(
