@@ -26,8 +26,20 @@ def checks_contradictions(memory: Memory) -> bool:
 
 
 def eligible_candidates(new: Memory, nearby: Sequence[Memory]) -> list[Memory]:
+    """The nearby memories ``new`` may supersede: active, not exempt, and not stated after it.
+
+    A memory stated later cannot be superseded by an earlier one; their pair is the later
+    one's own check, which runs after the earlier one is stored (one scope's memories are
+    stored in order). Checked in a backlog, an early memory would otherwise be asked about
+    every later one already stored (issue 18: a call per pair, twice).
+    """
     return [
-        m for m in nearby if m.id != new.id and m.superseded_by is None and m.type not in CONTRADICTION_EXEMPT_TYPES
+        m
+        for m in nearby
+        if m.id != new.id
+        and m.superseded_by is None
+        and m.type not in CONTRADICTION_EXEMPT_TYPES
+        and m.updated_at <= new.updated_at
     ][:MAX_CANDIDATES]
 
 
