@@ -38,7 +38,8 @@ async def standalone(texts: list[str], batch: int, threads: int = 0) -> float:
         await embedder.close()
 
 
-async def measure(sessions: int, turns: int, rounds: int, threads: int) -> None:
+async def rounds_of(sessions: int, turns: int, rounds: int, threads: int = 0) -> list[tuple[float, float, float]]:
+    """(standalone passages/s, pipeline exchanges/s, pipeline CPU ms per exchange) per round."""
     replies = embedder_bench.answers(sessions * turns)
     texts = [
         embedder_bench.raw_exchange(f"question {t}", pipeline.reply_text(s, t, sessions, replies))
@@ -57,14 +58,22 @@ async def measure(sessions: int, turns: int, rounds: int, threads: int) -> None:
             overrides={"anthropic_api_key": "", "embed_threads": threads},
             replies=replies,
         )
+        if not piped.order_kept:
+            raise AssertionError("raw ingest broke the order of a session")
         pairs.append((alone, piped.turns_per_s, piped.cpu_ms_per_turn))
+    return pairs
+
+
+async def measure(sessions: int, turns: int, rounds: int, threads: int) -> None:
+    pairs = await rounds_of(sessions, turns, rounds, threads)
+    for alone, rate, cpu in pairs:
         print(
-            f"  round: standalone {alone:.2f} passages/s, pipeline {piped.turns_per_s:.2f} exchanges/s "
-            f"(×{piped.turns_per_s / alone:.2f}), {piped.cpu_ms_per_turn:.0f} ms CPU/turn, order {piped.order_kept}"
+            f"  round: standalone {alone:.2f} passages/s, pipeline {rate:.2f} exchanges/s "
+            f"(×{rate / alone:.2f}), {cpu:.0f} ms CPU/turn"
         )
     ratios = [p[1] / p[0] for p in pairs]
     print(
-        f"load {os.getloadavg()} on {os.cpu_count()} cores; {len(texts)} exchanges, {rounds} rounds, "
+        f"load {os.getloadavg()} on {os.cpu_count()} cores; {sessions * turns} exchanges, {rounds} rounds, "
         f"engine threads {threads or 'default'}"
     )
     print(
