@@ -72,10 +72,10 @@ def set_engine_threads(threads: int) -> None:
 def auto_threads() -> int:
     """One engine thread per core but one, which the pipeline's event loop needs.
 
-    Measured on 2 shared cores (bench/raw_ingest.py, load ~15): with the engine's default of
-    2 threads, its OpenMP barriers spin against the event loop; the pipeline ingested at
-    ×0.53 the standalone rate and spent 700-740 ms CPU per exchange. With 1 thread: ×1.34,
-    455-657 ms.
+    Measured on 2 shared cores (bench/raw_ingest.py, load ~15), while OpenMP still spun
+    (before ``OMP_WAIT_POLICY=PASSIVE`` above): with the engine's default of 2 threads the
+    pipeline ingested at ×0.53 the standalone rate and spent 700-740 ms CPU per exchange;
+    with 1 thread at ×1.34, 455-657 ms.
     """
     return max(1, (os.cpu_count() or 1) - 1)
 
