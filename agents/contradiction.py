@@ -7,7 +7,7 @@ everything in raw mode (no LLM to ask). Candidates are the stored memories withi
 profile's contradiction distance that, for a profile calibrated for it, also reach the
 decision's hybrid score; none the decision stage already weighed (``weighed``): then no
 call is made (issue 18). State: table ``contradiction-state`` — per scope,
-the memories already checked (bounded), so a redelivery asks the LLM nothing twice.
+the memories already checked with the LLM (bounded), so a redelivery asks it nothing twice.
 """
 
 from __future__ import annotations
@@ -104,6 +104,10 @@ def register(app: faust.App, topics: Topics, providers: Providers, sink: DeadLet
                     ),
                 )
             span.set_attribute("contradiction.superseded", len(superseded))
+        if not model:
+            # Nothing was asked, so a redelivery costs no call either: no changelog record (issue 18,
+            # fewer records per turn; most memories have no candidate left to ask about).
+            return
         states[memory.scope_key] = ContradictionState(
             checked=[*state.checked, checked][-CHECKED_KEEP:], superseded=state.superseded + len(superseded)
         )

@@ -7,6 +7,7 @@ user/assistant turns, and follows memory-updated like a downstream service would
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import json
 import multiprocessing
@@ -22,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
+from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 
 from memstream import metrics, runner
 from memstream.bootstrap import build_providers
@@ -164,6 +165,10 @@ class Result:
     llm_calls_by_stage: dict[str, float] = field(default_factory=dict)
     input_tokens_per_turn: float = 0.0
     output_tokens_per_turn: float = 0.0
+    #: Records written per turn: every topic's records but the turns themselves, events and
+    #: table changelogs apart (each one a producer send, and each event a consumer's hop too).
+    event_records_per_turn: float = 0.0
+    changelog_records_per_turn: float = 0.0
 
     @property
     def llm_calls_per_turn(self) -> float:
@@ -197,8 +202,12 @@ async def run(
             sent, seen, order = await _drive(running, settings, sessions, turns_per_session, timeout, replies)
             cpu = time.process_time() - cpu_before
             events = _total(metrics.EVENTS_PROCESSED) - events_before
+            # The stages after memory-updated (contradiction, graph, history) finish the last
+            # turns after the drive saw them: counts are read once the pipeline is quiet.
+            await _quiet()
             stage_calls = _by_label(metrics.LLM_STAGE_CALLS, "stage")
             tokens = _by_label(metrics.LLM_STAGE_TOKENS, "kind")
+            event_records, changelog_records = await records_written(running.bootstrap, settings.topic_prefix)
         finally:
             await running.stop()
     llm_calls = _count(metrics.LLM_SECONDS) - seconds_before[1]
@@ -226,7 +235,35 @@ async def run(
         },
         input_tokens_per_turn=(tokens.get("input", 0.0) - llm_before[1].get("input", 0.0)) / total,
         output_tokens_per_turn=(tokens.get("output", 0.0) - llm_before[1].get("output", 0.0)) / total,
+        event_records_per_turn=event_records / total,
+        changelog_records_per_turn=changelog_records / total,
     )
+
+
+async def _quiet(seconds: float = 1.0, timeout: float = 15.0) -> None:
+    """Wait until no stage has processed an event for ``seconds`` (at most ``timeout``)."""
+    deadline = time.monotonic() + timeout
+    last, since = _total(metrics.EVENTS_PROCESSED), time.monotonic()
+    while time.monotonic() - since < seconds and time.monotonic() < deadline:
+        await asyncio.sleep(0.2)
+        now = _total(metrics.EVENTS_PROCESSED)
+        if now != last:
+            last, since = now, time.monotonic()
+
+
+async def records_written(bootstrap: str, prefix: str) -> tuple[int, int]:
+    """Records in the run's topics (its prefix), turns excluded: (events, table changelogs)."""
+    consumer = AIOKafkaConsumer(bootstrap_servers=bootstrap)
+    await consumer.start()
+    try:
+        turns = topic_name(prefix, TURNS)
+        names = [t for t in await consumer.topics() if t.startswith(prefix) and t != turns]
+        partitions = [TopicPartition(t, p) for t in names for p in sorted(consumer.partitions_for_topic(t) or ())]
+        ends = await consumer.end_offsets(partitions) if partitions else {}
+    finally:
+        await consumer.stop()
+    changelogs = sum(n for tp, n in ends.items() if tp.topic.endswith("-changelog"))
+    return sum(ends.values()) - changelogs, changelogs
 
 
 def reply_text(session: int, turn: int, sessions: int, replies: Sequence[str]) -> str:
