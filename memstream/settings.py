@@ -117,8 +117,8 @@ class Settings:
     #: MEMSTREAM_EMBED_BATCH_WINDOW: seconds the embed agent waits at most for more facts to fill a
     #: batch. 0: embed the facts that have arrived at once (batches still grow under load).
     embed_batch_window: float = field(default=0.0, metadata=_env("MEMSTREAM_EMBED_BATCH_WINDOW"))
-    #: MEMSTREAM_EMBED_THREADS: the bundled embedder's OpenMP threads. 0: one per core but one, left
-    #: to the pipeline's event loop (bench/raw_ingest.py measures the choice on a machine).
+    #: MEMSTREAM_EMBED_THREADS: the bundled embedder's OpenMP threads. 0: one per core, the engine's
+    #: default (bench/raw_ingest.py measures the choice on a machine).
     embed_threads: int = field(default=0, metadata=_env("MEMSTREAM_EMBED_THREADS"))
 
     # --- memory lifecycle (seed 003) ------------------------------------------------------

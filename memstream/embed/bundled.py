@@ -70,14 +70,15 @@ def set_engine_threads(threads: int) -> None:
 
 
 def auto_threads() -> int:
-    """One engine thread per core but one, which the pipeline's event loop needs.
+    """One engine thread per core, the engine's own default.
 
-    Measured on 2 shared cores (bench/raw_ingest.py, load ~15), while OpenMP still spun
-    (before ``OMP_WAIT_POLICY=PASSIVE`` above): with the engine's default of 2 threads the
-    pipeline ingested at ×0.53 the standalone rate and spent 700-740 ms CPU per exchange;
-    with 1 thread at ×1.34, 455-657 ms.
+    Measured on 2 shared cores with bench/raw_ingest.py (12 exchanges, 2 rounds each). While
+    OpenMP spun its idle threads (load ~15), 2 threads lost to 1: the pipeline ingested at
+    ×0.53 of the standalone rate against ×1.34. With ``OMP_WAIT_POLICY=PASSIVE`` (above,
+    load ~6), 2 threads win in the pipeline: 1.45 exchanges/s (1.30-1.59), ×1.09 of the
+    embedder alone, against 1.21 (1.04-1.38), ×0.63, with 1 thread.
     """
-    return max(1, (os.cpu_count() or 1) - 1)
+    return os.cpu_count() or 1
 
 
 class BundledEmbedder:
@@ -115,7 +116,7 @@ class BundledEmbedder:
     )
 
     def __init__(self, threads: int = 0) -> None:
-        """``threads``: the engine's OpenMP threads; 0: one per core but one (``auto_threads``)."""
+        """``threads``: the engine's OpenMP threads; 0: one per core (``auto_threads``)."""
         # One worker: the engine parallelises internally with OpenMP, and a single
         # thread serialises calls so the model needs no lock and loads exactly once.
         self.threads = threads or auto_threads()
