@@ -29,6 +29,7 @@ from memstream.project_files import read_project_files
 from memstream.rules.explicit import explicit_requests
 from memstream.rules.secrets import redact
 from memstream.rules.snapshot import (
+    exchange_sources,
     exchange_start,
     format_snapshot,
     last_exchange,
@@ -79,7 +80,7 @@ def register(app: faust.App, topics: Topics, providers: Providers, sink: DeadLet
         if state is None:
             await maybe_init(turn)
             state = SessionState()
-        messages = window(state.messages, Message(turn.role, turn.content), settings.snapshot_messages)
+        messages = window(state.messages, Message(turn.role, turn.content, turn.provenance), settings.snapshot_messages)
         turns = state.assistant_turns + (1 if turn.role == "assistant" else 0)
         sessions[turn.session_id] = SessionState(
             messages=messages,
@@ -105,6 +106,7 @@ def register(app: faust.App, topics: Topics, providers: Providers, sink: DeadLet
             )
         )
         exchange = redact(last_exchange(messages, message_max_chars=settings.message_max_chars))
+        sources = exchange_sources(messages)
         explicit = [
             redact(fact)
             for m in messages[exchange_start(messages) :]
@@ -126,6 +128,7 @@ def register(app: faust.App, topics: Topics, providers: Providers, sink: DeadLet
                 exchange=exchange,
                 # Explicit requests ride on the normal (or raw) snapshot only, never twice.
                 explicit=explicit if mode in ("normal", "raw") else [],
+                sources=sources,
                 ts=ts,
             )
             await topics.snapshots.send(key=session_id.encode(), value=snapshot)

@@ -16,8 +16,16 @@ class SettingsError(ValueError):
     """A setting has a value memstream cannot use; the message names the variable."""
 
 
-def _env(name: str) -> dict[str, Any]:
-    return {"env": name}
+def _env(
+    name: str, *, low: float | None = None, high: float | None = None, choices: tuple[str, ...] = ()
+) -> dict[str, Any]:
+    """A field's metadata: its variable, and the range (inclusive) or choices it is validated against."""
+    meta: dict[str, Any] = {"env": name}
+    if low is not None or high is not None:
+        meta["range"] = (low, high)
+    if choices:
+        meta["choices"] = choices
+    return meta
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -74,8 +82,8 @@ class Settings:
     local_llm_model: str = field(default="qwen3:4b", metadata=_env("MEMSTREAM_LOCAL_LLM_MODEL"))
     #: MEMSTREAM_LLM_PRIMARY: the provider tried first: anthropic, xai, google or local.
     llm_primary: str = field(default="anthropic", metadata=_env("MEMSTREAM_LLM_PRIMARY"))
-    #: MEMSTREAM_LLM_TIMEOUT: seconds per LLM request attempt.
-    llm_timeout: float = field(default=45.0, metadata=_env("MEMSTREAM_LLM_TIMEOUT"))
+    #: MEMSTREAM_LLM_TIMEOUT: seconds per LLM request attempt (seed 003's extractionTimeout: 45, 5 to 300).
+    llm_timeout: float = field(default=45.0, metadata=_env("MEMSTREAM_LLM_TIMEOUT", low=5.0, high=300.0))
     #: MEMSTREAM_LLM_RETRIES: retries per provider before falling back to the next one.
     llm_retries: int = field(default=2, metadata=_env("MEMSTREAM_LLM_RETRIES"))
     #: MEMSTREAM_LLM_BACKOFF: seconds before the first retry; doubled each time, with full jitter.
@@ -86,8 +94,9 @@ class Settings:
     #: Above the sessions a worker serves at once, or they queue for the LLM: at 100 sessions and 1 s
     #: calls, 64 gave 48.6 turns/s and 128 gave 55.0 (bench, interleaved). 429s back off through retries.
     llm_concurrency: int = field(default=128, metadata=_env("MEMSTREAM_LLM_CONCURRENCY"))
-    #: MEMSTREAM_EXTRACT_ATTEMPTS: extraction attempts of a snapshot (seed 003: 3) before it is dead-lettered.
-    extract_attempts: int = field(default=3, metadata=_env("MEMSTREAM_EXTRACT_ATTEMPTS"))
+    #: MEMSTREAM_EXTRACT_ATTEMPTS: attempts at a snapshot's extraction, or a document's ingest, before it is
+    #: dead-lettered or failed (seed 003's workerMaxRetries: 3, 1 to 10).
+    extract_attempts: int = field(default=3, metadata=_env("MEMSTREAM_EXTRACT_ATTEMPTS", low=1, high=10))
     #: MEMSTREAM_PARK_DELAY: seconds a parked snapshot waits before its first retry (seed 003: 1).
     park_delay: float = field(default=1.0, metadata=_env("MEMSTREAM_PARK_DELAY"))
     #: MEMSTREAM_PARK_DELAY_MAX: the longest a parked snapshot waits (seed 003: 30).
@@ -146,6 +155,57 @@ class Settings:
     #: MEMSTREAM_RETENTION_INTERVAL: seconds between two retention sweeps.
     retention_interval: float = field(default=21_600.0, metadata=_env("MEMSTREAM_RETENTION_INTERVAL"))
 
+    # --- maintenance worker (seed 003) ----------------------------------------------------
+    #: MEMSTREAM_AUTONOMOUS_ENABLED: run the maintenance worker on its interval (seed 003's autonomousEnabled).
+    autonomous_enabled: bool = field(default=False, metadata=_env("MEMSTREAM_AUTONOMOUS_ENABLED"))
+    #: MEMSTREAM_AUTONOMOUS_FROZEN: keep the maintenance worker's interval stopped even when enabled;
+    #: ``memstream doctor`` still works (seed 003's autonomousFrozen).
+    autonomous_frozen: bool = field(default=False, metadata=_env("MEMSTREAM_AUTONOMOUS_FROZEN"))
+    #: MEMSTREAM_MAINTENANCE_INTERVAL_MS: milliseconds between two maintenance cycles (30 min; 1 min to 1 day).
+    maintenance_interval_ms: int = field(
+        default=1_800_000, metadata=_env("MEMSTREAM_MAINTENANCE_INTERVAL_MS", low=60_000, high=86_400_000)
+    )
+    #: MEMSTREAM_MAINTENANCE_MODE: observe (log the recommendations) or execute (run the repairs).
+    maintenance_mode: str = field(
+        default="observe", metadata=_env("MEMSTREAM_MAINTENANCE_MODE", choices=("observe", "execute"))
+    )
+    #: MEMSTREAM_REPAIR_REEMBED_COOLDOWN_MS: least milliseconds between two runs of a store repair (re-embed,
+    #: sparse vectors, payload indexes, retention sweep; 10 s to 1 h).
+    repair_reembed_cooldown_ms: int = field(
+        default=300_000, metadata=_env("MEMSTREAM_REPAIR_REEMBED_COOLDOWN_MS", low=10_000, high=3_600_000)
+    )
+    #: MEMSTREAM_REPAIR_REEMBED_HOURLY_BUDGET: most runs of each store repair per hour (1 to 1000).
+    repair_reembed_hourly_budget: int = field(
+        default=10, metadata=_env("MEMSTREAM_REPAIR_REEMBED_HOURLY_BUDGET", low=1, high=1000)
+    )
+    #: MEMSTREAM_REPAIR_REQUEUE_COOLDOWN_MS: least milliseconds between two re-drives of dead letters (5 s to 1 h).
+    repair_requeue_cooldown_ms: int = field(
+        default=60_000, metadata=_env("MEMSTREAM_REPAIR_REQUEUE_COOLDOWN_MS", low=5_000, high=3_600_000)
+    )
+    #: MEMSTREAM_REPAIR_REQUEUE_HOURLY_BUDGET: most re-drives of dead letters per hour (1 to 1000).
+    repair_requeue_hourly_budget: int = field(
+        default=50, metadata=_env("MEMSTREAM_REPAIR_REQUEUE_HOURLY_BUDGET", low=1, high=1000)
+    )
+
+    # --- document ingest (seed 003) ------------------------------------------------------
+    #: MEMSTREAM_DOCUMENT_WORKER_INTERVAL_MS: milliseconds before a failed document ingest is tried again
+    #: (seed 003's document worker tick; 1 s to 5 min).
+    document_worker_interval_ms: int = field(
+        default=10_000, metadata=_env("MEMSTREAM_DOCUMENT_WORKER_INTERVAL_MS", low=1_000, high=300_000)
+    )
+    #: MEMSTREAM_DOCUMENT_CHUNK_SIZE: characters per document chunk (200 to 50000).
+    document_chunk_size: int = field(
+        default=2_000, metadata=_env("MEMSTREAM_DOCUMENT_CHUNK_SIZE", low=200, high=50_000)
+    )
+    #: MEMSTREAM_DOCUMENT_CHUNK_OVERLAP: characters a chunk shares with the previous one (0 to 10000).
+    document_chunk_overlap: int = field(
+        default=200, metadata=_env("MEMSTREAM_DOCUMENT_CHUNK_OVERLAP", low=0, high=10_000)
+    )
+    #: MEMSTREAM_DOCUMENT_MAX_CONTENT_BYTES: most bytes fetched from a document's URL (10 MB; 1 KiB to 100 MiB).
+    document_max_content_bytes: int = field(
+        default=10_485_760, metadata=_env("MEMSTREAM_DOCUMENT_MAX_CONTENT_BYTES", low=1024, high=104_857_600)
+    )
+
     # --- Phase 1 and Phase 2 (seed 004) -------------------------------------------------
     #: MEMSTREAM_PHASE1_IDLE_SECONDS: a session is distilled once idle this long (never while active).
     phase1_idle_seconds: float = field(default=900.0, metadata=_env("MEMSTREAM_PHASE1_IDLE_SECONDS"))
@@ -177,6 +237,20 @@ class Settings:
     consolidation_retry_delay_max: float = field(
         default=300.0, metadata=_env("MEMSTREAM_CONSOLIDATION_RETRY_DELAY_MAX")
     )
+
+    # --- capture (seed 002) -------------------------------------------------------------
+    #: MEMSTREAM_CLAUDE_DIR: Claude Code's home, whose ``projects/`` holds its sessions.
+    claude_dir: Path = field(default=Path("~/.claude"), metadata=_env("MEMSTREAM_CLAUDE_DIR"))
+    #: MEMSTREAM_CODEX_DIR: Codex's home (``CODEX_HOME``), whose ``sessions/`` holds its rollouts.
+    codex_dir: Path = field(default=Path("~/.codex"), metadata=_env("MEMSTREAM_CODEX_DIR"))
+    #: MEMSTREAM_GEMINI_DIR: Gemini CLI's home, whose ``tmp/<project hash>/chats/`` holds its sessions.
+    gemini_dir: Path = field(default=Path("~/.gemini"), metadata=_env("MEMSTREAM_GEMINI_DIR"))
+    #: MEMSTREAM_KIMI_DIR: Kimi CLI's home, whose ``sessions/`` holds its wire logs.
+    kimi_dir: Path = field(default=Path("~/.kimi"), metadata=_env("MEMSTREAM_KIMI_DIR"))
+    #: MEMSTREAM_WATCH: ``memstream up`` also follows the CLIs' session folders, as ``memstream watch`` does.
+    watch: bool = field(default=False, metadata=_env("MEMSTREAM_WATCH"))
+    #: MEMSTREAM_WATCH_SWEEP: seconds between two full sweeps of the session folders while watching.
+    watch_sweep: float = field(default=300.0, metadata=_env("MEMSTREAM_WATCH_SWEEP"))
 
     # --- recall ------------------------------------------------------------------------
     #: MEMSTREAM_BLOCK_MAX_TOKENS: token budget of the [MEMORY] block (about 4 characters a token);
@@ -222,6 +296,21 @@ class Settings:
         return settings
 
     def validate(self) -> None:
+        for f in fields(self):
+            value = getattr(self, f.name)
+            if "range" in f.metadata:
+                low, high = f.metadata["range"]
+                if (low is not None and value < low) or (high is not None and value > high):
+                    raise SettingsError(
+                        f"{f.metadata['env']} must be between {_num(low)} and {_num(high)}, got {value!r}"
+                    )
+            if "choices" in f.metadata and value not in f.metadata["choices"]:
+                raise SettingsError(f"{f.metadata['env']} must be {' or '.join(f.metadata['choices'])}, got {value!r}")
+        if self.document_chunk_overlap >= self.document_chunk_size:
+            raise SettingsError(
+                f"{_var('document_chunk_overlap')} must be below {_var('document_chunk_size')} "
+                f"({self.document_chunk_overlap} >= {self.document_chunk_size})"
+            )
         for name in (
             "partitions",
             "replication",
@@ -267,6 +356,8 @@ class Settings:
         for name in ("tombstone_retention_days", "history_retention_days", "embed_batch_window", "embed_threads"):
             if getattr(self, name) < 0:
                 raise SettingsError(f"{_var(name)} must not be negative")
+        if self.watch_sweep <= 0:
+            raise SettingsError(f"{_var('watch_sweep')} must be positive, got {self.watch_sweep}")
         if self.retention_interval <= 0:
             raise SettingsError(f"{_var('retention_interval')} must be positive")
         if not 1 <= self.prefetch_backoff_ms <= 1000:
@@ -316,8 +407,27 @@ class Settings:
         return self.data_dir / "memories"
 
     @property
+    def capture_db(self) -> Path:
+        """Capture's durable state: per-file checkpoints, first-seen message hashes and the spool."""
+        return self.data_dir / "capture.db"
+
+    @property
+    def capture_roots(self) -> dict[str, Path]:
+        """Each coding CLI's home folder (``~`` expanded), by its ``llm_source`` name."""
+        return {
+            "claude": self.claude_dir.expanduser(),
+            "codex": self.codex_dir.expanduser(),
+            "gemini": self.gemini_dir.expanduser(),
+            "kimi": self.kimi_dir.expanduser(),
+        }
+
+    @property
     def api_url(self) -> str:
         return f"http://{self.http_host}:{self.http_port}"
+
+
+def _num(value: float) -> str:
+    return str(int(value)) if float(value).is_integer() else str(value)
 
 
 def _var(field_name: str) -> str:

@@ -11,7 +11,8 @@ from typing import Literal
 
 import msgspec
 
-from memstream.schemas.memory import Memory, MemoryType, Scope
+from memstream.identity import content_features, normalized_turn_content, turn_hash
+from memstream.schemas.memory import Memory, MemoryType, Provenance, Scope
 
 Role = Literal["user", "assistant", "system", "tool"]
 ROLES: tuple[str, ...] = Role.__args__  # type: ignore[attr-defined]
@@ -23,8 +24,27 @@ class Event(msgspec.Struct, tag_field="schema", kw_only=True, frozen=True):
     """Base of every event; the tag names the event and its schema version."""
 
 
-class Turn(Event, tag="turn.v1", kw_only=True):
-    """One message of a coding-agent session, as an agent host publishes it. Key: session."""
+class TurnTimestamps(msgspec.Struct, frozen=True, kw_only=True):
+    """Seed 002's timestamps: when the message was said, and when memstream read it."""
+
+    occurred: datetime
+    extracted_at: datetime
+
+
+class TurnMetadata(msgspec.Struct, frozen=True, kw_only=True):
+    """Seed 002's metadata, computed from the normalized content."""
+
+    content_length: int = 0
+    has_code: bool = False
+    has_markdown: bool = False
+
+
+class Turn(Event, tag="turn.v2", kw_only=True):
+    """One message of a coding-agent session, in seed 002's universal message format. Key: session.
+
+    ``turn.v1`` events (without the universal fields) still decode, into this type: see
+    :func:`memstream.schemas.codec.decode`.
+    """
 
     session_id: str
     #: The project directory the session works in; hashed into the project scope.
@@ -36,11 +56,70 @@ class Turn(Event, tag="turn.v1", kw_only=True):
     user: str = ""
     #: Which agent host sent it (claude-code, codex, …).
     source: str = ""
+    #: SHA-256 hex of the normalized content (trimmed, line endings normalized): seed 002's dedup key.
+    hash: str = ""
+    #: The coding CLI the message was captured from (claude, codex, gemini, kimi); "" when published directly.
+    llm_source: str = ""
+    #: The model that wrote an assistant message, where its session file records it.
+    llm_model: str = ""
+    #: Where the message came from: the CLI's session file and line, or how it was published.
+    provenance: Provenance | None = None
+    timestamps: TurnTimestamps | None = None
+    metadata: TurnMetadata | None = None
+
+
+class TurnV1(Event, tag="turn.v1", kw_only=True):
+    """The first turn schema, still accepted on the turns topic; decoded into :class:`Turn`."""
+
+    session_id: str
+    project: str
+    role: Role
+    content: str
+    ts: datetime
+    user: str = ""
+    source: str = ""
+
+
+def turn_metadata(content: str) -> TurnMetadata:
+    """Length, and whether the message holds code (a fence or inline code) or other Markdown."""
+    length, has_code, has_markdown = content_features(content)
+    return TurnMetadata(content_length=length, has_code=has_code, has_markdown=has_markdown)
+
+
+def universal_turn(turn: Turn, *, extracted_at: datetime, provenance: Provenance | None = None) -> Turn:
+    """The turn with seed 002's universal fields filled from its content (those it already has are kept)."""
+    return msgspec.structs.replace(
+        turn,
+        hash=turn.hash or turn_hash(turn.content),
+        provenance=turn.provenance or provenance,
+        timestamps=turn.timestamps or TurnTimestamps(occurred=turn.ts, extracted_at=extracted_at),
+        metadata=turn.metadata or turn_metadata(turn.content),
+    )
+
+
+def upgrade_turn(old: TurnV1) -> Turn:
+    """A ``turn.v1`` event as the pipeline's one turn type; its provenance says it was published."""
+    turn = Turn(
+        session_id=old.session_id,
+        project=old.project,
+        role=old.role,
+        content=old.content,
+        ts=old.ts,
+        user=old.user,
+        source=old.source,
+    )
+    return universal_turn(
+        turn,
+        extracted_at=old.ts,
+        provenance=Provenance(source_type=old.source or "publish", session_id=old.session_id),
+    )
 
 
 class Message(msgspec.Struct, frozen=True):
     role: Role
     content: str
+    #: Where the message came from (file and line for a captured session), if the turn said.
+    provenance: Provenance | None = None
 
 
 class Snapshot(Event, tag="snapshot.v1", kw_only=True):
@@ -62,6 +141,8 @@ class Snapshot(Event, tag="snapshot.v1", kw_only=True):
     explicit: list[str] = []
     #: Extraction attempts already made (a parked snapshot comes back with attempt > 0).
     attempt: int = 0
+    #: Where the exchange's messages came from (seed 002 provenance), oldest first.
+    sources: list[Provenance] = []
     ts: datetime
 
 
@@ -99,6 +180,8 @@ class Fact(Event, tag="fact.v1", kw_only=True):
     confidence: float = 1.0
     #: Entity triples extracted with the fact's snapshot.
     entities: list[Entity] = []
+    #: Where the fact's text came from (seed 002 provenance): the snapshot's exchange, or a condensed memory.
+    sources: list[Provenance] = []
     ts: datetime
 
 
@@ -236,10 +319,67 @@ class DeadLetter(Event, tag="dead-letter.v1", kw_only=True):
     key: bytes | None = None
     payload: bytes = b""
     ts: datetime
+    #: Times this event has been dead-lettered: 1, plus one for each re-drive that failed again.
+    attempts: int = 1
+    #: The dead letter this event was re-driven from (its id, see :func:`dead_letter_id`), "" if none.
+    redriven_from: str = ""
+
+
+def dead_letter_id(partition: int, offset: int) -> str:
+    """A dead letter's id: where it sits on the dead-letters topic, ``<partition>:<offset>``."""
+    return f"{partition}:{offset}"
+
+
+class Redriven(Event, tag="redriven.v1", kw_only=True):
+    """A dead letter sent back to the topic it came from (``memstream redrive``). Key: its id.
+
+    Kept on a compacted topic, one record per dead letter, so no dead letter is re-driven twice.
+    """
+
+    #: The dead letter's id (``<partition>:<offset>`` on the dead-letters topic).
+    dead_letter: str
+    stage: str
+    #: Where the original bytes went back to.
+    topic: str
+    partition: int = -1
+    offset: int = -1
+    #: Who re-drove it: ``cli`` or ``maintenance``.
+    by: str = ""
+    ts: datetime
+
+
+DocumentSource = Literal["url", "file", "text"]
+
+
+class DocumentIngest(Event, tag="document-ingest.v1", kw_only=True):
+    """Ingest a document (seed 003): fetch a URL, or take the raw content. Key: document id.
+
+    Sent again for a document already ingested, it is ingested again: chunks already linked
+    to it are kept, new ones are added, ones its content no longer has are removed.
+    """
+
+    document_id: str
+    source_type: DocumentSource
+    #: The URL, the file's path, or ``-`` for standard input.
+    source: str
+    #: The content for ``file`` and ``text``; empty for ``url`` (fetched by the document agent).
+    content: str = ""
+    title: str = ""
+    project: str
+    scope_key: str
+    ts: datetime
+
+
+class DocumentRemove(Event, tag="document-remove.v1", kw_only=True):
+    """Remove a document and every chunk linked to it, as a unit. Key: document id."""
+
+    document_id: str
+    ts: datetime
 
 
 AnyEvent = (
     Turn
+    | TurnV1
     | Snapshot
     | ParkedSnapshot
     | Fact
@@ -253,6 +393,9 @@ AnyEvent = (
     | MemoryUsage
     | ConsolidationRequest
     | DeadLetter
+    | Redriven
+    | DocumentIngest
+    | DocumentRemove
 )
 
 AnyMemoryOp = CreateMemory | RefreshMemory | DeleteMemory | SupersedeMemory
@@ -267,6 +410,9 @@ __all__ = [
     "CreateMemory",
     "DeadLetter",
     "DeleteMemory",
+    "DocumentIngest",
+    "DocumentRemove",
+    "DocumentSource",
     "EmbeddedFact",
     "Entity",
     "Event",
@@ -278,6 +424,7 @@ __all__ = [
     "MemoryUsage",
     "Message",
     "ParkedSnapshot",
+    "Redriven",
     "RefreshMemory",
     "Role",
     "RolloutOutput",
@@ -285,4 +432,13 @@ __all__ = [
     "Snapshot",
     "SupersedeMemory",
     "Turn",
+    "TurnMetadata",
+    "TurnTimestamps",
+    "TurnV1",
+    "dead_letter_id",
+    "normalized_turn_content",
+    "turn_hash",
+    "turn_metadata",
+    "universal_turn",
+    "upgrade_turn",
 ]

@@ -34,6 +34,9 @@ async def _up(settings: Settings) -> int:
     print("memstream: starting…", flush=True)
     running = await runner.start(settings)
     print(_banner(running), flush=True)
+    from memstream.commands.capture import start_capture
+
+    capture = start_capture(settings, running.bootstrap)
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):
@@ -42,6 +45,9 @@ async def _up(settings: Settings) -> int:
         await stop.wait()
     finally:
         print("\nmemstream: stopping…", flush=True)
+        for task in capture:
+            task.cancel()
+        await asyncio.gather(*capture, return_exceptions=True)
         await running.stop()
         print("memstream: stopped.", flush=True)
     return 0

@@ -9,7 +9,7 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 
-from memstream.schemas import Message
+from memstream.schemas import Message, Provenance
 
 _PRIVATE_BLOCK = re.compile(r"<private>.*?</private>", re.IGNORECASE | re.DOTALL)
 #: An opening tag never closed hides everything after it: failing closed is the safe side.
@@ -28,7 +28,7 @@ def strip_private(text: str) -> str:
 def public_message(message: Message) -> Message | None:
     """The message with private spans removed, or None if it was fully private."""
     content = strip_private(message.content)
-    return Message(message.role, content) if content else None
+    return Message(message.role, content, message.provenance) if content else None
 
 
 def truncate(text: str, limit: int) -> str:
@@ -75,6 +75,16 @@ def pending_is_due(messages: Sequence[Message], last_seen: float, flushed: bool,
     Processing time, not the turns' own timestamps: a replay of old turns must not see a
     session as idle between a user turn and its reply."""
     return bool(messages) and messages[-1].role == "user" and not flushed and now - last_seen >= idle
+
+
+def exchange_sources(messages: Sequence[Message]) -> list[Provenance]:
+    """Where the messages of the last exchange came from, oldest first, each source once."""
+    start = max((i for i, m in enumerate(messages) if m.role == "user"), default=0)
+    sources: list[Provenance] = []
+    for message in messages[start:]:
+        if message.provenance is not None and message.provenance not in sources:
+            sources.append(message.provenance)
+    return sources
 
 
 def is_summary_turn(assistant_turn: int, every: int) -> bool:
