@@ -4,8 +4,8 @@ Consumes ``history`` (key: scope): the records the decide, store and retention s
 write for every proposal and change. Appends them, in batches, to the history store,
 where ``memstream history MEMORY_ID`` reads them. Appends are idempotent by record id, so
 a redelivery or a replay writes each record once. State: table ``history-stats`` — per
-scope, records kept, how many of them asked for a human review, and when the scope was
-last forgotten.
+scope, records kept and how many of them asked for a human review, written on a timer
+(``agents/counters.py``); ``history-forgotten`` — per scope, when it was last forgotten.
 
 A ``ForgetScope`` on the topic (passed on by the store agent, keyed by the scope, so after
 every earlier record of it) purges the scope's records; records of the scope dated no later
@@ -18,12 +18,12 @@ import asyncio
 import logging
 
 import faust
-import msgspec
 
 from memstream import metrics
 from memstream.agents.base import DeadLetters, state_table
+from memstream.agents.counters import counters
 from memstream.bootstrap import Providers
-from memstream.schemas import ForgetScope, HistoryRecord, HistoryStats
+from memstream.schemas import ForgetScope, ForgottenScope, HistoryRecord, HistoryStats
 from memstream.topics.binding import Topics
 from memstream.tracing import stage_span
 
@@ -35,8 +35,10 @@ BATCH_WINDOW = 0.05
 
 
 def register(app: faust.App, topics: Topics, providers: Providers, sink: DeadLetters) -> faust.types.AgentT:
-    # A batch spans partitions: written through the partitioner, not the current event.
-    stats = state_table(app, "history-stats", providers.settings.partitions, use_partitioner=True)
+    table = state_table(app, "history-stats", providers.settings.partitions, use_partitioner=True)
+    stats = counters(app, table, HistoryStats, STAGE)
+    # A batch spans partitions: written through the partitioner, like the stats.
+    forgotten = state_table(app, "history-forgotten", providers.settings.partitions, use_partitioner=True)
 
     async def forget(op: ForgetScope, pending: list[HistoryRecord]) -> None:
         # What came before the forget in this batch is written first, then purged with the rest.
@@ -44,9 +46,9 @@ def register(app: faust.App, topics: Topics, providers: Providers, sink: DeadLet
         pending.clear()
         while await providers.history.purge_scope(op.scope_key):
             pass
-        current: HistoryStats = stats.get(op.scope_key) or HistoryStats()
-        if current.forgotten_at is None or op.forgotten_at > current.forgotten_at:
-            stats[op.scope_key] = HistoryStats(forgotten_at=op.forgotten_at)
+        current: ForgottenScope | None = forgotten.get(op.scope_key)
+        if current is None or op.forgotten_at > current.forgotten_at:
+            forgotten[op.scope_key] = ForgottenScope(forgotten_at=op.forgotten_at)
 
     async def append(events: list[faust.types.EventT]) -> None:
         records: list[HistoryRecord] = []
@@ -54,8 +56,8 @@ def register(app: faust.App, topics: Topics, providers: Providers, sink: DeadLet
             if isinstance(event.value, ForgetScope):
                 await forget(event.value, records)
             elif isinstance(event.value, HistoryRecord):
-                forgotten_at = (stats.get(event.value.scope_key) or HistoryStats()).forgotten_at
-                if forgotten_at is None or event.value.ts > forgotten_at:
+                ledger: ForgottenScope | None = forgotten.get(event.value.scope_key)
+                if ledger is None or event.value.ts > ledger.forgotten_at:
                     records.append(event.value)
             else:
                 await sink.dead_letter(
@@ -73,12 +75,7 @@ def register(app: faust.App, topics: Topics, providers: Providers, sink: DeadLet
         for record in records:
             per_scope.setdefault(record.scope_key, []).append(record)
         for scope_key, scoped in per_scope.items():
-            current: HistoryStats = stats.get(scope_key) or HistoryStats()
-            stats[scope_key] = msgspec.structs.replace(
-                current,
-                records=current.records + len(scoped),
-                review_needed=current.review_needed + sum(r.review_needed for r in scoped),
-            )
+            stats.add(scope_key, HistoryStats(records=len(scoped), review_needed=sum(r.review_needed for r in scoped)))
 
     @app.agent(topics.history, name=STAGE)
     async def history(stream: faust.StreamT) -> None:

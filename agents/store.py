@@ -3,9 +3,9 @@
 Consumes ``memory-ops`` (key: scope). Emits ``memory-updated`` (key: scope), one event per
 change actually made, saying what changed and why, and, for changes other stages asked
 for (aging, condensation, contradiction), their audit record on ``history``. State: table
-``store-stats`` — per scope, counts of what it applied and when the scope was last
-forgotten. Writes are idempotent by memory id, so a replay or a redelivery leaves the
-store as it was.
+``store-stats`` — per scope, counts of what it applied, written on a timer
+(``agents/counters.py``); ``store-forgotten`` — per scope, when it was last forgotten.
+Writes are idempotent by memory id, so a replay or a redelivery leaves the store as it was.
 
 A ``ForgetScope`` deletes every memory of the scope (superseded ones too) and their graph
 links, and says so downstream as one ``deleted`` update per memory (cause ``forget``).
@@ -25,6 +25,7 @@ import msgspec
 from faust.types import EventT
 
 from memstream.agents.base import DeadLetters, expect, guarded, state_table
+from memstream.agents.counters import counters
 from memstream.bootstrap import Providers
 from memstream.rules import audit, provenance
 from memstream.schemas import (
@@ -32,6 +33,7 @@ from memstream.schemas import (
     CreateMemory,
     DeleteMemory,
     ForgetScope,
+    ForgottenScope,
     Memory,
     MemoryOp,
     MemoryUpdated,
@@ -156,13 +158,16 @@ def _reasserted(existing: Memory, memory: Memory) -> bool:
 
 
 def register(app: faust.App, topics: Topics, providers: Providers, sink: DeadLetters) -> faust.types.AgentT:
-    stats = state_table(app, "store-stats", providers.settings.partitions)
+    table = state_table(app, "store-stats", providers.settings.partitions, use_partitioner=True)
+    stats = counters(app, table, StoreStats, STAGE)
+    # Keyed and partitioned as memory-ops: written while the forget's own event is processed.
+    forgotten = state_table(app, "store-forgotten", providers.settings.partitions)
 
     async def forget_scope(op: ForgetScope) -> None:
         gone = await forget(providers.store, providers.graph, op.scope_key)
-        current: StoreStats = stats.get(op.scope_key) or StoreStats()
-        if current.forgotten_at is None or op.forgotten_at > current.forgotten_at:
-            stats[op.scope_key] = StoreStats(forgotten_at=op.forgotten_at)
+        current: ForgottenScope | None = forgotten.get(op.scope_key)
+        if current is None or op.forgotten_at > current.forgotten_at:
+            forgotten[op.scope_key] = ForgottenScope(forgotten_at=op.forgotten_at)
         # The scope key is a hash: logging it names nobody.
         log.warning("forgot scope %s: %d memories deleted", op.scope_key, len(gone))
         now = datetime.now(UTC)
@@ -182,19 +187,19 @@ def register(app: faust.App, topics: Topics, providers: Providers, sink: DeadLet
             if isinstance(op, ForgetScope):
                 await forget_scope(op)
                 return
-            current: StoreStats = stats.get(op.scope_key) or StoreStats()
-            if forgotten_before(op, current.forgotten_at):  # type: ignore[arg-type]
+            ledger: ForgottenScope | None = forgotten.get(op.scope_key)
+            if forgotten_before(op, ledger.forgotten_at if ledger else None):  # type: ignore[arg-type]
                 span.set_attribute("store.change", "forgotten")
-                stats[op.scope_key] = msgspec.structs.replace(current, skipped=current.skipped + 1)
+                stats.add(op.scope_key, StoreStats(skipped=1))
                 return
             result = await apply(providers.store, op)  # type: ignore[arg-type]
             if result is None:
                 span.set_attribute("store.change", "none")
-                stats[op.scope_key] = msgspec.structs.replace(current, skipped=current.skipped + 1)
+                stats.add(op.scope_key, StoreStats(skipped=1))
                 return
             change, memory = result
             span.set_attribute("store.change", change)
-            stats[op.scope_key] = msgspec.structs.replace(current, **{change: getattr(current, change) + 1})
+            stats.add(op.scope_key, StoreStats(**{change: 1}))
             now = datetime.now(UTC)
             await topics.memory_updated.send(
                 key=op.scope_key.encode(),
@@ -204,6 +209,7 @@ def register(app: faust.App, topics: Topics, providers: Providers, sink: DeadLet
                     op_id=op.op_id,
                     cause=op.cause,
                     entities=list(getattr(op, "entities", [])),
+                    weighed=op.weighed if isinstance(op, CreateMemory) and change == "created" else [],
                     ts=now,
                 ),
             )

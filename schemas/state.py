@@ -94,8 +94,6 @@ class StoreStats(State, tag="state.store.v1", kw_only=True):
     deleted: int = 0
     superseded: int = 0
     skipped: int = 0
-    #: When the scope was last forgotten (``memstream forget``): older facts are dropped.
-    forgotten_at: datetime | None = None
 
 
 class AgeState(State, tag="state.age.v1", kw_only=True):
@@ -128,8 +126,16 @@ class HistoryStats(State, tag="state.history.v1", kw_only=True):
 
     records: int = 0
     review_needed: int = 0
-    #: When the scope was last forgotten: older records arriving later are dropped.
-    forgotten_at: datetime | None = None
+
+
+class ForgottenScope(State, tag="state.forgotten.v1", kw_only=True):
+    """Store and history agents, per scope: when it was last forgotten (``memstream forget``).
+
+    Kept apart from their counters (summed on a timer): ops and records of the scope dated no
+    later than this are dropped.
+    """
+
+    forgotten_at: datetime
 
 
 class RolloutState(State, tag="state.rollout.v1", kw_only=True):
@@ -198,6 +204,7 @@ AnyState = (
     | ContradictionState
     | GraphStats
     | HistoryStats
+    | ForgottenScope
     | RolloutState
     | Phase2Input
     | Phase2State

@@ -27,6 +27,7 @@ from memstream.schemas import (
     ExtractState,
     Fact,
     ForgetScope,
+    ForgottenScope,
     GraphStats,
     HistoryStats,
     Memory,
@@ -165,6 +166,7 @@ STATES = [
     SessionState(messages=[Message("user", "q"), Message("assistant", "a")], assistant_turns=3),
     ExtractState(done=["snap-1", "snap-2"], facts=7, warnings=1, gated=2, parked=1),
     ParkStats(retried=3),
+    ForgottenScope(forgotten_at=TS),
     EmbedStats(texts=10, batches=2),
     DedupState(
         recent=[
