@@ -1,15 +1,19 @@
 """Snapshot agent: the last 8 messages of a session after every assistant turn.
 
 Consumes ``turns`` (key: session id). Emits ``snapshots`` (key: session id).
-State: table ``snapshot-sessions`` — per session, its last public messages and the count
-of assistant turns. Relies on the turns of one session arriving in order, which their
-shared key guarantees. Private spans are stripped and secrets redacted here, before
-anything leaves the stage. The first turn of a session in a project with no memories
-yet also emits an init snapshot of the project's files, when this worker can read them.
+State: table ``snapshot-sessions`` — per session, its last applied turns (with their
+offsets) and the count of assistant turns. Relies on the turns of one session arriving in
+order, which their shared key guarantees; a turn that arrives without it is re-published
+keyed. A turn redelivered after a crash re-emits the snapshot it made the first time
+(rules.snapshot.apply_turn), so kill -9 neither duplicates nor mispairs an exchange.
+Private spans are stripped and secrets redacted here, before anything leaves the stage.
+The first turn of a session in a project with no memories yet also emits an init snapshot
+of the project's files, when this worker can read them.
 """
 
 from __future__ import annotations
 
+import asyncio
 from pathlib import Path
 from typing import Any
 
@@ -22,8 +26,8 @@ from memstream.identity import derived_id, project_key, user_key
 from memstream.project_files import read_project_files
 from memstream.rules.explicit import explicit_requests
 from memstream.rules.secrets import redact
-from memstream.rules.snapshot import format_snapshot, last_exchange, snapshot_modes, window
-from memstream.schemas import Message, SessionState, Snapshot, Turn
+from memstream.rules.snapshot import apply_turn, format_snapshot, last_exchange, snapshot_modes
+from memstream.schemas import SessionState, Snapshot, Turn
 from memstream.topics.binding import Topics
 from memstream.tracing import stage_span
 
@@ -36,7 +40,7 @@ def register(app: faust.App, topics: Topics, providers: Providers, sink: DeadLet
 
     async def maybe_init(turn: Turn) -> None:
         """Init mode (seed 000): a new project's README, manifests and configs."""
-        if providers.raw_mode or not Path(turn.project).is_dir():
+        if providers.raw_mode or not await asyncio.to_thread(Path(turn.project).is_dir):
             return
         key = project_key(turn.project)
         if await providers.store.count([key]) > 0:
@@ -60,14 +64,29 @@ def register(app: faust.App, topics: Topics, providers: Providers, sink: DeadLet
 
     async def handle(value: Any, event: EventT) -> None:
         turn = expect(value, Turn)
+        key = turn.session_id.encode()
+        if event.message.key != key:
+            # Published without its session key: its partition is not its session's, so
+            # it would be applied out of order (an answer without its question). Re-keyed.
+            await topics.turns.send(key=key, value=turn)
+            return
         state: SessionState | None = sessions.get(turn.session_id)
         if state is None:
             await maybe_init(turn)
             state = SessionState()
-        messages = window(state.messages, Message(turn.role, turn.content), settings.snapshot_messages)
-        turns = state.assistant_turns + (1 if turn.role == "assistant" else 0)
-        sessions[turn.session_id] = SessionState(messages=messages, assistant_turns=turns)
-        if turn.role != "assistant" or not messages:
+        applied = apply_turn(
+            state,
+            partition=event.message.partition,
+            offset=event.message.offset,
+            role=turn.role,
+            content=turn.content,
+            size=settings.snapshot_messages,
+            message_max_chars=settings.message_max_chars,
+        )
+        if not applied.redelivered:
+            sessions[turn.session_id] = applied.state
+        messages, turns = applied.messages, applied.assistant_turns
+        if messages is None:
             return
         with stage_span("memstream.snapshot", session=turn.session_id, turn=turns):
             text = redact(

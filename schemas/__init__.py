@@ -46,6 +46,7 @@ from memstream.schemas.memory import (
 from memstream.schemas.state import (
     AgeState,
     AnyState,
+    AppliedTurn,
     ContradictionState,
     DedupState,
     EmbedStats,
@@ -75,6 +76,7 @@ __all__ = [
     "AnyEvent",
     "AnyMemoryOp",
     "AnyState",
+    "AppliedTurn",
     "ConsolidationEvent",
     "ConsolidationRequest",
     "ContradictionState",
