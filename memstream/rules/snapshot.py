@@ -152,7 +152,7 @@ def apply_turn(
             if (applied.partition, applied.offset) == (partition, offset):
                 replayable = index >= len(turns) - keep
                 messages = _window_as_of(turns, index, size) if replayable else []
-                due = applied.role == "assistant" and bool(messages)
+                due = applied.role == "assistant" and bool(applied.content) and bool(messages)
                 return Applied(state, messages if due else None, applied.assistant_turns, redelivered=True)
         return Applied(state, None, last.assistant_turns, redelivered=True)
     count = (last.assistant_turns if last else state.assistant_turns) + (1 if role == "assistant" else 0)
@@ -167,4 +167,7 @@ def apply_turn(
     turns = _trim([*turns, turn], size, keep)
     messages = _window_as_of(turns, len(turns) - 1, size)
     new_state = SessionState(assistant_turns=count, applied=turns)
-    return Applied(new_state, messages if role == "assistant" and messages else None, count)
+    # An answer with nothing public in it (empty, or all private) makes no snapshot: the
+    # exchange would hold only the question.
+    due = role == "assistant" and bool(turn.content)
+    return Applied(new_state, messages if due else None, count)

@@ -252,3 +252,10 @@ def test_a_state_written_before_offsets_were_kept_is_carried_over() -> None:
     outcome = _feed([("assistant", "a")], state=legacy, start=7)[0]
     assert outcome.messages == [Message("user", "q"), Message("assistant", "a")]
     assert outcome.assistant_turns == 3
+
+
+@pytest.mark.parametrize("answer", ["", "   ", "<private>all of it</private>"])
+def test_an_answer_with_nothing_public_makes_no_snapshot(answer: str) -> None:
+    outcomes = _feed([("user", "what port?"), ("assistant", answer)])
+    assert outcomes[-1].messages is None
+    assert outcomes[-1].assistant_turns == 1
