@@ -1,6 +1,7 @@
 """The HTTP API of ``memstream up``, served by Faust's own web server.
 
-GET /health             what runs, with which providers
+GET /health             readiness (200 ready, 503 starting or unhealthy), what runs, with which providers
+GET /health/live        liveness (503 once a Faust service crashed: restart the worker)
 GET /search?q=&project= semantic search over a project's (and the user's) memories
 GET /block?project=&q=  the [MEMORY] block, as text
 GET /memories           every stored memory, superseded ones included
@@ -22,6 +23,7 @@ from faust.web import Request, Response, View
 
 from memstream import metrics, recall
 from memstream.bootstrap import Providers
+from memstream.health import Status as HealthStatus
 from memstream.identity import project_key, user_key
 from memstream.schemas import Memory, MemoryUsage
 from memstream.topics.binding import Topics
@@ -64,6 +66,15 @@ def update_lag(app: faust.App) -> None:
         return
 
 
+def health_status(app: faust.App) -> HealthStatus:
+    """The runner's view of the worker; "starting" until the runner has installed it."""
+    check = getattr(app, "health", None)
+    if check is None:
+        return HealthStatus(live=True, ready=False, problems=["starting: the worker is not started yet"])
+    status: HealthStatus = check()
+    return status
+
+
 def _scope_args(request: Request, providers: Providers) -> tuple[str, str]:
     project = request.query.get("project", "")
     if not project:
@@ -76,18 +87,30 @@ def register(app: faust.App, providers: Providers, topics: Topics) -> None:
     def error(view: View, message: str, status: int = 400) -> Response:
         return view.json({"error": message}, status=status)
 
+    @app.page("/health/live")
+    async def live(self: View, request: Request) -> Response:
+        """Liveness: 200 unless a Faust service crashed (then the worker must be restarted)."""
+        status = health_status(app)
+        return self.json({"live": status.live, "problems": status.problems}, status=200 if status.live else 503)
+
     @app.page("/health")
     async def health(self: View, request: Request) -> Response:
+        """Readiness: 200 once started and while every consumer, agent and partition moves; else 503."""
+        status = health_status(app)
         return self.json(
             {
-                "status": "ok",
+                "status": status.label,
+                "live": status.live,
+                "ready": status.ready,
+                "problems": status.problems,
                 "raw_mode": providers.raw_mode,
                 "llm": [f"{llm.provider}/{llm.model}" for llm in getattr(providers.llm, "providers", [providers.llm])]
                 if providers.llm
                 else None,
                 "embedding_model": providers.embedder.model,
                 "memories": await providers.store.count(),
-            }
+            },
+            status=200 if status.ready else 503,
         )
 
     @app.page("/metrics")

@@ -74,6 +74,8 @@ class MemstreamApp(faust.App):
     fetch_max_wait_ms: int = 1500
     prefetch_backoff_ms: int = 10
     dead_letter_sink: Any = None
+    #: Set by the runner: () -> memstream.health.Status, what ``/health`` reports.
+    health: Any = None
 
     def _new_transport(self) -> Any:
         return transport_class(self.fetch_max_wait_ms, self.prefetch_backoff_ms)(self.conf.broker_consumer, self)
