@@ -13,7 +13,7 @@ import faust
 from faust.contrib.opentelemetry import sdk_is_configured, setup_opentelemetry
 
 import memstream.agents as agents
-from memstream import api
+from memstream import api, limits
 from memstream.agents.base import DeadLetters
 from memstream.bootstrap import Providers
 from memstream.codec import register_codec
@@ -62,6 +62,8 @@ def build_app(settings: Settings, providers: Providers, bootstrap: str, *, web: 
         web_port=settings.http_port,
         web_in_thread=False,
         autodiscover=False,
+        producer_max_request_size=limits.RECORD_MAX_BYTES,
+        consumer_max_fetch_size=limits.FETCH_PARTITION_MAX_BYTES,
     )
     app.fetch_max_wait_ms = settings.effective_fetch_max_wait_ms
     app.prefetch_backoff_ms = settings.prefetch_backoff_ms

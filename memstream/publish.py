@@ -12,10 +12,14 @@ from pathlib import Path
 import msgspec
 from aiokafka import AIOKafkaProducer
 
+from memstream.limits import RECORD_MAX_BYTES, TURN_CONTENT_MAX_CHARS
 from memstream.logs import quiet_payload_loggers
 from memstream.schemas import ROLES, Turn, encode
 from memstream.topics import TURNS, TopicSpec, topic_name
 from memstream.tracing import stage_span
+
+#: Ends a turn's content cut to memstream.limits.TURN_CONTENT_MAX_CHARS.
+TRUNCATION_MARK = " …[truncated]"
 
 
 class TurnError(ValueError):
@@ -50,6 +54,8 @@ def make_turn(
         raise TurnError(f"unknown role {role!r} (expected one of: {', '.join(ROLES)})")
     if not content.strip():
         raise TurnError("content is empty")
+    if len(content) > TURN_CONTENT_MAX_CHARS:  # a tool output of megabytes: its head is what counts
+        content = content[: TURN_CONTENT_MAX_CHARS - len(TRUNCATION_MARK)] + TRUNCATION_MARK
     return Turn(
         session_id=session_id,
         project=project,
@@ -94,7 +100,9 @@ async def publish_events(
 ) -> int:
     """Send (key, event) pairs to one catalog topic, in order; each send starts a trace."""
     quiet_payload_loggers()
-    producer = AIOKafkaProducer(bootstrap_servers=bootstrap, client_id=f"{prefix}-publish", linger_ms=5)
+    producer = AIOKafkaProducer(
+        bootstrap_servers=bootstrap, client_id=f"{prefix}-publish", linger_ms=5, max_request_size=RECORD_MAX_BYTES
+    )
     await producer.start()
     try:
         topic = topic_name(prefix, spec)

@@ -221,7 +221,12 @@ ConsolidationEvent = RolloutOutput | MemoryUsage | ConsolidationRequest
 
 
 class DeadLetter(Event, tag="dead-letter.v1", kw_only=True):
-    """An event a stage could not process, with the reason and the original bytes."""
+    """An event a stage could not process, with the reason and the original bytes.
+
+    ``topic``/``partition``/``offset`` point at the original record; ``payload`` holds its
+    bytes, cut to memstream.limits.DEAD_LETTER_PAYLOAD_MAX_BYTES when ``truncated`` (the
+    whole record is then read at the pointer), and ``payload_bytes`` is its full size.
+    """
 
     stage: str
     reason: str
@@ -231,6 +236,8 @@ class DeadLetter(Event, tag="dead-letter.v1", kw_only=True):
     key: bytes | None = None
     payload: bytes = b""
     ts: datetime
+    payload_bytes: int = 0
+    truncated: bool = False
 
 
 AnyEvent = (
