@@ -53,6 +53,7 @@ def update_lag(app: faust.App) -> None:
     """Consumer lag per assigned partition: the partition's end minus the next offset to read."""
     try:
         consumer = app.consumer
+        parked = 0
         for tp in consumer.assignment():
             if tp.topic.endswith("-changelog"):  # table changelogs are only read on recovery
                 continue
@@ -62,6 +63,9 @@ def update_lag(app: faust.App) -> None:
                 continue
             lag = max(0, highwater - (read + 1 if read is not None else 0))
             metrics.CONSUMER_LAG.labels(tp.topic, str(tp.partition)).set(lag)
+            if tp.topic.endswith(".parked"):  # parked and not yet retried: what the parked topic holds unread
+                parked += lag
+        metrics.PARKED.set(parked)
     except Exception:  # metrics never break serving
         return
 

@@ -86,8 +86,9 @@ class Settings:
     #: Above the sessions a worker serves at once, or they queue for the LLM: at 100 sessions and 1 s
     #: calls, 64 gave 48.6 turns/s and 128 gave 55.0 (bench, interleaved). 429s back off through retries.
     llm_concurrency: int = field(default=128, metadata=_env("MEMSTREAM_LLM_CONCURRENCY"))
-    #: MEMSTREAM_EXTRACT_ATTEMPTS: extraction attempts of a snapshot (seed 003: 3) before it is dead-lettered.
-    extract_attempts: int = field(default=3, metadata=_env("MEMSTREAM_EXTRACT_ATTEMPTS"))
+    #: MEMSTREAM_RETRY_BUDGET: seconds an LLM or embedding outage may last before the work it holds up is
+    #: dead-lettered (6 h); until then it is parked and retried with capped backoff.
+    retry_budget: float = field(default=21_600.0, metadata=_env("MEMSTREAM_RETRY_BUDGET"))
     #: MEMSTREAM_PARK_DELAY: seconds a parked snapshot waits before its first retry (seed 003: 1).
     park_delay: float = field(default=1.0, metadata=_env("MEMSTREAM_PARK_DELAY"))
     #: MEMSTREAM_PARK_DELAY_MAX: the longest a parked snapshot waits (seed 003: 30).
@@ -223,8 +224,8 @@ class Settings:
             )
         if not 0.0 <= self.min_fact_confidence <= 1.0:
             raise SettingsError(f"{_var('min_fact_confidence')} must be between 0 and 1")
-        if self.extract_attempts < 1:
-            raise SettingsError(f"{_var('extract_attempts')} must be at least 1")
+        if self.retry_budget < 0:
+            raise SettingsError(f"{_var('retry_budget')} must be 0 or more seconds")
         for name in ("phase1_concurrency", "phase1_scan_limit", "consolidation_top_n"):
             if getattr(self, name) < 1:
                 raise SettingsError(f"{_var(name)} must be at least 1, got {getattr(self, name)}")

@@ -62,6 +62,8 @@ class Snapshot(Event, tag="snapshot.v1", kw_only=True):
     explicit: list[str] = []
     #: Extraction attempts already made (a parked snapshot comes back with attempt > 0).
     attempt: int = 0
+    #: When its first extraction attempt failed: the retry budget counts from here.
+    parked_since: datetime | None = None
     ts: datetime
 
 
