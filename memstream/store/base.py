@@ -10,17 +10,31 @@ Payload indexes on ``scope_key``, ``type``, ``status`` (``active`` / ``supersede
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Sequence
-from datetime import datetime
-from typing import Final, NamedTuple, Protocol
+from abc import ABC, abstractmethod
+from collections.abc import Iterable, Mapping, Sequence
+from datetime import UTC, datetime
+from typing import Any, Final, NamedTuple, Protocol
 
+import msgspec
 from qdrant_edge import Bm25, Bm25Config, TokenizerType
 
 from memstream.schemas import Memory, ScoredMemory
+from memstream.schemas.codec import memory_from_payload
 from memstream.schemas.memory import HybridHit
+from memstream.store.points import IndexKind, Select
 
+#: The dense vector holding each memory's embedding.
+DENSE_VECTOR: Final = "dense"
 #: The sparse vector holding each memory's BM25 term weights.
 BM25_VECTOR: Final = "bm25"
+#: Payload fields the filters use: keyword indexes keep filtered search exact and fast, the
+#: datetime one lets the retention purge find old tombstones without reading every one.
+MEMORY_INDEXES: Final[dict[str, IndexKind]] = {
+    "scope_key": "keyword",
+    "type": "keyword",
+    "status": "keyword",
+    "superseded_at": "datetime",
+}
 
 #: Memories are one- or two-sentence facts: about a dozen terms once stopwords are gone.
 #: BM25's length normalization divides by it, so terms of a longer memory weigh less.
@@ -119,6 +133,58 @@ def fuse(
             hits.append(HybridHit(memory, score, v, b))
     hits.sort(key=lambda h: (-h.score, h.memory.id))
     return hits[:limit]
+
+
+def memory_select(
+    scope_keys: Sequence[str] | None,
+    types: Sequence[str] | None = None,
+    include_superseded: bool = True,
+    exclude_ids: Sequence[str] = (),
+) -> Select:
+    """The memories in these scopes (None: every scope) and of these types (None: every type)."""
+    all_of: dict[str, list[str]] = {}
+    if scope_keys is not None:
+        all_of["scope_key"] = list(scope_keys)
+    if types is not None:
+        all_of["type"] = list(types)
+    if not include_superseded:
+        # The keyword, not a bool: qdrant-edge-py 0.9 turns MatchValue(False) into 0.
+        all_of["status"] = ["active"]
+    return Select(all_of, exclude_ids=tuple(exclude_ids))
+
+
+class Rewrite(NamedTuple):
+    """A refreshed or superseded memory, and whether its point's vectors change with it."""
+
+    memory: Memory
+    #: A new dense vector, or new text and so new BM25 terms: one upsert then rewrites payload
+    #: and both vectors, so they never disagree, even after a crash between two writes.
+    #: Otherwise only the payload is overwritten.
+    vectors: bool
+
+
+def rewrite(old: Memory, changes: Mapping[str, Any], vector: Sequence[float] | None) -> Rewrite:
+    """``old`` with ``changes`` applied, for a refresh (new text, maybe a new vector) or a supersede."""
+    new = msgspec.structs.replace(old, **changes)
+    return Rewrite(new, vector is not None or new.text != old.text)
+
+
+class WithVectors(Protocol):
+    """A point as either library reads it back with its vectors."""
+
+    @property
+    def id(self) -> object: ...
+
+    @property
+    def vector(self) -> object: ...
+
+
+def dense_of(point: WithVectors) -> list[float]:
+    """The dense vector of a point read with it."""
+    vectors = point.vector
+    if not isinstance(vectors, dict):
+        raise ValueError(f"point {point.id} was read without its vectors")
+    return [float(x) for x in vectors[DENSE_VECTOR]]
 
 
 def tombstone_since(memory: Memory) -> datetime:
@@ -235,3 +301,140 @@ class MemoryStore(Protocol):
         """Memories in the given scopes (None: every scope), newest ``updated_at`` first."""
 
     async def count(self, scope_keys: Sequence[str] | None = None, *, include_superseded: bool = True) -> int: ...
+
+
+class Leg(NamedTuple):
+    """One nearest-neighbour query: a dense vector or BM25 terms, over the memories ``select`` keeps."""
+
+    using: str
+    query: list[float] | Terms
+    select: Select
+    limit: int
+    #: The lowest similarity returned; None returns ``limit`` whatever their score.
+    score_threshold: float | None = None
+
+
+#: A leg's hits, best first: each point's payload and its score.
+LegHits = list[tuple[dict[str, Any], float]]
+
+
+class QdrantMemories(ABC):
+    """The MemoryStore logic both backends share; each supplies the reads and writes below.
+
+    What stays in each backend is what must run as one step there: a read-modify-write
+    (refresh, supersede, delete, purge) is one call on Edge's shard thread.
+    """
+
+    embedding_model: str
+    dim: int
+    #: False on a collection that predates the ``bm25`` vector on a server too old to add
+    #: it: its points carry no terms and hybrid search runs the vector leg alone.
+    _bm25: bool = True
+
+    @abstractmethod
+    async def _query(self, legs: Sequence[Leg]) -> list[LegHits]:
+        """Run the legs together; their hits in the same order."""
+
+    @abstractmethod
+    async def _scroll_all(self, select: Select) -> list[dict[str, Any]]:
+        """Payloads of every memory ``select`` keeps, in id order."""
+
+    @abstractmethod
+    async def _count(self, select: Select) -> int: ...
+
+    @abstractmethod
+    async def _replace(self, memory_id: str, changes: dict[str, Any], vector: list[float] | None) -> Memory | None:
+        """Apply ``changes`` (and ``vector``) to a stored memory as :func:`rewrite` says; None if missing."""
+
+    # -- writes ------------------------------------------------------------------
+
+    async def refresh(
+        self,
+        memory_id: str,
+        *,
+        text: str,
+        updated_at: datetime,
+        source_chunk: str | None = None,
+        vector: Sequence[float] | None = None,
+    ) -> Memory | None:
+        changes: dict[str, Any] = {"text": text, "updated_at": updated_at}
+        if source_chunk is not None:
+            changes["source_chunk"] = source_chunk
+        return await self._replace(memory_id, changes, None if vector is None else [float(x) for x in vector])
+
+    async def supersede(self, memory_id: str, superseded_by: str, *, at: datetime | None = None) -> Memory | None:
+        changes = {"superseded_by": superseded_by, "superseded_at": at or datetime.now(UTC)}
+        return await self._replace(memory_id, changes, None)
+
+    # -- reads -------------------------------------------------------------------
+
+    async def search(
+        self,
+        vector: Sequence[float],
+        scope_keys: Sequence[str],
+        *,
+        limit: int = 10,
+        types: Sequence[str] | None = None,
+        max_distance: float | None = None,
+        include_superseded: bool = False,
+        exclude_ids: Sequence[str] = (),
+    ) -> list[ScoredMemory]:
+        nearest = Leg(
+            DENSE_VECTOR,
+            [float(x) for x in vector],
+            memory_select(scope_keys, types, include_superseded, exclude_ids),
+            limit,
+            # Cosine in Qdrant is a similarity; the store speaks distance = 1 - score.
+            score_threshold=None if max_distance is None else 1.0 - max_distance,
+        )
+        (hits,) = await self._query([nearest])
+        # float32 rounding can push an identical vector's score just past 1.
+        return [ScoredMemory(memory_from_payload(p), max(0.0, 1.0 - score)) for p, score in hits]
+
+    async def hybrid_search(
+        self,
+        text: str,
+        vector: Sequence[float],
+        scope_keys: Sequence[str],
+        *,
+        limit: int = 5,
+        alpha: float = 0.7,
+        min_score: float = 0.3,
+        types: Sequence[str] | None = None,
+        exclude_ids: Sequence[str] = (),
+    ) -> list[HybridHit]:
+        run_dense, run_bm25 = hybrid_legs(alpha)
+        select = memory_select(scope_keys, types, include_superseded=False, exclude_ids=exclude_ids)
+        pool = limit * HYBRID_POOL_FACTOR
+        legs: list[Leg] = []
+        if run_dense:
+            legs.append(Leg(DENSE_VECTOR, [float(x) for x in vector], select, pool))
+        terms = query_terms(text)
+        if run_bm25 and self._bm25 and terms.indices:  # a text of stopwords alone has no terms
+            legs.append(Leg(BM25_VECTOR, terms, select, pool))
+        if not legs:
+            return []
+        results = dict(zip([leg.using for leg in legs], await self._query(legs), strict=True))
+
+        def scored(using: str) -> list[tuple[Memory, float]]:
+            return [(memory_from_payload(p), score) for p, score in results.get(using, [])]
+
+        return fuse(scored(DENSE_VECTOR), scored(BM25_VECTOR), alpha=alpha, min_score=min_score, limit=limit)
+
+    async def count(self, scope_keys: Sequence[str] | None = None, *, include_superseded: bool = True) -> int:
+        return await self._count(memory_select(scope_keys, include_superseded=include_superseded))
+
+    # Last: below it, ``list`` in an annotation would name this method, not the builtin.
+    async def list(
+        self,
+        scope_keys: Sequence[str] | None,
+        *,
+        types: Sequence[str] | None = None,
+        include_superseded: bool = False,
+        limit: int = 1000,
+    ) -> list[Memory]:
+        # Scroll walks id order; recency needs every match before sorting.
+        payloads = await self._scroll_all(memory_select(scope_keys, types, include_superseded))
+        memories = [memory_from_payload(p) for p in payloads]
+        memories.sort(key=lambda m: m.updated_at, reverse=True)
+        return memories[:limit]

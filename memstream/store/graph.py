@@ -22,28 +22,12 @@ import asyncio
 import logging
 import time
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Collection, Mapping, Sequence
-from dataclasses import dataclass, field
-from pathlib import Path
-from typing import Any, Final, Literal, NamedTuple, Protocol, TypeVar
+from collections.abc import Collection, Mapping, Sequence
+from typing import Any, Final, Literal, NamedTuple, Protocol
 
 import msgspec
 from qdrant_client import AsyncQdrantClient, models
-from qdrant_edge import (
-    Direction,
-    EdgeShard,
-    FieldCondition,
-    Filter,
-    KeywordIndexParams,
-    MatchAny,
-    MatchSubstring,
-    MatchValue,
-    OrderBy,
-    PayloadSchemaType,
-    Point,
-    ScrollRequest,
-    UpdateOperation,
-)
+from qdrant_edge import Direction, EdgeShard, OrderBy, Point, ScrollRequest, UpdateOperation
 
 from memstream.rules.graph import (
     MAX_BOOST_MEMORIES,
@@ -58,7 +42,15 @@ from memstream.rules.graph import (
 )
 from memstream.schemas.events import Entity
 from memstream.schemas.graph import GraphEntity, GraphMention, GraphRelation, GraphRow
-from memstream.store.hosts import ClientHost, ShardHost, ensure_payload_collection, open_payload_shard
+from memstream.store.hosts import (
+    EdgeBacked,
+    ServerBacked,
+    edge_filter,
+    ensure_payload_collection,
+    open_payload_shard,
+    server_filter,
+)
+from memstream.store.points import SCROLL_PAGE, IndexKind, Select, payload_of
 
 log = logging.getLogger(__name__)
 
@@ -68,20 +60,19 @@ COLLECTION: Final = "graph"
 BOOST_DEADLINE_S: Final = 0.5
 #: Relations read to find neighbours, most mentioned first; bounds the read around hubs.
 MAX_RELATIONS_READ: Final = 500
-#: Points per scroll call when a read pages.
-SCROLL_PAGE: Final = 256
-#: Exact-match fields the reads filter on.
-KEYWORD_FIELDS: Final[tuple[str, ...]] = (
-    "kind",
-    "scope_key",
-    "memory_id",
-    "entity_id",
-    "source_entity_id",
-    "target_entity_id",
-)
+#: The fields the reads filter on (exact, or by substring) and order by.
+INDEXES: Final[dict[str, IndexKind]] = {
+    "kind": "keyword",
+    "scope_key": "keyword",
+    "memory_id": "keyword",
+    "entity_id": "keyword",
+    "source_entity_id": "keyword",
+    "target_entity_id": "keyword",
+    "canonical_name": "keyword-prefix",
+    "mentions": "integer",
+}
 
 Kind = Literal["entity", "relation", "mention"]
-T = TypeVar("T")
 
 
 class GraphPurged(NamedTuple):
@@ -92,17 +83,19 @@ class GraphPurged(NamedTuple):
     relations: int
 
 
-@dataclass(frozen=True)
-class _Select:
-    """Rows of one kind to read, in terms each backend translates to its own filter."""
-
-    kind: Kind
-    #: Every field listed holds one of its values.
-    all_of: Mapping[str, Collection[str]] = field(default_factory=dict)
-    #: At least one field listed holds one of its values.
-    any_of: Mapping[str, Collection[str]] = field(default_factory=dict)
-    #: ``canonical_name`` contains at least one of these.
-    name_contains: Collection[str] = ()
+def _rows(
+    kind: Kind,
+    all_of: Mapping[str, Collection[str]] | None = None,
+    *,
+    any_of: Mapping[str, Collection[str]] | None = None,
+    name_contains: Collection[str] = (),
+) -> Select:
+    """Rows of one ``kind`` whose fields hold the values given; ``canonical_name`` containing a token."""
+    return Select(
+        {"kind": [kind], **(all_of or {})},
+        any_of or {},
+        {"canonical_name": name_contains} if name_contains else {},
+    )
 
 
 def _id(row: GraphRow) -> str:
@@ -178,21 +171,15 @@ class _QdrantGraph(ABC):
         self._writing = asyncio.Lock()
 
     @abstractmethod
-    async def open(self) -> None: ...
-
-    @abstractmethod
-    async def close(self) -> None: ...
-
-    @abstractmethod
     async def _get(self, ids: Collection[str]) -> list[dict[str, Any]]:
         """Payloads of the points with these ids that exist."""
 
     @abstractmethod
-    async def _top(self, select: _Select, limit: int) -> list[dict[str, Any]]:
+    async def _top(self, select: Select, limit: int) -> list[dict[str, Any]]:
         """Payloads of the ``limit`` matching points with the most ``mentions``, most first."""
 
     @abstractmethod
-    async def _page(self, select: _Select, offset: Any) -> tuple[list[dict[str, Any]], Any]:
+    async def _page(self, select: Select, offset: Any) -> tuple[list[dict[str, Any]], Any]:
         """One page of matching payloads in id order from ``offset``, and the next offset."""
 
     @abstractmethod
@@ -208,7 +195,7 @@ class _QdrantGraph(ABC):
         if not keys.entity_ids:
             return GraphWrite([], [], [])
         async with self._writing:
-            recorded = _Select("mention", {"memory_id": [memory_id], "scope_key": [scope_key]})
+            recorded = _rows("mention", {"memory_id": [memory_id], "scope_key": [scope_key]})
             mentions = await self._all(recorded)
             stored = [row_from_payload(p) for p in await self._get(keys.entity_ids | keys.relation_ids)]
             plan = plan_upsert(
@@ -227,7 +214,7 @@ class _QdrantGraph(ABC):
         if not memory_ids:
             return GraphPurged(0, 0, 0)
         async with self._writing:
-            rows = map(row_from_payload, await self._all(_Select("mention", {"memory_id": memory_ids})))
+            rows = map(row_from_payload, await self._all(_rows("mention", {"memory_id": memory_ids})))
             mentions = [m for m in rows if isinstance(m, GraphMention)]
             if not mentions:
                 return GraphPurged(0, 0, 0)
@@ -236,7 +223,7 @@ class _QdrantGraph(ABC):
             dangling: list[str] = []
             if plan.orphan_ids:
                 ends = {"source_entity_id": plan.orphan_ids, "target_entity_id": plan.orphan_ids}
-                dangling = [p["relation_id"] for p in await self._all(_Select("relation", any_of=ends))]
+                dangling = [p["relation_id"] for p in await self._all(_rows("relation", any_of=ends))]
             # Mention rows go first: should the purge stop half-way, an entity keeps too high
             # a count (it lingers, unreachable) instead of being decremented twice on retry.
             await self._drop(plan.mention_ids)
@@ -249,11 +236,11 @@ class _QdrantGraph(ABC):
     # -- reads -------------------------------------------------------------------
 
     async def entities(self, scope_key: str, *, limit: int = 1000) -> list[GraphEntity]:
-        rows = await self._top(_Select("entity", {"scope_key": [scope_key]}), limit)
+        rows = await self._top(_rows("entity", {"scope_key": [scope_key]}), limit)
         return [e for e in map(row_from_payload, rows) if isinstance(e, GraphEntity)]
 
     async def relations(self, scope_key: str, *, limit: int = 1000) -> list[GraphRelation]:
-        rows = await self._top(_Select("relation", {"scope_key": [scope_key]}), limit)
+        rows = await self._top(_rows("relation", {"scope_key": [scope_key]}), limit)
         return [r for r in map(row_from_payload, rows) if isinstance(r, GraphRelation)]
 
     async def boost_ids(
@@ -279,14 +266,14 @@ class _QdrantGraph(ABC):
     async def _boost(self, tokens: list[str], scope_keys: Sequence[str], deadline: float) -> tuple[set[str], bool]:
         if not tokens or not scope_keys:
             return set(), False
-        named = _Select("entity", {"scope_key": scope_keys}, name_contains=tokens)
+        named = _rows("entity", {"scope_key": scope_keys}, name_contains=tokens)
         hits = [p["entity_id"] for p in await self._top(named, MAX_ENTITY_HITS)]
         if time.monotonic() >= deadline:
             return set(), True
         if not hits:
             return set(), False
         ends = {"source_entity_id": hits, "target_entity_id": hits}
-        related = map(row_from_payload, await self._top(_Select("relation", any_of=ends), MAX_RELATIONS_READ))
+        related = map(row_from_payload, await self._top(_rows("relation", any_of=ends), MAX_RELATIONS_READ))
         near = neighbours(hits, [r for r in related if isinstance(r, GraphRelation)], limit=MAX_NEIGHBOURS)
         memory_ids: set[str] = set()
         # Memories naming a hit come before those naming only a neighbour, should the cap cut.
@@ -295,7 +282,7 @@ class _QdrantGraph(ABC):
             while group:
                 if time.monotonic() >= deadline:
                     return memory_ids, True
-                page, offset = await self._page(_Select("mention", {"entity_id": group}), offset)
+                page, offset = await self._page(_rows("mention", {"entity_id": group}), offset)
                 for p in page:
                     memory_ids.add(p["memory_id"])
                     if len(memory_ids) >= MAX_BOOST_MEMORIES:
@@ -304,7 +291,7 @@ class _QdrantGraph(ABC):
                     break
         return memory_ids, False
 
-    async def _all(self, select: _Select) -> list[dict[str, Any]]:
+    async def _all(self, select: Select) -> list[dict[str, Any]]:
         rows: list[dict[str, Any]] = []
         offset: Any = None
         while True:
@@ -317,63 +304,32 @@ class _QdrantGraph(ABC):
 # -- Qdrant Edge ---------------------------------------------------------------------
 
 
-def _edge_filter(select: _Select) -> Filter:
-    def any_of(key: str, values: Collection[str]) -> FieldCondition:
-        return FieldCondition(key, match=MatchAny(list(values)))
-
-    must: list[Any] = [FieldCondition("kind", match=MatchValue(select.kind))]
-    must += [any_of(k, v) for k, v in select.all_of.items()]
-    if select.any_of:
-        must.append(Filter(should=[any_of(k, v) for k, v in select.any_of.items()]))
-    if select.name_contains:
-        contains = [MatchSubstring(t) for t in select.name_contains]
-        names: list[Any] = [FieldCondition("canonical_name", match=m) for m in contains]
-        must.append(Filter(should=names))
-    return Filter(must=must)
-
-
-class EdgeGraphStore(_QdrantGraph):
+class EdgeGraphStore(EdgeBacked, _QdrantGraph):
     """The graph in an on-disk shard at ``root / collection``; shard calls run on one thread."""
 
-    def __init__(self, root: Path, *, collection: str = COLLECTION) -> None:
-        super().__init__()
-        self.collection = collection
-        self.path = Path(root) / collection
-        self._host = ShardHost(self.path, self._open_shard, owner="EdgeGraphStore")
-
-    async def _run(self, fn: Callable[[EdgeShard], T]) -> T:
-        return await self._host.run(fn)
-
-    async def open(self) -> None:
-        await self._host.open()
+    default_collection = COLLECTION
 
     def _open_shard(self) -> EdgeShard:
-        indexes: dict[str, Any] = dict.fromkeys(KEYWORD_FIELDS, PayloadSchemaType.Keyword)
-        indexes["canonical_name"] = KeywordIndexParams(prefix=True)
-        indexes["mentions"] = PayloadSchemaType.Integer
-        return open_payload_shard(self.path, indexes)
-
-    async def close(self) -> None:
-        await self._host.close()
+        return open_payload_shard(self.path, INDEXES)
 
     async def _get(self, ids: Collection[str]) -> list[dict[str, Any]]:
         records = await self._run(lambda s: s.retrieve(list(ids), True, False))
-        return [r.payload or {} for r in records]
+        return [payload_of(r) for r in records]
 
-    async def _top(self, select: _Select, limit: int) -> list[dict[str, Any]]:
+    async def _top(self, select: Select, limit: int) -> list[dict[str, Any]]:
         request = ScrollRequest(
             limit=limit,
-            filter=_edge_filter(select),
+            filter=edge_filter(select),
             with_payload=True,
             order_by=OrderBy("mentions", Direction.Desc),
         )
         records, _ = await self._run(lambda s: s.scroll(request))
-        return [r.payload or {} for r in records]
+        return [payload_of(r) for r in records]
 
-    async def _page(self, select: _Select, offset: Any) -> tuple[list[dict[str, Any]], Any]:
-        request = ScrollRequest(offset=offset, limit=SCROLL_PAGE, filter=_edge_filter(select), with_payload=True)
+    async def _page(self, select: Select, offset: Any) -> tuple[list[dict[str, Any]], Any]:
+        request = ScrollRequest(offset=offset, limit=SCROLL_PAGE, filter=edge_filter(select), with_payload=True)
         records, next_offset = await self._run(lambda s: s.scroll(request))
-        return [r.payload or {} for r in records], next_offset
+        return [payload_of(r) for r in records], next_offset
 
     async def _put(self, rows: Sequence[GraphRow]) -> None:
         points = [Point(_id(r), {}, row_to_payload(r)) for r in rows]
@@ -386,87 +342,37 @@ class EdgeGraphStore(_QdrantGraph):
 # -- Qdrant server -------------------------------------------------------------------
 
 
-def _server_filter(select: _Select) -> models.Filter:
-    def any_of(key: str, values: Collection[str]) -> models.FieldCondition:
-        return models.FieldCondition(key=key, match=models.MatchAny(any=list(values)))
-
-    kind = models.FieldCondition(key="kind", match=models.MatchValue(value=select.kind))
-    must: list[models.Condition] = [kind]
-    must += [any_of(k, v) for k, v in select.all_of.items()]
-    if select.any_of:
-        must.append(models.Filter(should=[any_of(k, v) for k, v in select.any_of.items()]))
-    if select.name_contains:
-        names = [
-            models.FieldCondition(key="canonical_name", match=models.MatchSubstring(substring=t))
-            for t in select.name_contains
-        ]
-        must.append(models.Filter(should=list(names)))
-    return models.Filter(must=must)
-
-
-class ServerGraphStore(_QdrantGraph):
+class ServerGraphStore(ServerBacked, _QdrantGraph):
     """The graph in the collection ``collection`` of a Qdrant server (or local mode)."""
 
-    def __init__(
-        self,
-        *,
-        url: str | None = None,
-        api_key: str | None = None,
-        location: str | None = None,
-        client: AsyncQdrantClient | None = None,
-        collection: str = COLLECTION,
-    ) -> None:
-        """Connect by ``url``/``api_key`` or ``location``, or share an open ``client``.
-
-        A shared client (one connection for every store) is left open by close().
-        """
-        super().__init__()
-        self.collection = collection
-        self._host = ClientHost(
-            owner=f"ServerGraphStore for {self.collection}", url=url, api_key=api_key, location=location, client=client
-        )
-
-    @property
-    def _qdrant(self) -> AsyncQdrantClient:
-        return self._host.client
-
-    async def open(self) -> None:
-        await self._host.open(self._ensure_collection)
+    default_collection = COLLECTION
 
     async def _ensure_collection(self, client: AsyncQdrantClient) -> None:
-        indexes: dict[str, models.PayloadSchemaType | models.KeywordIndexParams] = dict.fromkeys(
-            KEYWORD_FIELDS, models.PayloadSchemaType.KEYWORD
-        )
-        indexes["canonical_name"] = models.KeywordIndexParams(type=models.KeywordIndexType.KEYWORD, prefix=True)
-        indexes["mentions"] = models.PayloadSchemaType.INTEGER
-        await ensure_payload_collection(client, self.collection, indexes)
-
-    async def close(self) -> None:
-        await self._host.close()
+        await ensure_payload_collection(client, self.collection, INDEXES)
 
     async def _get(self, ids: Collection[str]) -> list[dict[str, Any]]:
         records = await self._qdrant.retrieve(self.collection, list(ids), with_payload=True)
-        return [r.payload or {} for r in records]
+        return [payload_of(r) for r in records]
 
-    async def _top(self, select: _Select, limit: int) -> list[dict[str, Any]]:
+    async def _top(self, select: Select, limit: int) -> list[dict[str, Any]]:
         records, _ = await self._qdrant.scroll(
             self.collection,
-            scroll_filter=_server_filter(select),
+            scroll_filter=server_filter(select),
             limit=limit,
             order_by=models.OrderBy(key="mentions", direction=models.Direction.DESC),
             with_payload=True,
         )
-        return [r.payload or {} for r in records]
+        return [payload_of(r) for r in records]
 
-    async def _page(self, select: _Select, offset: Any) -> tuple[list[dict[str, Any]], Any]:
+    async def _page(self, select: Select, offset: Any) -> tuple[list[dict[str, Any]], Any]:
         records, next_offset = await self._qdrant.scroll(
             self.collection,
-            scroll_filter=_server_filter(select),
+            scroll_filter=server_filter(select),
             limit=SCROLL_PAGE,
             offset=offset,
             with_payload=True,
         )
-        return [r.payload or {} for r in records], next_offset
+        return [payload_of(r) for r in records], next_offset
 
     async def _put(self, rows: Sequence[GraphRow]) -> None:
         points = [models.PointStruct(id=_id(r), vector={}, payload=row_to_payload(r)) for r in rows]

@@ -14,10 +14,10 @@ epoch microseconds), and ordering by a field needs a range index on it.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from abc import ABC, abstractmethod
+from collections.abc import Sequence
 from datetime import datetime
-from pathlib import Path
-from typing import Any, Final, Protocol, TypeVar
+from typing import Any, Final, Protocol
 
 import msgspec
 from qdrant_client import AsyncQdrantClient, models
@@ -26,9 +26,7 @@ from qdrant_edge import (
     EdgeShard,
     FieldCondition,
     Filter,
-    MatchValue,
     OrderBy,
-    PayloadSchemaType,
     Point,
     RangeDateTime,
     ScrollRequest,
@@ -36,14 +34,25 @@ from qdrant_edge import (
 )
 
 from memstream.schemas.history import HistoryRecord
-from memstream.store.hosts import ClientHost, ShardHost, ensure_payload_collection, open_payload_shard
+from memstream.store.hosts import (
+    EdgeBacked,
+    ServerBacked,
+    edge_filter,
+    ensure_payload_collection,
+    open_payload_shard,
+    server_filter,
+)
+from memstream.store.points import IndexKind, Select, payload_of
 
 #: The collection (server) or shard directory (Edge) of the audit trail.
 COLLECTION: Final = "history"
-#: Keyword fields the reads filter on.
-KEYWORD_FIELDS: Final[tuple[str, ...]] = ("memory_id", "target_id", "scope_key")
-
-T = TypeVar("T")
+#: The fields the reads filter on, and ``ts``, which they range over and order by.
+INDEXES: Final[dict[str, IndexKind]] = {
+    "memory_id": "keyword",
+    "target_id": "keyword",
+    "scope_key": "keyword",
+    "ts": "datetime",
+}
 
 
 class HistoryStore(Protocol):
@@ -76,56 +85,45 @@ def record_from_payload(payload: dict[str, Any]) -> HistoryRecord:
     return msgspec.convert(payload, HistoryRecord)
 
 
+class _QdrantHistory(ABC):
+    """The reads both backends share; each supplies the ordered scroll below."""
+
+    @abstractmethod
+    async def _by_ts(self, select: Select, *, newest_first: bool, limit: int) -> list[HistoryRecord]:
+        """The first ``limit`` records ``select`` keeps, ordered by ``ts``."""
+
+    async def for_memory(self, memory_id: str, *, limit: int = 100) -> list[HistoryRecord]:
+        if not memory_id:
+            return []  # "" is how records say "no memory"; it must not match them all.
+        about = Select(any_of={"memory_id": [memory_id], "target_id": [memory_id]})
+        return _chronological(await self._by_ts(about, newest_first=False, limit=limit))
+
+    async def for_scope(self, scope_key: str, *, limit: int = 100) -> list[HistoryRecord]:
+        in_scope = Select({"scope_key": [scope_key]})
+        return _chronological(await self._by_ts(in_scope, newest_first=True, limit=limit), newest_first=True)
+
+
 def _chronological(records: list[HistoryRecord], *, newest_first: bool = False) -> list[HistoryRecord]:
     """Both libraries order equal timestamps arbitrarily; the record id settles ties alike."""
     return sorted(records, key=lambda r: (r.ts, r.record_id), reverse=newest_first)
 
 
-class EdgeHistoryStore:
+class EdgeHistoryStore(EdgeBacked, _QdrantHistory):
     """The audit trail in an on-disk shard at ``root / collection``.
 
     Like EdgeStore, every shard call runs on one dedicated thread.
     """
 
-    def __init__(self, root: Path, *, collection: str = COLLECTION) -> None:
-        self.collection = collection
-        self.path = Path(root) / collection
-        self._host = ShardHost(self.path, self._open_shard, owner="EdgeHistoryStore")
-
-    async def _run(self, fn: Callable[[EdgeShard], T]) -> T:
-        return await self._host.run(fn)
-
-    async def open(self) -> None:
-        await self._host.open()
+    default_collection = COLLECTION
 
     def _open_shard(self) -> EdgeShard:
-        indexes: dict[str, Any] = dict.fromkeys(KEYWORD_FIELDS, PayloadSchemaType.Keyword)
-        indexes["ts"] = PayloadSchemaType.Datetime
-        return open_payload_shard(self.path, indexes)
-
-    async def close(self) -> None:
-        await self._host.close()
+        return open_payload_shard(self.path, INDEXES)
 
     async def append(self, records: Sequence[HistoryRecord]) -> None:
         if not records:
             return
         points = [Point(r.record_id, {}, record_to_payload(r)) for r in records]
         await self._run(lambda s: s.update(UpdateOperation.upsert_points(points)))
-
-    async def for_memory(self, memory_id: str, *, limit: int = 100) -> list[HistoryRecord]:
-        if not memory_id:
-            return []  # "" is how records say "no memory"; it must not match them all.
-        about = Filter(
-            should=[
-                FieldCondition("memory_id", match=MatchValue(memory_id)),
-                FieldCondition("target_id", match=MatchValue(memory_id)),
-            ]
-        )
-        return _chronological(await self._scroll(about, Direction.Asc, limit))
-
-    async def for_scope(self, scope_key: str, *, limit: int = 100) -> list[HistoryRecord]:
-        in_scope = Filter(must=[FieldCondition("scope_key", match=MatchValue(scope_key))])
-        return _chronological(await self._scroll(in_scope, Direction.Desc, limit), newest_first=True)
 
     async def purge_before(self, before: datetime, *, limit: int = 500) -> int:
         # The same text form the records were stored in, so naive means UTC on both sides.
@@ -141,76 +139,26 @@ class EdgeHistoryStore:
 
         return await self._run(_purge)
 
-    async def _scroll(self, flt: Filter, direction: Direction, limit: int) -> list[HistoryRecord]:
-        request = ScrollRequest(limit=limit, filter=flt, with_payload=True, order_by=OrderBy("ts", direction))
+    async def _by_ts(self, select: Select, *, newest_first: bool, limit: int) -> list[HistoryRecord]:
+        order = OrderBy("ts", Direction.Desc if newest_first else Direction.Asc)
+        request = ScrollRequest(limit=limit, filter=edge_filter(select), with_payload=True, order_by=order)
         records, _ = await self._run(lambda s: s.scroll(request))
-        return [record_from_payload(r.payload or {}) for r in records]
+        return [record_from_payload(payload_of(r)) for r in records]
 
 
-class ServerHistoryStore:
+class ServerHistoryStore(ServerBacked, _QdrantHistory):
     """The audit trail in the collection ``collection`` of a Qdrant server (or local mode)."""
 
-    def __init__(
-        self,
-        *,
-        url: str | None = None,
-        api_key: str | None = None,
-        location: str | None = None,
-        client: AsyncQdrantClient | None = None,
-        collection: str = COLLECTION,
-    ) -> None:
-        """Connect by ``url``/``api_key`` or ``location``, or share an open ``client``.
-
-        A shared client (one connection for every store) is left open by close().
-        """
-        self.collection = collection
-        self._host = ClientHost(
-            owner=f"ServerHistoryStore for {self.collection}",
-            url=url,
-            api_key=api_key,
-            location=location,
-            client=client,
-        )
-
-    @property
-    def _qdrant(self) -> AsyncQdrantClient:
-        return self._host.client
-
-    async def open(self) -> None:
-        await self._host.open(self._ensure_collection)
+    default_collection = COLLECTION
 
     async def _ensure_collection(self, client: AsyncQdrantClient) -> None:
-        indexes: dict[str, models.PayloadSchemaType | models.KeywordIndexParams] = dict.fromkeys(
-            KEYWORD_FIELDS, models.PayloadSchemaType.KEYWORD
-        )
-        indexes["ts"] = models.PayloadSchemaType.DATETIME
-        await ensure_payload_collection(client, self.collection, indexes)
-
-    async def close(self) -> None:
-        await self._host.close()
+        await ensure_payload_collection(client, self.collection, INDEXES)
 
     async def append(self, records: Sequence[HistoryRecord]) -> None:
         if not records:
             return
         points = [models.PointStruct(id=r.record_id, vector={}, payload=record_to_payload(r)) for r in records]
         await self._qdrant.upsert(self.collection, points)
-
-    async def for_memory(self, memory_id: str, *, limit: int = 100) -> list[HistoryRecord]:
-        if not memory_id:
-            return []  # "" is how records say "no memory"; it must not match them all.
-        about = models.Filter(
-            should=[
-                models.FieldCondition(key="memory_id", match=models.MatchValue(value=memory_id)),
-                models.FieldCondition(key="target_id", match=models.MatchValue(value=memory_id)),
-            ]
-        )
-        return _chronological(await self._scroll(about, models.Direction.ASC, limit))
-
-    async def for_scope(self, scope_key: str, *, limit: int = 100) -> list[HistoryRecord]:
-        in_scope = models.Filter(
-            must=[models.FieldCondition(key="scope_key", match=models.MatchValue(value=scope_key))]
-        )
-        return _chronological(await self._scroll(in_scope, models.Direction.DESC, limit), newest_first=True)
 
     async def purge_before(self, before: datetime, *, limit: int = 500) -> int:
         older = models.Filter(must=[models.FieldCondition(key="ts", range=models.DatetimeRange(lt=before))])
@@ -225,12 +173,13 @@ class ServerHistoryStore:
             await self._qdrant.delete(self.collection, points_selector=[r.id for r in records])
         return len(records)
 
-    async def _scroll(self, flt: models.Filter, direction: models.Direction, limit: int) -> list[HistoryRecord]:
+    async def _by_ts(self, select: Select, *, newest_first: bool, limit: int) -> list[HistoryRecord]:
+        direction = models.Direction.DESC if newest_first else models.Direction.ASC
         records, _ = await self._qdrant.scroll(
             self.collection,
-            scroll_filter=flt,
+            scroll_filter=server_filter(select),
             limit=limit,
             order_by=models.OrderBy(key="ts", direction=direction),
             with_payload=True,
         )
-        return [record_from_payload(r.payload or {}) for r in records]
+        return [record_from_payload(payload_of(r)) for r in records]

@@ -1,0 +1,50 @@
+"""What every store asks of its points, in terms neither Qdrant library owns.
+
+The memories, the audit history and the graph each have two backends, an embedded shard
+(qdrant-edge-py) and a server (qdrant-client), that must select and index points alike.
+A store states which points it reads as a :class:`Select` and how a field is indexed as
+an :data:`IndexKind`, once; ``memstream.store.hosts`` translates both into each library's
+types, so the two backends cannot drift apart in what they match.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection, Mapping
+from dataclasses import dataclass, field
+from typing import Any, Final, Literal, Protocol
+
+#: Points fetched per scroll call when a read pages through every match.
+SCROLL_PAGE: Final = 256
+
+#: How a payload field is indexed: exact match, exact match plus substrings (``prefix``),
+#: integer (ordering), datetime (ranges and ordering).
+IndexKind = Literal["keyword", "keyword-prefix", "integer", "datetime"]
+
+
+@dataclass(frozen=True)
+class Select:
+    """The points a read keeps: every condition given holds; none given keeps every point."""
+
+    #: Every field listed holds one of its values.
+    all_of: Mapping[str, Collection[str]] = field(default_factory=dict)
+    #: At least one field listed holds one of its values.
+    any_of: Mapping[str, Collection[str]] = field(default_factory=dict)
+    #: Every field listed contains at least one of its substrings (seed 003's ``LIKE %token%``).
+    contains: Mapping[str, Collection[str]] = field(default_factory=dict)
+    #: Points with these ids are left out.
+    exclude_ids: Collection[str] = ()
+
+    def __bool__(self) -> bool:
+        return bool(self.all_of or self.any_of or self.contains or self.exclude_ids)
+
+
+class Stored(Protocol):
+    """A point as either library reads it back."""
+
+    @property
+    def payload(self) -> dict[str, Any] | None: ...
+
+
+def payload_of(point: Stored) -> dict[str, Any]:
+    """A point's payload; an empty one when it was read without (either library then gives None)."""
+    return point.payload or {}
