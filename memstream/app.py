@@ -70,6 +70,7 @@ def build_app(settings: Settings, providers: Providers, bootstrap: str, *, web: 
         web_bind=settings.http_host,
         web_port=settings.http_port,
         autodiscover=False,
+        processing_guarantee=settings.processing_guarantee,
         producer_max_request_size=limits.RECORD_MAX_BYTES,
         consumer_max_fetch_size=limits.FETCH_PARTITION_MAX_BYTES,
     )

@@ -28,6 +28,10 @@ class Settings:
     #: MEMSTREAM_KAFKA_BOOTSTRAP: ``host:port[,host:port]`` of a Kafka cluster. Empty: start
     #: the embedded Tansu broker on a free loopback port.
     kafka_bootstrap: str = field(default="", metadata=_env("MEMSTREAM_KAFKA_BOOTSTRAP"))
+    #: MEMSTREAM_PROCESSING_GUARANTEE: at_least_once, or exactly_once (Faust's transactions: a stage's
+    #: outputs, table writes and input offsets commit together; needs a Kafka with transactions, not
+    #: the embedded broker, and costs a producer per partition). memstream is crash-consistent without it.
+    processing_guarantee: str = field(default="at_least_once", metadata=_env("MEMSTREAM_PROCESSING_GUARANTEE"))
     #: MEMSTREAM_TOPIC_PREFIX: prefix of every topic and of the consumer group.
     topic_prefix: str = field(default="memstream", metadata=_env("MEMSTREAM_TOPIC_PREFIX"))
     #: MEMSTREAM_PARTITIONS: partitions of every keyed topic (consolidation always has 1).
@@ -224,6 +228,16 @@ class Settings:
             )
         if not 0.0 <= self.min_fact_confidence <= 1.0:
             raise SettingsError(f"{_var('min_fact_confidence')} must be between 0 and 1")
+        if self.processing_guarantee not in ("at_least_once", "exactly_once"):
+            raise SettingsError(
+                f"{_var('processing_guarantee')} must be at_least_once or exactly_once, "
+                f"got {self.processing_guarantee!r}"
+            )
+        if self.processing_guarantee == "exactly_once" and not self.kafka_bootstrap:
+            raise SettingsError(
+                f"{_var('processing_guarantee')}=exactly_once needs a Kafka with transactions "
+                "(MEMSTREAM_KAFKA_BOOTSTRAP); the embedded broker has none"
+            )
         if self.retry_budget < 0:
             raise SettingsError(f"{_var('retry_budget')} must be 0 or more seconds")
         for name in ("phase1_concurrency", "phase1_scan_limit", "consolidation_top_n"):

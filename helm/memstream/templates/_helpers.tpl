@@ -83,6 +83,7 @@ checks this list against Settings, so a new setting cannot be forgotten here.
 {{- define "memstream.settingNames" -}}
 MEMSTREAM_DATA_DIR
 MEMSTREAM_KAFKA_BOOTSTRAP
+MEMSTREAM_PROCESSING_GUARANTEE
 MEMSTREAM_TOPIC_PREFIX
 MEMSTREAM_PARTITIONS
 MEMSTREAM_REPLICATION
