@@ -27,7 +27,7 @@ bench: $(STAMP)
 
 ## Fault injection, heavy: 10,000 records, 10 kill -9 of the worker; prints lost/duplicated/mispaired.
 chaos: $(STAMP)
-	$(VENV)/bin/python -m bench.chaos --sessions 500 --exchanges 10 --kills 10
+	$(VENV)/bin/python -m bench.chaos --sessions 500 --exchanges 10 --kills 10 --poison 10000 --outage 300
 
 clean:
 	rm -rf $(VENV) .memstream *.egg-info

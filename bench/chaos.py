@@ -32,7 +32,7 @@ from pathlib import Path
 
 from memstream.broker import EmbeddedBroker, free_port
 from memstream.publish import publish
-from memstream.schemas import Turn
+from memstream.schemas import Turn, encode
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -60,12 +60,13 @@ class Outcome:
 
 #: Words the exchanges are drawn from: random draws keep every exchange far from every other
 #: for the embedder, so semantic dedup (distance 0.05 for the bundled model) merges none.
-WORDS = """apple river kernel socket tensor garden violin compiler harbor pixel lattice meadow quartz rocket
+_WORDS = """apple river kernel socket tensor garden violin compiler harbor pixel lattice meadow quartz rocket
 saddle thunder velvet walnut yogurt zebra anchor biscuit canyon dolphin engine falcon glacier hammer igloo jasmine
 kettle lantern mosaic nectar orchid pepper quiver raven sapphire tulip umbrella vortex whistle xenon yacht zipper
 acorn bamboo cactus daisy ember fjord gravel hazel ivory jungle koala lemon mango nickel olive parrot quokka radish
 salmon tiger urchin vanilla willow yarrow zinc amber beacon cobalt dune eclipse fossil granite harvest island jigsaw
-kayak lagoon magnet nebula oyster pebble quasar reef summit tundra utensil valley wombat yodel zenith""".split()
+kayak lagoon magnet nebula oyster pebble quasar reef summit tundra utensil valley wombat yodel zenith"""
+WORDS = _WORDS.split()
 
 
 def exchange_text(question: str, answer: str) -> str:
@@ -211,30 +212,43 @@ async def settle(worker: Worker, expected: list[str], timeout: float) -> list[st
 
 
 async def kill_run(
-    workdir: Path, *, sessions: int, exchanges: int, kills: int, seed: int = 0, timeout: float = 300
+    workdir: Path,
+    *,
+    sessions: int,
+    exchanges: int,
+    kills: int,
+    seed: int = 0,
+    timeout: float = 300,
+    feed_seconds: float | None = None,
 ) -> Outcome:
-    """Publish ``sessions * exchanges`` exchanges in steady chunks while the worker is killed
-    (SIGKILL) ``kills`` times at random moments and restarted on its data dir."""
+    """Publish ``sessions * exchanges`` exchanges at a steady pace over ``feed_seconds``
+    (default: 8 s per kill) while the worker is killed (SIGKILL) ``kills`` times at random
+    moments, each 1-4 s after it came back, and restarted on its data dir: every kill lands
+    while turns are flowing, with processed turns whose offsets are not committed yet."""
     began = time.monotonic()
     rng = random.Random(seed)
     turns, expected = workload(sessions, exchanges, str(workdir / "projects"), seed=seed)
+    feed_for = feed_seconds if feed_seconds is not None else 8.0 * max(1, kills)
+    pace = 0.2
+    chunk = max(1, int(len(turns) * pace / feed_for))
     with external_broker() as broker:
         prefix = f"chaos{uuid.uuid4().hex[:8]}"
         worker = Worker(worker_env(broker.bootstrap, prefix), workdir / "data", workdir / "worker.log")
         worker.start()
+        done = 0
         try:
             await worker.wait_up()
 
             async def feed() -> None:
-                chunk = max(1, len(turns) // 20)
                 for i in range(0, len(turns), chunk):
                     await publish(broker.bootstrap, prefix, turns[i : i + chunk])
-                    await asyncio.sleep(0.3)
+                    await asyncio.sleep(pace)
 
             feeding = asyncio.create_task(feed())
-            for _ in range(kills):
-                await asyncio.sleep(rng.uniform(0.5, 4.0))
+            while done < kills:
+                await asyncio.sleep(rng.uniform(1.0, 4.0))
                 worker.kill()
+                done += 1
                 worker.start()
                 await worker.wait_up()
             await feeding
@@ -242,7 +256,161 @@ async def kill_run(
         finally:
             worker.stop()
     lost, duplicated, corrupted = compare(expected, stored)
-    return Outcome(len(expected), len(stored), lost, duplicated, corrupted, kills, time.monotonic() - began)
+    return Outcome(len(expected), len(stored), lost, duplicated, corrupted, done, time.monotonic() - began)
+
+
+def poison_records(count: int, seed: int = 0) -> list[bytes]:
+    """``count`` undecodable or ill-shaped records: random bytes, invalid UTF-8, truncated
+    JSON, wrong types, unknown tags, deep nesting; one in 500 of 900 KB and one in 1,000 of 2 MiB."""
+    rng = random.Random(seed)
+    good = encode(Turn(session_id="x", project="/x", role="user", content="fine", ts=datetime.now(UTC)))
+    makers = [
+        lambda: rng.randbytes(rng.randint(1, 2000)),
+        lambda: b"\xff\xfe" * rng.randint(1, 500),
+        lambda: good[: rng.randint(1, len(good) - 1)],
+        lambda: good.replace(b'"user"', b"42"),
+        lambda: good.replace(b"turn.v1", b"turn.v9"),
+        lambda: b"[" * 3000 + b"]" * 3000,
+    ]
+    records = []
+    for i in range(count):
+        if i % 1000 == 999:
+            records.append(rng.randbytes(16) * (2 * 1024 * 1024 // 16))
+        elif i % 500 == 499:
+            records.append(rng.randbytes(16) * (900 * 1024 // 16))
+        else:
+            records.append(rng.choice(makers)())
+    return records
+
+
+async def dead_letters(bootstrap: str, prefix: str) -> int:
+    """How many records the dead-letter topic holds (read to its true end)."""
+    from aiokafka import AIOKafkaConsumer, TopicPartition
+
+    from memstream import offsets
+    from memstream.topics import DEAD_LETTERS, topic_name
+
+    topic = topic_name(prefix, DEAD_LETTERS)
+    consumer = AIOKafkaConsumer(bootstrap_servers=bootstrap, enable_auto_commit=False)
+    await consumer.start()
+    try:
+        tps = [TopicPartition(topic, p) for p in sorted(consumer.partitions_for_topic(topic) or [])]
+        if not tps:
+            await consumer.force_metadata_update()  # type: ignore[attr-defined]
+            tps = [TopicPartition(topic, p) for p in sorted(consumer.partitions_for_topic(topic) or [])]
+        ends = await offsets.end_offsets(consumer, tps)
+        begins = await consumer.beginning_offsets(tps)
+        return sum(ends[tp] - begins[tp] for tp in tps)
+    finally:
+        await consumer.stop()
+
+
+async def poison_run(workdir: Path, *, poison: int, sessions: int, exchanges: int, timeout: float = 600) -> Outcome:
+    """``poison`` bad records interleaved with valid exchanges on the turns topic of a worker."""
+    from aiokafka import AIOKafkaProducer
+
+    from memstream.topics import TURNS, topic_name
+
+    began = time.monotonic()
+    turns, expected = workload(sessions, exchanges, str(workdir / "projects"), seed=3)
+    bad = poison_records(poison)
+    with external_broker() as broker:
+        prefix = f"poison{uuid.uuid4().hex[:8]}"
+        worker = Worker(worker_env(broker.bootstrap, prefix), workdir / "data", workdir / "worker.log")
+        worker.start()
+        try:
+            await worker.wait_up()
+            producer = AIOKafkaProducer(
+                bootstrap_servers=broker.bootstrap, max_request_size=4 * 1024 * 1024, linger_ms=5
+            )
+            await producer.start()
+            try:
+                topic = topic_name(prefix, TURNS)
+                every = max(1, len(bad) // max(1, len(turns)))
+                pending = list(turns)
+                for i, payload in enumerate(bad):
+                    await producer.send(topic, payload, key=f"bad{i % 7}".encode())
+                    if i % every == 0 and pending:
+                        t = pending.pop(0)
+                        await producer.send(topic, encode(t), key=t.session_id.encode())
+                for t in pending:
+                    await producer.send(topic, encode(t), key=t.session_id.encode())
+                await producer.flush()
+            finally:
+                await producer.stop()
+            stored = await settle(worker, expected, timeout)
+            letters = await dead_letters(broker.bootstrap, prefix)
+        finally:
+            worker.stop()
+    lost, duplicated, corrupted = compare(expected, stored)
+    sizes = sorted({len(b) for b in bad if len(b) > 100_000})
+    return Outcome(
+        len(expected),
+        len(stored),
+        lost,
+        duplicated,
+        corrupted,
+        seconds=time.monotonic() - began,
+        notes={"poison": len(bad), "dead-lettered": letters, "largest": max(len(b) for b in bad), "big sizes": sizes},
+    )
+
+
+async def outage_run(workdir: Path, *, outage: float, sessions: int, timeout: float = 900, **settings: str) -> Outcome:
+    """An LLM (fake Anthropic, HTTP 529) down for ``outage`` seconds while ``sessions`` exchanges
+    arrive; then it recovers. Every exchange must be extracted and none dead-lettered."""
+    from tests.e2e.test_replay_e2e import one_note_per_turn
+    from tests.fakes.anthropic_server import FakeAnthropic
+
+    began = time.monotonic()
+    turns = []
+    now = datetime.now(UTC)
+    for s in range(sessions):
+        project = str(workdir / "projects" / f"p{s}")
+        answer = f"{' '.join(random.Random(s).sample(WORDS, 10))} {s}."
+        turns += [
+            Turn(session_id=f"o{s}", project=project, role="user", content=f"Q{s}?", ts=now),
+            Turn(session_id=f"o{s}", project=project, role="assistant", content=answer, ts=now),
+        ]
+    expected = [f"Note: {t.content}" for t in turns if t.role == "assistant"]
+    with FakeAnthropic(one_note_per_turn, api_key="sk-test") as claude, external_broker() as broker:
+        prefix = f"outage{uuid.uuid4().hex[:8]}"
+        env = worker_env(
+            broker.bootstrap,
+            prefix,
+            ANTHROPIC_API_KEY="sk-test",
+            MEMSTREAM_ANTHROPIC_BASE_URL=claude.base_url,
+            MEMSTREAM_LLM_RETRIES="0",
+            **settings,
+        )
+        worker = Worker(env, workdir / "data", workdir / "worker.log")
+        worker.start()
+        try:
+            await worker.wait_up()
+            claude.fail_next(10**9, status=529)
+            down = time.monotonic()
+            await publish(broker.bootstrap, prefix, turns)
+            await asyncio.sleep(max(0.0, outage - (time.monotonic() - down)))
+            claude.clear_script()
+            deadline = time.monotonic() + timeout
+            stored: list[str] = []
+            while time.monotonic() < deadline:
+                stored = [t for t in (await worker.memory_texts() or []) if t.startswith("Note: ")]
+                if {normalized(e) for e in expected} <= {normalized(t) for t in stored}:
+                    break
+                await asyncio.sleep(1)
+            letters = await dead_letters(broker.bootstrap, prefix)
+        finally:
+            worker.stop()
+    lost, duplicated, corrupted = compare(expected, stored)
+    return Outcome(
+        len(expected),
+        len(stored),
+        lost,
+        duplicated,
+        corrupted,
+        seconds=time.monotonic() - began,
+        notes={"outage s": outage, "dead-lettered": letters},
+    )
 
 
 def main() -> None:
@@ -251,6 +419,9 @@ def main() -> None:
     parser.add_argument("--exchanges", type=int, default=10, help="per session (records = 2 x sessions x this)")
     parser.add_argument("--kills", type=int, default=10)
     parser.add_argument("--runs", type=int, default=1)
+    parser.add_argument("--poison", type=int, default=10_000, help="poison records (0: skip)")
+    parser.add_argument("--outage", type=float, default=300.0, help="LLM outage seconds (0: skip)")
+    parser.add_argument("--outage-sessions", type=int, default=60)
     parser.add_argument("--workdir", type=Path, default=Path(".memstream") / "chaos")
     args = parser.parse_args()
     for run in range(args.runs):
@@ -261,6 +432,14 @@ def main() -> None:
             )
         )
         print(f"kill -9 run {run}: {outcome.render()}", flush=True)
+    if args.poison:
+        workdir = args.workdir / f"poison-{uuid.uuid4().hex[:6]}"
+        outcome = asyncio.run(poison_run(workdir, poison=args.poison, sessions=50, exchanges=10, timeout=3600))
+        print(f"poison: {outcome.render()}", flush=True)
+    if args.outage:
+        workdir = args.workdir / f"outage-{uuid.uuid4().hex[:6]}"
+        outcome = asyncio.run(outage_run(workdir, outage=args.outage, sessions=args.outage_sessions, timeout=3600))
+        print(f"LLM outage: {outcome.render()}", flush=True)
 
 
 if __name__ == "__main__":
