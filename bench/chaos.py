@@ -29,6 +29,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
 from memstream.broker import EmbeddedBroker, free_port
 from memstream.publish import publish
@@ -145,7 +146,7 @@ class Worker:
                 self.process.wait()
         return self.process.returncode
 
-    def get(self, path: str, timeout: float = 10) -> dict[str, object] | None:
+    def get(self, path: str, timeout: float = 10) -> dict[str, Any] | None:
         try:
             with urllib.request.urlopen(f"http://127.0.0.1:{self.port}{path}", timeout=timeout) as response:
                 return json.loads(response.read())  # type: ignore[no-any-return]
@@ -156,7 +157,7 @@ class Worker:
         data = await asyncio.to_thread(self.get, "/memories?limit=100000", 30)
         if data is None:
             return None
-        return [str(m["text"]) for m in data["memories"]]  # type: ignore[index, union-attr]
+        return [str(m["text"]) for m in data["memories"]]
 
     async def wait_up(self, timeout: float = 120) -> None:
         deadline = time.monotonic() + timeout
