@@ -387,7 +387,7 @@ async def outage_run(workdir: Path, *, outage: float, sessions: int, timeout: fl
         worker.start()
         try:
             await worker.wait_up()
-            claude.fail_next(10**9, status=529)
+            claude.fail_next(1_000_000, status=529)  # more than any outage here asks
             down = time.monotonic()
             await publish(broker.bootstrap, prefix, turns)
             await asyncio.sleep(max(0.0, outage - (time.monotonic() - down)))
