@@ -16,6 +16,8 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+import msgspec
+
 from memstream.schemas import AppliedTurn, Message, SessionState
 from memstream.schemas.events import Role
 
@@ -63,10 +65,26 @@ def format_snapshot(messages: Sequence[Message], *, message_max_chars: int, max_
     return text
 
 
+def exchange_start(messages: Sequence[Message]) -> int:
+    """Where the last exchange begins: the first of the user messages since the previous assistant
+    reply (user turns sent back to back belong to one exchange; none of them may be left out)."""
+    last_user = max((i for i, m in enumerate(messages) if m.role == "user"), default=0)
+    replied = [i for i, m in enumerate(messages[:last_user]) if m.role == "assistant"]
+    return replied[-1] + 1 if replied else 0 if any(m.role == "user" for m in messages) else last_user
+
+
 def last_exchange(messages: Sequence[Message], *, message_max_chars: int) -> str:
-    """The final user message and everything after it: the turn raw mode stores."""
-    start = max((i for i, m in enumerate(messages) if m.role == "user"), default=0)
-    return format_snapshot(messages[start:], message_max_chars=message_max_chars, max_chars=10**9)
+    """The user messages since the previous reply and everything after them: the turn raw mode stores."""
+    return format_snapshot(messages[exchange_start(messages) :], message_max_chars=message_max_chars, max_chars=10**9)
+
+
+def pending_is_due(messages: Sequence[Message], last_seen: float, flushed: bool, now: float, idle: float) -> bool:
+    """Should user turns that got no reply be stored now? When the session ends on the user
+    (nothing arrived for ``idle`` seconds of processing time) and they were not stored yet.
+
+    Processing time, not the turns' own timestamps: a replay of old turns must not see a
+    session as idle between a user turn and its reply."""
+    return bool(messages) and messages[-1].role == "user" and not flushed and now - last_seen >= idle
 
 
 def is_summary_turn(assistant_turn: int, every: int) -> bool:
@@ -115,6 +133,12 @@ def history(state: SessionState) -> list[AppliedTurn]:
         AppliedTurn(partition=-1, offset=-1, role=m.role, content=m.content, assistant_turns=state.assistant_turns)
         for m in state.messages
     ]
+
+
+def current_window(state: SessionState, size: int) -> list[Message]:
+    """The session's last ``size`` public messages now."""
+    turns = history(state)
+    return _window_as_of(turns, len(turns) - 1, size)
 
 
 def _window_as_of(turns: Sequence[AppliedTurn], index: int, size: int) -> list[Message]:
@@ -166,7 +190,8 @@ def apply_turn(
     )
     turns = _trim([*turns, turn], size, keep)
     messages = _window_as_of(turns, len(turns) - 1, size)
-    new_state = SessionState(assistant_turns=count, applied=turns)
+    # The other fields (what an idle flush needs) are the caller's to set.
+    new_state = msgspec.structs.replace(state, messages=[], assistant_turns=count, applied=turns)
     # An answer with nothing public in it (empty, or all private) makes no snapshot: the
     # exchange would hold only the question.
     due = role == "assistant" and bool(turn.content)

@@ -9,14 +9,15 @@ from collections.abc import Iterator
 from datetime import UTC, datetime
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 from urllib.parse import parse_qs, urlparse
 
 import msgspec
 import pytest
 
 from memstream.broker import free_port
-from memstream.cli import format_record, main
+from memstream.cli import main
+from memstream.commands.read import format_record
 from memstream.schemas.history import HistoryRecord
 
 MEMORY = "6f1c1a2e-0000-5000-8000-000000000001"
@@ -75,8 +76,8 @@ def test_empty_fields_are_dashes_and_times_are_utc() -> None:
 class FakeApi(BaseHTTPRequestHandler):
     """GET /history as ``memstream up`` serves it, over canned records."""
 
-    records: dict[str, list[dict[str, Any]]] = {}
-    asked: list[dict[str, list[str]]] = []
+    records: ClassVar[dict[str, list[dict[str, Any]]]] = {}
+    asked: ClassVar[list[dict[str, list[str]]]] = []
 
     def do_GET(self) -> None:
         url = urlparse(self.path)
