@@ -63,7 +63,7 @@ class Running:
     started_in: float
     timings: dict[str, float] = field(default_factory=dict)
     announced: bool = True
-
+    #: Read positions seen per partition, to tell a stalled one (memstream.health).
     watch: health.Watch = field(default_factory=health.Watch)
     runtime_written: bool = False
 
