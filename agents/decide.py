@@ -75,8 +75,11 @@ DECISION_UNAVAILABLE = "decision unavailable (every provider failed); added"
 
 
 def fact_sources(fact: Fact) -> list[Provenance]:
-    """Where a fact's text came from: its session, and how it arrived (``cli``, ``api``, ``mcp`` from an
-    explicit request's origin; ``publish`` for a session's turns)."""
+    """Where a fact's text came from: the sources its snapshot named (a captured session's files and
+    lines), else its session and how it arrived (``cli``, ``api``, ``mcp`` from an explicit request's
+    origin; ``publish`` for a session's turns)."""
+    if fact.sources:  # captured from a session file (seed 002): its file and line
+        return list(fact.sources)
     if not fact.session_id:
         how = fact.origin.split(":", 1)[0] if ":" in fact.origin else ""
         return [Provenance(source_type=how)] if how in ("cli", "api", "mcp") else []
@@ -122,6 +125,7 @@ class Decider:
             fields.setdefault("fact_text", content.storage)
             fields.setdefault("origin", fact.origin)
             fields.setdefault("confidence", fact.confidence)
+            fields.setdefault("sources", fact.sources)
             return audit.record(
                 outcome,  # type: ignore[arg-type]
                 scope_key=fact.scope_key,

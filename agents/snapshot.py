@@ -34,6 +34,7 @@ from memstream.rules.secrets import redact
 from memstream.rules.snapshot import (
     apply_turn,
     current_window,
+    exchange_sources,
     exchange_start,
     format_snapshot,
     last_exchange,
@@ -97,6 +98,7 @@ def register(app: faust.App, topics: Topics, providers: Providers, sink: DeadLet
             content=turn.content,
             size=settings.snapshot_messages,
             message_max_chars=settings.message_max_chars,
+            provenance=turn.provenance,
         )
         if not applied.redelivered:
             sessions[turn.session_id] = msgspec.structs.replace(
@@ -124,6 +126,7 @@ def register(app: faust.App, topics: Topics, providers: Providers, sink: DeadLet
             )
         )
         exchange = redact(last_exchange(messages, message_max_chars=settings.message_max_chars))
+        sources = exchange_sources(messages)
         explicit = [
             redact(fact)
             for m in messages[exchange_start(messages) :]
@@ -145,6 +148,7 @@ def register(app: faust.App, topics: Topics, providers: Providers, sink: DeadLet
                 exchange=exchange,
                 # Explicit requests ride on the normal (or raw) snapshot only, never twice.
                 explicit=explicit if mode in ("normal", "raw") else [],
+                sources=sources,
                 ts=ts,
             )
             await topics.snapshots.send(key=session_id.encode(), value=snapshot)

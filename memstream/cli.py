@@ -1,4 +1,5 @@
-"""The ``memstream`` command: up, publish, init, remember, replay, search, block, history, hook, mcp.
+"""The ``memstream`` command: up, publish, init, remember, replay, search, block, history, ingest, watch,
+install, uninstall, hook, mcp.
 
 Only the argument parser lives here. Each verb's code is in ``memstream.commands`` and is imported
 when that verb runs, so the read verbs, the hooks and MCP over stdio never load the pipeline.
@@ -10,6 +11,7 @@ import argparse
 import importlib
 import sys
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 from memstream.commands import CliError
@@ -17,8 +19,17 @@ from memstream.settings import Settings, SettingsError
 
 __all__ = ["CliError", "main"]
 
+#: The coding CLIs capture reads, by their seed 002 ``llm_source`` name, and the hosts whose hooks it serves.
+LLM_SOURCES = ("claude", "codex", "gemini", "kimi")
+HOSTS = ("claude-code", "codex", "gemini", "kimi")
+
 
 def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    if argv[:1] == ["hook"]:  # a coding CLI's hook: its own light parsing (Codex appends JSON), never a failure
+        from memstream.hooks import main as hook_main
+
+        return hook_main(argv[1:])
     parser = _parser()
     args = parser.parse_args(argv)
     try:
@@ -95,15 +106,47 @@ def _parser() -> argparse.ArgumentParser:
     history.add_argument("--json", action="store_true", help="print the raw JSON records")
     history.set_defaults(run="read:cmd_history")
 
-    hook = sub.add_parser(
-        "hook", help="a coding agent's hook: reads its JSON event on stdin (SessionStart: prints the [MEMORY] block)"
+    ingest = sub.add_parser("ingest", help="capture the coding CLIs' session files (backlog and new turns)")
+    ingest.add_argument("paths", nargs="*", type=Path, help="session files or folders (default: the standard places)")
+    ingest.add_argument("--llm", choices=LLM_SOURCES, help="read every file as this CLI's format")
+    ingest.add_argument("--since", help="only messages from this ISO date or time on (e.g. 2026-01-31)")
+    ingest.add_argument(
+        "--dry-run", action="store_true", help="publish nothing, write no checkpoint: say what would be"
     )
-    hook.add_argument("host", help="claude-code, codex or gemini")
+    ingest.add_argument("--json", action="store_true", help="print the turns (one JSON object a line) instead")
+    _root_flags(ingest)
+    ingest.set_defaults(run="capture:cmd_ingest")
+
+    watch = sub.add_parser("watch", help="follow the coding CLIs' session folders and capture new turns live")
+    _root_flags(watch)
+    watch.set_defaults(run="capture:cmd_watch")
+
+    for verb, text in (("install", "add"), ("uninstall", "remove")):
+        command = sub.add_parser(verb, help=f"{text} memstream's hooks and MCP server in a coding CLI's settings")
+        command.add_argument("host", choices=HOSTS)
+        scope = command.add_mutually_exclusive_group()
+        scope.add_argument("--project", type=Path, metavar="DIR", help="that project's settings")
+        scope.add_argument("--user", action="store_true", help="your user settings (the default)")
+        command.add_argument("--dry-run", action="store_true", help="print the diff, write nothing")
+        command.set_defaults(run="capture:cmd_install", remove=verb == "uninstall")
+
+    hook = sub.add_parser(
+        "hook",
+        help="a coding agent's hook: captures new turns; at SessionStart prints the [MEMORY] block (never fails)",
+    )
+    hook.add_argument("host", help="claude-code, codex, gemini or kimi")
+    hook.add_argument("--data-dir", help="memstream's data dir (install writes it here)")
+    hook.add_argument("payload", nargs="*", help="Codex notify's JSON (the other hosts write it on stdin)")
     hook.set_defaults(run="agent:cmd_hook", never_fail=True)
 
     mcp = sub.add_parser("mcp", help="serve memstream's MCP tools over stdio (they call the running memstream)")
     mcp.set_defaults(run="agent:cmd_mcp")
     return parser
+
+
+def _root_flags(parser: argparse.ArgumentParser) -> None:
+    for name in LLM_SOURCES:
+        parser.add_argument(f"--{name}-dir", type=Path, help=f"{name}'s home folder (MEMSTREAM_{name.upper()}_DIR)")
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -10,7 +10,7 @@ from typing import Any
 
 from memstream.settings import Settings
 
-__all__ = ["api_url", "git_email", "read_runtime_file", "user_identity"]
+__all__ = ["api_url", "bootstrap_of", "git_email", "publish_target", "read_runtime_file", "user_identity"]
 
 
 def read_runtime_file(settings: Settings) -> dict[str, Any] | None:
@@ -19,13 +19,39 @@ def read_runtime_file(settings: Settings) -> dict[str, Any] | None:
         data = json.loads(settings.runtime_file.read_text())
         pid = int(data["pid"])
         os.kill(pid, 0)
-    except (FileNotFoundError, ValueError, KeyError, ProcessLookupError, PermissionError):
+    except (
+        FileNotFoundError,
+        NotADirectoryError,
+        ValueError,
+        KeyError,
+        TypeError,
+        ProcessLookupError,
+        PermissionError,
+    ):
         return None
     # A container restarted after a crash reuses low pids: a file naming this very process,
     # or a process that is not memstream, was left behind and means nothing.
     if pid == os.getpid() or not _is_memstream(pid):
         return None
     return data
+
+
+def bootstrap_of(settings: Settings) -> str | None:
+    """Where to publish: the configured Kafka, else the broker of a running ``memstream up``, else None."""
+    target = publish_target(settings)
+    return target[0] if target else None
+
+
+def publish_target(settings: Settings) -> tuple[str, str] | None:
+    """(bootstrap, topic prefix) to publish to: the configured Kafka with the configured prefix, else what
+    the running ``memstream up`` wrote in its runtime file (a hook's environment may not repeat its
+    settings), else None: memstream is down."""
+    if settings.kafka_bootstrap:
+        return settings.kafka_bootstrap, settings.topic_prefix
+    runtime = read_runtime_file(settings)
+    if runtime is None:
+        return None
+    return str(runtime["bootstrap"]), str(runtime.get("topic_prefix") or settings.topic_prefix)
 
 
 def _is_memstream(pid: int) -> bool:

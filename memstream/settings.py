@@ -180,6 +180,20 @@ class Settings:
         default=300.0, metadata=_env("MEMSTREAM_CONSOLIDATION_RETRY_DELAY_MAX")
     )
 
+    # --- capture (seed 002) -------------------------------------------------------------
+    #: MEMSTREAM_CLAUDE_DIR: Claude Code's home, whose ``projects/`` holds its sessions.
+    claude_dir: Path = field(default=Path("~/.claude"), metadata=_env("MEMSTREAM_CLAUDE_DIR"))
+    #: MEMSTREAM_CODEX_DIR: Codex's home (``CODEX_HOME``), whose ``sessions/`` holds its rollouts.
+    codex_dir: Path = field(default=Path("~/.codex"), metadata=_env("MEMSTREAM_CODEX_DIR"))
+    #: MEMSTREAM_GEMINI_DIR: Gemini CLI's home, whose ``tmp/<project hash>/chats/`` holds its sessions.
+    gemini_dir: Path = field(default=Path("~/.gemini"), metadata=_env("MEMSTREAM_GEMINI_DIR"))
+    #: MEMSTREAM_KIMI_DIR: Kimi CLI's home, whose ``sessions/`` holds its wire logs.
+    kimi_dir: Path = field(default=Path("~/.kimi"), metadata=_env("MEMSTREAM_KIMI_DIR"))
+    #: MEMSTREAM_WATCH: ``memstream up`` also follows the CLIs' session folders, as ``memstream watch`` does.
+    watch: bool = field(default=False, metadata=_env("MEMSTREAM_WATCH"))
+    #: MEMSTREAM_WATCH_SWEEP: seconds between two full sweeps of the session folders while watching.
+    watch_sweep: float = field(default=300.0, metadata=_env("MEMSTREAM_WATCH_SWEEP"))
+
     # --- recall ------------------------------------------------------------------------
     #: MEMSTREAM_BLOCK_MAX_TOKENS: token budget of the [MEMORY] block (about 4 characters a token);
     #: sections are trimmed by priority to fit (see memstream.recall.TRIM_ORDER).
@@ -279,6 +293,8 @@ class Settings:
         for name in ("tombstone_retention_days", "history_retention_days", "embed_batch_window"):
             if getattr(self, name) < 0:
                 raise SettingsError(f"{_var(name)} must not be negative")
+        if self.watch_sweep <= 0:
+            raise SettingsError(f"{_var('watch_sweep')} must be positive, got {self.watch_sweep}")
         if self.retention_interval <= 0:
             raise SettingsError(f"{_var('retention_interval')} must be positive")
         if not 1 <= self.prefetch_backoff_ms <= 1000:
@@ -326,6 +342,21 @@ class Settings:
     def memories_dir(self) -> Path:
         """Phase 2's workspace: raw memories, rollout summaries and consolidated summaries."""
         return self.data_dir / "memories"
+
+    @property
+    def capture_db(self) -> Path:
+        """Capture's durable state: per-file checkpoints, first-seen message hashes and the spool."""
+        return self.data_dir / "capture.db"
+
+    @property
+    def capture_roots(self) -> dict[str, Path]:
+        """Each coding CLI's home folder (``~`` expanded), by its ``llm_source`` name."""
+        return {
+            "claude": self.claude_dir.expanduser(),
+            "codex": self.codex_dir.expanduser(),
+            "gemini": self.gemini_dir.expanduser(),
+            "kimi": self.kimi_dir.expanduser(),
+        }
 
     @property
     def api_url(self) -> str:

@@ -8,7 +8,7 @@ from datetime import datetime
 import msgspec
 import numpy as np
 
-from memstream.schemas.events import Message, Role, RolloutOutput
+from memstream.schemas.events import Message, Provenance, Role, RolloutOutput
 
 
 class State(msgspec.Struct, tag_field="schema", kw_only=True):
@@ -26,6 +26,8 @@ class AppliedTurn(msgspec.Struct, frozen=True, kw_only=True):
     content: str
     #: The session's assistant-turn count once this turn was applied.
     assistant_turns: int
+    #: Where the turn came from (file and line for a captured session), if it said.
+    provenance: Provenance | None = None
 
 
 class SessionState(State, tag="state.session.v1", kw_only=True):

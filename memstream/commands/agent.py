@@ -4,8 +4,6 @@ the pipeline's imports: a hook runs at every session start, and the MCP server c
 from __future__ import annotations
 
 import argparse
-import json
-import sys
 from pathlib import Path
 
 from memstream.settings import Settings
@@ -14,20 +12,14 @@ from memstream.settings import Settings
 
 
 def cmd_hook(args: argparse.Namespace, settings: Settings) -> int:
-    """Never fails the agent: unreadable input or a memstream that is down prints nothing, exit 0."""
-    try:
-        payload = json.loads(sys.stdin.read() or "{}")
-    except ValueError:
-        return 0
-    if not isinstance(payload, dict):
-        return 0
-    if payload.get("hook_event_name") == "SessionStart":
-        from memstream.session_start import hook_output
+    """Never fails the agent: unreadable input or a memstream that is down prints nothing, exit 0.
 
-        output = hook_output(args.host, payload, settings)
-        if output:
-            print(output)
-    return 0
+    The same dispatcher the ``memstream`` console script reaches directly (:mod:`memstream.hooks`):
+    SessionStart prints the [MEMORY] block, every other event captures the session's new turns."""
+    from memstream.hooks import main as hook_main
+
+    argv = [args.host, *(["--data-dir", args.data_dir] if getattr(args, "data_dir", None) else [])]
+    return hook_main([*argv, *getattr(args, "payload", [])])
 
 
 # --- mcp -----------------------------------------------------------------------------

@@ -56,6 +56,9 @@ async def _up(settings: Settings) -> int:
     stopping.cancel()
     running = starting.result()
     _say(_banner(running))
+    from memstream.commands.capture import start_capture
+
+    capture = start_capture(settings, running.bootstrap)
     status = 0
     try:
         while not stop.is_set():
@@ -68,6 +71,9 @@ async def _up(settings: Settings) -> int:
                 await asyncio.wait_for(stop.wait(), WATCH_SECONDS)
     finally:
         _say("\nmemstream: stopping…")
+        for task in capture:
+            task.cancel()
+        await asyncio.gather(*capture, return_exceptions=True)
         await running.stop()
         _say("memstream: stopped.")
     return status

@@ -119,6 +119,8 @@ def format_record(record: dict[str, Any]) -> str:
             decided_by,
         ]
     )
+    where = ", ".join(f"{s['file']}:{s.get('line') or 0}" for s in record.get("sources") or [] if s.get("file"))
+    line += f"  from {where}" if where else ""
     return line + ("  REVIEW NEEDED" if record.get("review_needed") else "")
 
 

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 
 import msgspec
 
-from memstream.schemas import AppliedTurn, Message, SessionState
+from memstream.schemas import AppliedTurn, Message, Provenance, SessionState
 from memstream.schemas.events import Role
 
 _PRIVATE_BLOCK = re.compile(r"<private>.*?</private>", re.IGNORECASE | re.DOTALL)
@@ -38,7 +38,7 @@ def strip_private(text: str) -> str:
 def public_message(message: Message) -> Message | None:
     """The message with private spans removed, or None if it was fully private."""
     content = strip_private(message.content)
-    return Message(message.role, content) if content else None
+    return Message(message.role, content, message.provenance) if content else None
 
 
 def truncate(text: str, limit: int) -> str:
@@ -87,6 +87,16 @@ def pending_is_due(messages: Sequence[Message], last_seen: float, flushed: bool,
     return bool(messages) and messages[-1].role == "user" and not flushed and now - last_seen >= idle
 
 
+def exchange_sources(messages: Sequence[Message]) -> list[Provenance]:
+    """Where the messages of the last exchange came from, oldest first, each source once."""
+    start = max((i for i, m in enumerate(messages) if m.role == "user"), default=0)
+    sources: list[Provenance] = []
+    for message in messages[start:]:
+        if message.provenance is not None and message.provenance not in sources:
+            sources.append(message.provenance)
+    return sources
+
+
 def is_summary_turn(assistant_turn: int, every: int) -> bool:
     """Seed 000: summary mode is triggered every N assistant turns (default 5)."""
     return assistant_turn > 0 and assistant_turn % every == 0
@@ -130,7 +140,14 @@ def history(state: SessionState) -> list[AppliedTurn]:
     if state.applied or not state.messages:
         return list(state.applied)
     return [
-        AppliedTurn(partition=-1, offset=-1, role=m.role, content=m.content, assistant_turns=state.assistant_turns)
+        AppliedTurn(
+            partition=-1,
+            offset=-1,
+            role=m.role,
+            content=m.content,
+            assistant_turns=state.assistant_turns,
+            provenance=m.provenance,
+        )
         for m in state.messages
     ]
 
@@ -142,7 +159,7 @@ def current_window(state: SessionState, size: int) -> list[Message]:
 
 
 def _window_as_of(turns: Sequence[AppliedTurn], index: int, size: int) -> list[Message]:
-    return [Message(t.role, t.content) for t in turns[: index + 1] if t.content][-size:]
+    return [Message(t.role, t.content, t.provenance) for t in turns[: index + 1] if t.content][-size:]
 
 
 def _trim(turns: list[AppliedTurn], size: int, keep: int) -> list[AppliedTurn]:
@@ -166,6 +183,7 @@ def apply_turn(
     content: str,
     size: int,
     message_max_chars: int,
+    provenance: Provenance | None = None,
     keep: int = REDELIVERY_KEEP,
 ) -> Applied:
     """Apply the turn read at ``partition``/``offset`` to a session's state (see the module doc)."""
@@ -187,6 +205,7 @@ def apply_turn(
         role=role,
         content=truncate(public.content, message_max_chars) if public else "",
         assistant_turns=count,
+        provenance=provenance,
     )
     turns = _trim([*turns, turn], size, keep)
     messages = _window_as_of(turns, len(turns) - 1, size)
