@@ -17,7 +17,7 @@ from memstream.rules.snapshot import (
     truncate,
     window,
 )
-from memstream.schemas import Message, SessionState
+from memstream.schemas import Message, Provenance, SessionState
 
 MARK = " …[truncated]"
 
@@ -259,3 +259,25 @@ def test_an_answer_with_nothing_public_makes_no_snapshot(answer: str) -> None:
     outcomes = _feed([("user", "what port?"), ("assistant", answer)])
     assert outcomes[-1].messages is None
     assert outcomes[-1].assistant_turns == 1
+
+
+def test_provenance_rides_with_each_applied_turn_and_its_redelivery() -> None:
+    where = [Provenance(source_type="claude", file="s.jsonl", line=n) for n in (1, 2)]
+    state = SessionState()
+    outcomes = []
+    for offset, (role, content) in enumerate([("user", "q"), ("assistant", "a")]):
+        outcome = apply_turn(
+            state,
+            partition=0,
+            offset=offset,
+            role=role,  # type: ignore[arg-type]
+            content=content,
+            size=8,
+            message_max_chars=4000,
+            provenance=where[offset],
+        )
+        outcomes.append(outcome)
+        state = outcome.state
+    assert outcomes[-1].messages == [Message("user", "q", where[0]), Message("assistant", "a", where[1])]
+    again = apply_turn(state, partition=0, offset=1, role="assistant", content="a", size=8, message_max_chars=4000)
+    assert again.redelivered and again.messages == outcomes[-1].messages
