@@ -270,7 +270,7 @@ def poison_records(count: int, seed: int = 0) -> list[bytes]:
         lambda: b"\xff\xfe" * rng.randint(1, 500),
         lambda: good[: rng.randint(1, len(good) - 1)],
         lambda: good.replace(b'"user"', b"42"),
-        lambda: good.replace(b"turn.v1", b"turn.v9"),
+        lambda: good.replace(b'"schema":"turn.v', b'"schema":"turn.v999'),
         lambda: b"[" * 3000 + b"]" * 3000,
     ]
     records = []

@@ -37,7 +37,7 @@ def poison(rng: random.Random) -> list[bytes]:
         b"\xff\xfe" * 500,  # invalid UTF-8
         good[: len(good) // 2],  # truncated JSON
         good.replace(b'"user"', b"42"),  # wrong type
-        good.replace(b"turn.v1", b"turn.v999"),  # unknown tag
+        good.replace(b'"schema":"turn.v', b'"schema":"turn.v999'),  # unknown tag
         b"[" * 5000 + b"]" * 5000,  # deep nesting
         encode(turn("s-poison", "user", "x")).replace(b'"content":"x"', b'"content":' + b"1" * 300),
     ]
