@@ -17,6 +17,7 @@ from opentelemetry import trace
 from memstream import metrics
 from memstream.codec import CODEC_NAME
 from memstream.limits import DEAD_LETTER_PAYLOAD_MAX_BYTES, DEAD_LETTER_REASON_MAX_CHARS
+from memstream.redrive import ATTEMPTS_HEADER, REDRIVEN_FROM_HEADER, header
 from memstream.schemas import DeadLetter
 
 log = logging.getLogger("memstream.agents")
@@ -44,6 +45,13 @@ class DeadLetters:
         log.warning("dead-lettered by %s at %s: %s", stage, where, reason[:500])
         original = message.value if message and isinstance(message.value, bytes) else b""
         key = message.key if message and isinstance(message.key, bytes) else None
+        # A re-driven event carries how often it was dead-lettered before, and from where.
+        try:
+            headers = message.headers if message else None
+            previous = header(headers, ATTEMPTS_HEADER)
+            redriven_from = (header(headers, REDRIVEN_FROM_HEADER) or b"").decode(errors="replace")
+        except Exception:  # a poison record's headers too: never let them stop dead-lettering
+            previous, redriven_from = None, ""
         record = DeadLetter(
             stage=stage,
             reason=reason[:DEAD_LETTER_REASON_MAX_CHARS],
@@ -55,6 +63,8 @@ class DeadLetters:
             payload_bytes=len(original),
             truncated=len(original) > DEAD_LETTER_PAYLOAD_MAX_BYTES,
             ts=datetime.now(UTC),
+            attempts=int(previous) + 1 if previous and previous.isdigit() else 1,
+            redriven_from=redriven_from,
         )
         for attempt in (record, msgspec.structs.replace(record, payload=b"", key=None, truncated=bool(original))):
             try:
