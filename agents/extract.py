@@ -25,7 +25,6 @@ from memstream.agents.base import DeadLetters, expect, guarded_by_key, state_tab
 from memstream.bootstrap import Providers
 from memstream.identity import derived_id
 from memstream.llm.base import LLMError
-from memstream.redrive import REDRIVEN_FROM_HEADER, header
 from memstream.rules import audit
 from memstream.rules.explicit import guess_type
 from memstream.rules.extraction import (
@@ -88,9 +87,9 @@ def register(app: faust.App, topics: Topics, providers: Providers, sink: DeadLet
     async def park(snapshot: Snapshot, error: LLMError, event: EventT) -> None:
         attempt = snapshot.attempt + 1
         now = datetime.now(UTC)
-        # A snapshot re-driven from the dead letters (memstream redrive) gets a budget anew.
-        redriven = header(event.message.headers, REDRIVEN_FROM_HEADER) is not None
-        since = now if redriven else snapshot.parked_since or now
+        # A snapshot re-driven from the dead letters keeps its first failure: if its provider
+        # still fails, it goes straight back with one attempt more (memstream redrive).
+        since = snapshot.parked_since or now
         failing = (now - since).total_seconds()
         if failing >= settings.retry_budget or not error.retryable:
             why = "not retryable" if not error.retryable else f"for {failing:.0f}s, {attempt} attempts"
