@@ -7,8 +7,8 @@ fill while the previous one is embedded. ``MEMSTREAM_EMBED_BATCH_WINDOW`` > 0 wa
 at most for more, for remote APIs that bill or limit per request.
 An outage of the embedding API holds the batch and retries it with capped backoff for up
 to ``MEMSTREAM_RETRY_BUDGET`` before its facts are dead-lettered.
-State: table ``embed-stats`` — per scope, texts embedded and batches. A batch spans
-partitions, so the table is written through the partitioner, not the current event.
+State: table ``embed-stats`` — per scope, texts embedded and batches, written on a timer
+(``agents/counters.py``).
 """
 
 from __future__ import annotations
@@ -21,6 +21,7 @@ import faust
 
 from memstream import metrics
 from memstream.agents.base import DeadLetters, batches, state_table
+from memstream.agents.counters import counters
 from memstream.agents.extract import park_delay
 from memstream.bootstrap import Providers
 from memstream.embed.base import EmbeddingOutage
@@ -35,7 +36,7 @@ log = logging.getLogger(__name__)
 def register(app: faust.App, topics: Topics, providers: Providers, sink: DeadLetters) -> faust.types.AgentT:
     settings = providers.settings
     embedder = providers.embedder
-    stats = state_table(app, "embed-stats", settings.partitions, use_partitioner=True)
+    stats = counters(app, state_table(app, "embed-stats", settings.partitions, use_partitioner=True), EmbedStats, STAGE)
 
     async def embed_through_outages(texts: list[str]) -> list[list[float]]:
         """Embed, waiting out an outage of the embedding API (seed 003's backoff, 1 s doubling
@@ -95,8 +96,7 @@ def register(app: faust.App, topics: Topics, providers: Providers, sink: DeadLet
                 )
             per_scope[fact.scope_key] = per_scope.get(fact.scope_key, 0) + 1
         for scope_key, count in per_scope.items():
-            current: EmbedStats = stats.get(scope_key) or EmbedStats()
-            stats[scope_key] = EmbedStats(texts=current.texts + count, batches=current.batches + 1)
+            stats.add(scope_key, EmbedStats(texts=count, batches=1))
 
     @app.agent(topics.facts, name=STAGE)
     async def embed(stream: faust.StreamT) -> None:

@@ -133,6 +133,9 @@ class Settings:
     #: MEMSTREAM_EMBED_BATCH_WINDOW: seconds the embed agent waits at most for more facts to fill a
     #: batch. 0: embed the facts that have arrived at once (batches still grow under load).
     embed_batch_window: float = field(default=0.0, metadata=_env("MEMSTREAM_EMBED_BATCH_WINDOW"))
+    #: MEMSTREAM_EMBED_THREADS: the bundled embedder's OpenMP threads. 0: one per core, the engine's
+    #: default (bench/raw_ingest.py measures the choice on a machine).
+    embed_threads: int = field(default=0, metadata=_env("MEMSTREAM_EMBED_THREADS"))
 
     # --- memory lifecycle (seed 003) ------------------------------------------------------
     #: MEMSTREAM_SHADOW_MODE: decide and audit every fact, write nothing (seed 003's shadowMode).
@@ -367,7 +370,7 @@ class Settings:
                 raise SettingsError(f"{_var(name)} must be between 0 and 1, got {getattr(self, name)}")
         if not 50 <= self.graph_boost_timeout_ms <= 5000:
             raise SettingsError(f"{_var('graph_boost_timeout_ms')} must be between 50 and 5000")
-        for name in ("tombstone_retention_days", "history_retention_days", "embed_batch_window"):
+        for name in ("tombstone_retention_days", "history_retention_days", "embed_batch_window", "embed_threads"):
             if getattr(self, name) < 0:
                 raise SettingsError(f"{_var(name)} must not be negative")
         if self.watch_sweep <= 0:
