@@ -70,7 +70,13 @@ def test_sigint_at_any_moment_of_start_up_stops_everything(tmp_path: Path, after
     time.sleep(after)
     children = tansu_children(process.pid)
     process.send_signal(signal.SIGINT)
-    assert process.wait(timeout=30) == 0, (tmp_path / "up.log").read_text()[-3000:]
+    try:
+        code = process.wait(timeout=30)
+    except subprocess.TimeoutExpired:
+        process.kill()  # never leave a worker behind, even when the test fails
+        process.wait()
+        raise
+    assert code == 0, (tmp_path / "up.log").read_text()[-3000:]
     for child in children:  # the broker went with it
         assert not Path(f"/proc/{child}").exists() or "zombie" in Path(f"/proc/{child}/status").read_text()
     assert not (tmp_path / "data" / "runtime.json").exists()
@@ -95,4 +101,10 @@ def test_ready_only_once_the_runtime_file_is_written(tmp_path: Path) -> None:
         assert json.loads(live.read())["live"] is True
     finally:
         process.send_signal(signal.SIGTERM)
-        assert process.wait(timeout=30) == 0
+        try:
+            code = process.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            process.kill()  # never leave a worker behind, even when the test fails
+            process.wait()
+            raise
+        assert code == 0
