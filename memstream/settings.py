@@ -263,9 +263,10 @@ class Settings:
     #: MEMSTREAM_BLOCK_MAX_TOKENS: token budget of the [MEMORY] block (about 4 characters a token);
     #: sections are trimmed by priority to fit (see memstream.recall.TRIM_ORDER).
     block_max_tokens: int = field(default=2000, metadata=_env("MEMSTREAM_BLOCK_MAX_TOKENS"))
-    #: MEMSTREAM_RECALL_ALPHA: weight of the vector leg in search's hybrid score (the BM25 leg gets 1 - alpha);
-    #: 0.9 was best of 0.3-0.9 on bench/retrieval (the decision stage keeps its own 0.7).
-    recall_alpha: float = field(default=0.9, metadata=_env("MEMSTREAM_RECALL_ALPHA"))
+    #: MEMSTREAM_RECALL_ALPHA: weight of the vector leg in search's hybrid score (the BM25 leg gets 1 - alpha),
+    #: both legs min-max scaled per query; 0.5 weighs them equally (bench/retrieval's dev half: 0.5-0.7 within
+    #: one or two questions of each other). The decision stage keeps its own 0.7 over raw scores.
+    recall_alpha: float = field(default=0.5, metadata=_env("MEMSTREAM_RECALL_ALPHA"))
     #: MEMSTREAM_RERANKER: rerank search's top results: none (default), voyage or llm (the configured LLM chain).
     reranker: str = field(default="none", metadata=_env("MEMSTREAM_RERANKER"))
     #: MEMSTREAM_RERANKER_MODEL: the Voyage rerank model.

@@ -275,7 +275,7 @@ async def test_tombstones_are_what_purge_would_take_oldest_first(store: MemorySt
     undated = msgspec.structs.replace(memory("old tombstone", minutes=60 * 36), superseded_by=active.id)
     for m in (active, *dated, undated):
         await store.upsert(m, E0)
-    for m, day in zip(dated, (3, 1, 2)):
+    for m, day in zip(dated, (3, 1, 2), strict=True):
         await store.supersede(m.id, active.id, at=T0 + timedelta(days=day))
     # The undated one counts from its updated_at, a day and a half after T0.
     oldest_first = [dated[1].id, undated.id, dated[2].id, dated[0].id]
@@ -366,6 +366,22 @@ async def test_hybrid_ranks_an_exact_lexical_match_above_an_unrelated_one(store:
     assert first.score == pytest.approx(0.7 * first.vector_score + 0.3 * first.bm25_score)
     # Only the vector leg found the unrelated one: its score is that leg's alone.
     assert second.bm25_score is None and second.score == second.vector_score
+
+
+async def test_normalized_hybrid_scales_each_leg_and_keeps_raw_scores(store: MemoryStore) -> None:
+    lexical, unrelated = memory("pin aiokafka below 0.13 for faust"), memory("prefers tabs over spaces")
+    await store.upsert(lexical, AT_04)
+    await store.upsert(unrelated, AT_02)
+
+    first, second = await store.hybrid_search(lexical.text, E0, ["p_alpha"], alpha=0.5, fusion="normalized")
+    # Vector leg: unrelated 0.8 -> 1, lexical 0.6 -> 0; BM25 leg: only lexical -> 1. A tie, broken by id.
+    assert first.score == second.score == pytest.approx(0.5)
+    assert ids([first, second]) == sorted([lexical.id, unrelated.id])
+    by_id = {h.memory.id: h for h in (first, second)}
+    assert by_id[lexical.id].vector_score == pytest.approx(0.6, abs=1e-6)
+    assert by_id[lexical.id].bm25_score is not None and by_id[unrelated.id].bm25_score is None
+    [best] = await store.hybrid_search(lexical.text, E0, ["p_alpha"], alpha=0.4, limit=1, fusion="normalized")
+    assert best.memory == lexical
 
 
 async def test_hybrid_with_alpha_one_is_vector_order(store: MemoryStore) -> None:
@@ -542,6 +558,6 @@ async def test_two_models_side_by_side_never_mix(make_store: StoreFactory) -> No
     assert await large.list(["p_alpha"]) == [l_]
     assert await small.delete(l_.id) is None
     assert await large.count() == 1
-    with pytest.raises(Exception, match="(?i)dim"):
+    with pytest.raises(Exception, match=r"(?i)dim"):
         await small.upsert(memory("wrong size"), unit(0, 1024))
     assert await small.count() == 1
