@@ -9,7 +9,7 @@ and any mounted app find it.
 - A wrong, malformed or revoked token: 401 ``invalid_token``; the failure counts against
   the client's address, and a client with too many recent failures gets 429 (even with a
   good token) until its window passes, so tokens cannot be guessed at speed.
-- Only ``PUBLIC_PATHS`` (the liveness probe) pass without a token, matched exactly: no
+- Only ``PUBLIC_PATHS`` (the readiness and liveness probes) pass without a token, matched exactly: no
   prefix, so ``/health/../memories`` is not public.
 - Open mode (``MEMSTREAM_API_OPEN``, loopback only): every caller is the given principal.
 
@@ -39,7 +39,7 @@ ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
 CURRENT_PRINCIPAL: ContextVar[Principal | None] = ContextVar("memstream_principal", default=None)
 
 #: Paths served without a token, matched exactly.
-PUBLIC_PATHS = frozenset({"/health"})
+PUBLIC_PATHS = frozenset({"/health", "/health/live"})
 
 
 def bearer_token(scope: Scope) -> str | None:

@@ -61,6 +61,7 @@ from memstream.schemas.memory import (
 from memstream.schemas.state import (
     AgeState,
     AnyState,
+    AppliedTurn,
     ContradictionState,
     DedupState,
     EmbedStats,
@@ -93,6 +94,7 @@ __all__ = [
     "AnyEvent",
     "AnyMemoryOp",
     "AnyState",
+    "AppliedTurn",
     "ChunkLink",
     "ConsolidationEvent",
     "ConsolidationRequest",

@@ -82,6 +82,11 @@ class LoopbackFake(Generic[R]):
         with self._lock:
             self._script.extend(_Fail(status, retry_after) for _ in range(n))
 
+    def clear_script(self) -> None:
+        """Forget the failures and delays not played yet: answer normally from now on."""
+        with self._lock:
+            self._script.clear()
+
     def delay_next(self, n: int, seconds: float) -> None:
         """Hold each of the next `n` valid requests for `seconds` before answering normally."""
         with self._lock:

@@ -217,7 +217,7 @@ async def test_a_session_that_goes_on_after_its_project_is_forgotten_starts_its_
 
     async def window() -> list[str] | None:
         state = sessions.get("win")
-        contents = [m.content for m in state.messages] if state else []
+        contents = [t.content for t in state.applied] if state else []
         return contents if "Ship it." in contents else None
 
     assert await eventually(window, what="the new turns in the window") == ["what next?", "Ship it."]
