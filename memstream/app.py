@@ -6,10 +6,15 @@ broker address once they are known.
 
 from __future__ import annotations
 
+import asyncio
+import logging
+from collections.abc import Mapping
 from dataclasses import dataclass
+from types import MappingProxyType
 from typing import Any
 
 import faust
+from faust.contrib.asgi import AsgiService
 from faust.contrib.opentelemetry import sdk_is_configured, setup_opentelemetry
 
 import memstream.agents as agents
@@ -17,6 +22,8 @@ from memstream import api
 from memstream.agents.base import DeadLetters
 from memstream.bootstrap import Providers
 from memstream.codec import register_codec
+from memstream.metrics import CONSUMER_LAG
+from memstream.schemas import MemoryUsage
 from memstream.settings import Settings
 from memstream.topics.binding import Topics, bind_topics
 from memstream.transport import MemstreamApp
@@ -56,11 +63,12 @@ def build_app(settings: Settings, providers: Providers, bootstrap: str, *, web: 
         topic_partitions=settings.partitions,
         topic_replication_factor=settings.replication,
         **CONSUMER_OPTIONS,
+        # The API is a Starlette app (memstream.api) served by uvicorn on the worker's loop, in place
+        # of Faust's aiohttp server: Faust starts it once tables are recovered (faust.contrib.asgi).
         web_enabled=web,
         web_host=settings.http_host,
         web_bind=settings.http_host,
         web_port=settings.http_port,
-        web_in_thread=False,
         autodiscover=False,
     )
     app.fetch_max_wait_ms = settings.effective_fetch_max_wait_ms
@@ -73,5 +81,46 @@ def build_app(settings: Settings, providers: Providers, bootstrap: str, *, web: 
     if sdk_is_configured():  # else the sensor would read every event's headers for no-op spans
         setup_opentelemetry(app)
     if web:
-        api.register(app, providers, topics)
+        context = api.ApiContext(
+            providers=providers, record_usage=_usage_sink(topics), update_lag=lambda: update_lag(app)
+        )
+        app.web_server(type("MemstreamApi", (ApiService,), {"asgi_app": api.create_app(context), "faust_app": app}))
     return Pipeline(app=app, topics=topics, providers=providers, dead_letters=dead_letters)
+
+
+class ApiService(AsgiService):
+    """Faust's uvicorn service, started only once the API listens (so "ready" means it answers)."""
+
+    uvicorn_options: Mapping[str, Any] = MappingProxyType({"access_log": False, "log_level": "warning"})
+
+    async def on_start(self) -> None:
+        await super().on_start()
+        server, serving = self._server, self._serve_fut
+        while not server.started:
+            if serving is not None and serving.done():
+                raise RuntimeError(f"the HTTP API could not listen on {self.host}:{self.port}")
+            await asyncio.sleep(0.01)
+
+
+def _usage_sink(topics: Topics) -> api.UsageSink:
+    async def send(usage: MemoryUsage) -> None:
+        await topics.consolidation.send(key=b"usage", value=usage)
+
+    return send
+
+
+def update_lag(app: faust.App) -> None:
+    """Consumer lag per assigned partition: the partition's end minus the next offset to read."""
+    try:
+        consumer = app.consumer
+        for tp in consumer.assignment():
+            if tp.topic.endswith("-changelog"):  # table changelogs are only read on recovery
+                continue
+            highwater = consumer.highwater(tp)
+            read = consumer._read_offset.get(tp)  # type: ignore[attr-defined]  # Faust keeps no public "position"
+            if highwater is None:
+                continue
+            lag = max(0, highwater - (read + 1 if read is not None else 0))
+            CONSUMER_LAG.labels(tp.topic, str(tp.partition)).set(lag)
+    except Exception:  # metrics never break serving
+        logging.getLogger(__name__).debug("could not read the consumer lag", exc_info=True)

@@ -25,12 +25,14 @@ class RawRecord:
     """One record of a session file as read from disk: a JSONL line, or one element of a JSON document.
 
     ``line`` is 1-based (for a single-JSON file, the line where the element starts, or 1); ``offset`` is
-    the byte offset just past the record, so a reader can resume after it.
+    the byte offset just past the record, so a reader can resume after it; ``start`` is the byte offset
+    where the record's line begins (-1 when the producer does not know it), so a reader can resume before it.
     """
 
     line: int
     offset: int
     text: str
+    start: int = -1
 
 
 @dataclass(frozen=True, slots=True)
@@ -60,7 +62,14 @@ class Problem:
 
 @dataclass(slots=True)
 class Parsed:
-    """An adapter's answer for one file: the turns in conversation order, and what it skipped."""
+    """An adapter's answer for one file: the turns in conversation order, and what it skipped.
+
+    ``resume_offset``/``resume_line`` are set when an adapter called with ``final=False`` held back a
+    message the file has not finished (a Kimi answer still streaming): the next read must start there
+    rather than at the reader's offset, so the whole message is read again once it is complete.
+    """
 
     turns: list[CapturedTurn] = field(default_factory=list)
     problems: list[Problem] = field(default_factory=list)
+    resume_offset: int | None = None
+    resume_line: int | None = None

@@ -434,10 +434,10 @@ def test_service_monitor_scrapes_both_services(rendered: dict[str, list[dict[str
 
 def test_probed_and_scraped_paths_are_routes_of_memstream_api(rendered: dict[str, list[dict[str, Any]]]) -> None:
     source = (Path(__file__).resolve().parents[2] / "memstream" / "api.py").read_text()
-    assert '@app.page("/health")' in source
+    assert 'Route("/health"' in source
     monitor = one(rendered["servicemonitor"], "ServiceMonitor")
     for endpoint in monitor["spec"]["endpoints"]:
-        assert f'@app.page("{endpoint["path"]}")' in source, endpoint["path"]
+        assert f'Route("{endpoint["path"]}"' in source, endpoint["path"]
 
 
 def test_every_namespaced_object_is_in_the_release_namespace(rendered: dict[str, list[dict[str, Any]]]) -> None:
