@@ -44,9 +44,11 @@ def register(app: faust.App, topics: Topics, providers: Providers, sink: DeadLet
         if not facts:
             return
         try:
-            with stage_span("memstream.embed.batch", size=len(facts), model=embedder.model):
-                with metrics.EMBED_SECONDS.time():
-                    vectors = await embedder.embed_documents([fact.text for fact, _ in facts])
+            with (
+                stage_span("memstream.embed.batch", size=len(facts), model=embedder.model),
+                metrics.EMBED_SECONDS.time(),
+            ):
+                vectors = await embedder.embed_documents([fact.text for fact, _ in facts])
         except asyncio.CancelledError:
             raise
         except Exception as exc:

@@ -31,7 +31,8 @@ T = TypeVar("T")
 
 
 def machine() -> str:
-    return f"{platform.machine()}, {os.cpu_count()} cores, {platform.system()} {platform.release()}, Python {platform.python_version()}"
+    system = f"{platform.system()} {platform.release()}"
+    return f"{platform.machine()}, {os.cpu_count()} cores, {system}, Python {platform.python_version()}"
 
 
 def _median(results: list[T], key: Callable[[T], float]) -> T:

@@ -8,6 +8,7 @@ stopped on exit and on Ctrl-C, and the kernel kills it if the parent dies
 from __future__ import annotations
 
 import atexit
+import contextlib
 import ctypes
 import logging
 import signal
@@ -46,10 +47,8 @@ def tansu_binary() -> str:
 
 
 def _die_with_parent() -> None:  # pragma: no cover - runs in the child between fork and exec
-    try:
+    with contextlib.suppress(OSError):
         ctypes.CDLL("libc.so.6", use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
-    except OSError:
-        pass
 
 
 def metadata_ready(host: str, port: int, timeout: float = 1.0) -> bool:

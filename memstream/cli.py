@@ -249,9 +249,8 @@ def cmd_init(args: argparse.Namespace, settings: Settings) -> int:
         publish_events(_bootstrap(settings), settings.topic_prefix, SNAPSHOTS, [(snapshot.session_id, snapshot)])
     )
     sections = sum(1 for line in files.splitlines() if line.startswith("=== ") and line.endswith(" ==="))
-    print(
-        f"published an init snapshot of {directory} ({sections} file{'s' if sections != 1 else ''}, {len(files)} characters)"
-    )
+    plural = "s" if sections != 1 else ""
+    print(f"published an init snapshot of {directory} ({sections} file{plural}, {len(files)} characters)")
     return 0
 
 

@@ -139,10 +139,7 @@ def _write_runtime_file(running: Running) -> None:
 
 
 def _remove_runtime_file(settings: Settings) -> None:
-    try:
-        settings.runtime_file.unlink()
-    except FileNotFoundError:
-        pass
+    settings.runtime_file.unlink(missing_ok=True)
 
 
 def read_runtime_file(settings: Settings) -> dict[str, Any] | None:

@@ -275,7 +275,7 @@ async def test_tombstones_are_what_purge_would_take_oldest_first(store: MemorySt
     undated = msgspec.structs.replace(memory("old tombstone", minutes=60 * 36), superseded_by=active.id)
     for m in (active, *dated, undated):
         await store.upsert(m, E0)
-    for m, day in zip(dated, (3, 1, 2)):
+    for m, day in zip(dated, (3, 1, 2), strict=True):
         await store.supersede(m.id, active.id, at=T0 + timedelta(days=day))
     # The undated one counts from its updated_at, a day and a half after T0.
     oldest_first = [dated[1].id, undated.id, dated[2].id, dated[0].id]
@@ -542,6 +542,6 @@ async def test_two_models_side_by_side_never_mix(make_store: StoreFactory) -> No
     assert await large.list(["p_alpha"]) == [l_]
     assert await small.delete(l_.id) is None
     assert await large.count() == 1
-    with pytest.raises(Exception, match="(?i)dim"):
+    with pytest.raises(Exception, match=r"(?i)dim"):
         await small.upsert(memory("wrong size"), unit(0, 1024))
     assert await small.count() == 1

@@ -24,7 +24,7 @@ from collections.abc import Iterator
 from dataclasses import fields
 from importlib import resources
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import jsonschema
 import pytest
@@ -184,10 +184,10 @@ def test_depends_on_has_no_cycle(services: dict[str, Any]) -> None:
     def visit(name: str, path: list[str]) -> None:
         if state.get(name) == "done":
             return
-        assert state.get(name) != "visiting", f"dependency cycle: {' -> '.join(path + [name])}"
+        assert state.get(name) != "visiting", f"dependency cycle: {' -> '.join([*path, name])}"
         state[name] = "visiting"
         for dependency in services[name].get("depends_on", {}):
-            visit(dependency, path + [name])
+            visit(dependency, [*path, name])
         state[name] = "done"
 
     for name in services:
@@ -328,7 +328,8 @@ def test_the_collector_and_prometheus_read_the_mounted_configs(services: dict[st
 
 
 class _Handler(http.server.BaseHTTPRequestHandler):
-    status_by_path: dict[str, int] = {}
+    #: Set per test on a subclass (see http_server): the status each path answers.
+    status_by_path: ClassVar[dict[str, int]] = {}
 
     def do_GET(self) -> None:
         status = self.status_by_path.get(self.path.split("?")[0], 404)

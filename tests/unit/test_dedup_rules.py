@@ -9,10 +9,10 @@ import pytest
 from memstream.embed.base import DistanceProfile
 from memstream.rules.dedup import Duplicate, cosine_distance, cosine_distances, find_duplicate, remember, threshold
 from memstream.schemas import MEMORY_TYPES, STRUCTURAL_TYPES, RecentMemory, ScoredMemory
+from tests.unit.factories import memory
 
 #: Seed 000's values for voyage-code-3.
 PROFILE = DistanceProfile(0.12, 0.25, 0.35)
-from tests.unit.factories import memory
 
 
 def scored(id: str, distance: float, type: str = "architecture") -> ScoredMemory:
@@ -173,9 +173,9 @@ def test_packed_and_numeric_vectors_dedup_alike() -> None:
     packed = RecentMemory.of(id="p", type="architecture", text="t", vector=vector, decided_at=1.0)
     numeric = RecentMemory(id="n", type="architecture", text="t", vector=vector, decided_at=1.0)
     assert packed.vector == [] and len(packed.packed) == 8
-    for memory in (packed, numeric):
-        found = find_duplicate("architecture", [0.6, 0.8], [], [memory], PROFILE)
-        assert found is not None and found.memory_id == memory.id and found.distance < 1e-6
+    for recent in (packed, numeric):
+        found = find_duplicate("architecture", [0.6, 0.8], [], [recent], PROFILE)
+        assert found is not None and found.memory_id == recent.id and found.distance < 1e-6
 
 
 def test_cosine_distances_match_one_by_one_and_zero_vectors_are_one() -> None:

@@ -9,7 +9,7 @@ from collections.abc import Iterator
 from datetime import UTC, datetime
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 from urllib.parse import parse_qs, urlparse
 
 import msgspec
@@ -75,8 +75,9 @@ def test_empty_fields_are_dashes_and_times_are_utc() -> None:
 class FakeApi(BaseHTTPRequestHandler):
     """GET /history as ``memstream up`` serves it, over canned records."""
 
-    records: dict[str, list[dict[str, Any]]] = {}
-    asked: list[dict[str, list[str]]] = []
+    #: The server builds a handler per request, so state lives on the class; the api fixture resets it.
+    records: ClassVar[dict[str, list[dict[str, Any]]]] = {}
+    asked: ClassVar[list[dict[str, list[str]]]] = []
 
     def do_GET(self) -> None:
         url = urlparse(self.path)
