@@ -91,20 +91,21 @@ class EmbeddedBroker:
 
     def start(self) -> EmbeddedBroker:
         url = f"tcp://{self.host}:{self.port}"
-        out = open(self.log_file, "ab") if self.log_file else subprocess.DEVNULL  # noqa: SIM115
+        # Not a with block: the child inherits its own copy of the descriptor, ours is closed once it started.
+        output = open(self.log_file, "ab") if self.log_file else None  # noqa: SIM115
         try:
             self._process = subprocess.Popen(
                 [tansu_binary(), "broker", "--listener-url", url, "--advertised-listener-url", url],
                 stdin=subprocess.DEVNULL,
-                stdout=out,
+                stdout=subprocess.DEVNULL if output is None else output,
                 stderr=subprocess.STDOUT,
                 preexec_fn=_die_with_parent,
                 # Ctrl-C in a terminal reaches the whole foreground group; we stop it ourselves.
                 start_new_session=True,
             )
         finally:
-            if out is not subprocess.DEVNULL:
-                out.close()
+            if output is not None:
+                output.close()
         atexit.register(self.stop)
         deadline = time.monotonic() + READY_TIMEOUT_SECONDS
         while not metadata_ready(self.host, self.port):

@@ -23,7 +23,7 @@ class Event(msgspec.Struct, tag_field="schema", kw_only=True, frozen=True):
     """Base of every event; the tag names the event and its schema version."""
 
 
-class Turn(Event, tag="turn.v1", kw_only=True):
+class Turn(Event, tag="turn.v1", kw_only=True, frozen=True):
     """One message of a coding-agent session, as an agent host publishes it. Key: session."""
 
     session_id: str
@@ -43,7 +43,7 @@ class Message(msgspec.Struct, frozen=True):
     content: str
 
 
-class Snapshot(Event, tag="snapshot.v1", kw_only=True):
+class Snapshot(Event, tag="snapshot.v1", kw_only=True, frozen=True):
     """The last messages of a session, privacy-stripped, after an assistant turn. Key: session."""
 
     snapshot_id: str
@@ -65,7 +65,7 @@ class Snapshot(Event, tag="snapshot.v1", kw_only=True):
     ts: datetime
 
 
-class ParkedSnapshot(Event, tag="parked-snapshot.v1", kw_only=True):
+class ParkedSnapshot(Event, tag="parked-snapshot.v1", kw_only=True, frozen=True):
     """A snapshot whose extraction failed on every provider, waiting to be retried. Key: session."""
 
     snapshot: Snapshot
@@ -82,7 +82,7 @@ class Entity(msgspec.Struct, frozen=True, kw_only=True):
     confidence: float = 1.0
 
 
-class Fact(Event, tag="fact.v1", kw_only=True):
+class Fact(Event, tag="fact.v1", kw_only=True, frozen=True):
     """One atomic, typed fact extracted from a snapshot (or condensed by aging). Key: scope."""
 
     fact_id: str
@@ -102,7 +102,7 @@ class Fact(Event, tag="fact.v1", kw_only=True):
     ts: datetime
 
 
-class EmbeddedFact(Event, tag="embedded-fact.v1", kw_only=True):
+class EmbeddedFact(Event, tag="embedded-fact.v1", kw_only=True, frozen=True):
     """A fact with its document embedding. Key: scope."""
 
     fact: Fact
@@ -110,7 +110,7 @@ class EmbeddedFact(Event, tag="embedded-fact.v1", kw_only=True):
     embedding_model: str
 
 
-class MemoryOp(Event, kw_only=True):
+class MemoryOp(Event, kw_only=True, frozen=True):
     """An operation on stored memory; only the store agent applies them. Key: scope."""
 
     op_id: str
@@ -122,14 +122,14 @@ class MemoryOp(Event, kw_only=True):
     prompt_version: str = ""
 
 
-class CreateMemory(MemoryOp, tag="op.create.v1", kw_only=True):
+class CreateMemory(MemoryOp, tag="op.create.v1", kw_only=True, frozen=True):
     memory: Memory
     vector: list[float]
     #: The entity triples extracted with the fact, for the knowledge graph.
     entities: list[Entity] = []
 
 
-class RefreshMemory(MemoryOp, tag="op.refresh.v1", kw_only=True):
+class RefreshMemory(MemoryOp, tag="op.refresh.v1", kw_only=True, frozen=True):
     """A duplicate arrived: refresh the existing memory's text and ``updated_at``.
 
     ``memory`` is what the fact would have become on its own; the store creates it if the
@@ -142,11 +142,11 @@ class RefreshMemory(MemoryOp, tag="op.refresh.v1", kw_only=True):
     entities: list[Entity] = []
 
 
-class DeleteMemory(MemoryOp, tag="op.delete.v1", kw_only=True):
+class DeleteMemory(MemoryOp, tag="op.delete.v1", kw_only=True, frozen=True):
     memory_id: str
 
 
-class SupersedeMemory(MemoryOp, tag="op.supersede.v1", kw_only=True):
+class SupersedeMemory(MemoryOp, tag="op.supersede.v1", kw_only=True, frozen=True):
     memory_id: str
     superseded_by: str
 
@@ -154,7 +154,7 @@ class SupersedeMemory(MemoryOp, tag="op.supersede.v1", kw_only=True):
 Change = Literal["created", "refreshed", "deleted", "superseded"]
 
 
-class MemoryUpdated(Event, tag="memory-updated.v1", kw_only=True):
+class MemoryUpdated(Event, tag="memory-updated.v1", kw_only=True, frozen=True):
     """What the store changed, for downstream services. Key: scope."""
 
     change: Change
@@ -166,7 +166,7 @@ class MemoryUpdated(Event, tag="memory-updated.v1", kw_only=True):
     ts: datetime
 
 
-class RolloutOutput(Event, tag="rollout-output.v1", kw_only=True):
+class RolloutOutput(Event, tag="rollout-output.v1", kw_only=True, frozen=True):
     """Phase 1 (seed 004): one idle session (a rollout) distilled into memory. Key: scope.
 
     Published on the one-partition consolidation topic, so its offset there is the
@@ -194,7 +194,7 @@ class RolloutOutput(Event, tag="rollout-output.v1", kw_only=True):
     model: str = ""
 
 
-class MemoryUsage(Event, tag="memory-usage.v1", kw_only=True):
+class MemoryUsage(Event, tag="memory-usage.v1", kw_only=True, frozen=True):
     """Search or the [MEMORY] block returned memories: usage for Phase 2's selection.
 
     Usage counts for the rollouts (sessions) the memories came from. Key: scope.
@@ -205,7 +205,7 @@ class MemoryUsage(Event, tag="memory-usage.v1", kw_only=True):
     ts: datetime
 
 
-class ConsolidationRequest(Event, tag="consolidation-request.v1", kw_only=True):
+class ConsolidationRequest(Event, tag="consolidation-request.v1", kw_only=True, frozen=True):
     """Asks for a global Phase 2 run; its topic has exactly one partition.
 
     ``reason``: ``phase1`` (new Phase 1 output, debounced) or ``schedule``.
@@ -220,7 +220,7 @@ class ConsolidationRequest(Event, tag="consolidation-request.v1", kw_only=True):
 ConsolidationEvent = RolloutOutput | MemoryUsage | ConsolidationRequest
 
 
-class DeadLetter(Event, tag="dead-letter.v1", kw_only=True):
+class DeadLetter(Event, tag="dead-letter.v1", kw_only=True, frozen=True):
     """An event a stage could not process, with the reason and the original bytes."""
 
     stage: str
