@@ -96,16 +96,13 @@ class HttpRecord:
     query: dict[str, str] = field(default_factory=dict)
 
 
-H = TypeVar("H", bound=HttpRecord)
-
-
 @dataclass(frozen=True)
 class _Fail:
     status: int
     retry_after: float | None
 
 
-class LoopbackFake(ScriptedFake[H, _Fail]):
+class LoopbackFake(ScriptedFake[R, _Fail]):
     #: The class's name as tests know it, e.g. "FakeVoyage": in errors, and (as "fake-voyage") the thread's name.
     name: ClassVar[str]
 
@@ -206,7 +203,9 @@ class LoopbackFake(ScriptedFake[H, _Fail]):
         except ValueError:
             return None
 
-    async def _record_request(self, request: web.Request, record: Callable[..., H]) -> tuple[H, object]:
+    async def _record_request(
+        self, request: web.Request, record: Callable[[dict[str, str], dict[str, Any], str, dict[str, str]], R]
+    ) -> tuple[R, object]:
         """Keeps ``record(headers, body, path, query)`` for the test; also returns the parsed body, None when it
         was not JSON."""
         parsed = await self._read_json(request)
