@@ -89,6 +89,11 @@ class Provider:
     input_tokens: int
     #: ``fail_next`` arguments (status or gRPC code) of failures one retry gets past.
     transient: tuple[Any, ...]
+    #: The ``fail_next`` argument of a rate limit, and how its error reads.
+    rate_limit: Any
+    rate_limited: str
+    #: How the error for a wrong API key reads (keyed providers).
+    wrong_key: str
     #: What a recorded request carried, to compare a retry with its first attempt.
     sent: Callable[[Any], object]
     #: How an unreachable server's error reads after ``"<name> <model>: "``.
@@ -126,6 +131,9 @@ ANTHROPIC = Provider(
     responder=lambda body: _paris(body["messages"][-1]["content"], "Paris", "unknown"),
     input_tokens=7 + 6,
     transient=(500, 529),  # no retry-after: the SDK's own backoff (~0.4-0.5 s) is used
+    rate_limit=429,
+    rate_limited="HTTP 429 rate_limit_error: scripted 429",
+    wrong_key="HTTP 401 authentication_error: invalid x-api-key",
     sent=lambda recorded: recorded.body,
     unreachable="connection failed",
 )
@@ -145,6 +153,10 @@ GOOGLE = Provider(
     responder=lambda body: _paris(body["contents"][-1]["parts"][0]["text"], '["Paris"]', ""),
     input_tokens=6 + 10,
     transient=(503,),
+    rate_limit=429,
+    rate_limited="HTTP 429 RESOURCE_EXHAUSTED: scripted 429",
+    # The Gemini API answers a bad key with 400 INVALID_ARGUMENT (reason API_KEY_INVALID), not 401.
+    wrong_key="HTTP 400 INVALID_ARGUMENT: API key not valid",
     sent=lambda recorded: recorded.body,
     unreachable="connection failed",
 )
@@ -164,6 +176,9 @@ LOCAL = Provider(
     responder=lambda body: _paris(body["messages"][-1]["content"], '["Paris"]', ""),
     input_tokens=10 + 6,
     transient=(503,),
+    rate_limit=429,
+    rate_limited="HTTP 429 requests: scripted 429",
+    wrong_key="HTTP 401 invalid_request_error: Incorrect API key",  # when the server wants a key
     sent=lambda recorded: recorded.body,
     unreachable="connection failed",
 )
@@ -188,6 +203,9 @@ XAI = Provider(
     responder=_xai_answer,
     input_tokens=7 + 6,
     transient=(grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.INTERNAL, grpc.StatusCode.ABORTED),
+    rate_limit=grpc.StatusCode.RESOURCE_EXHAUSTED,
+    rate_limited="gRPC RESOURCE_EXHAUSTED scripted RESOURCE_EXHAUSTED",
+    wrong_key="gRPC UNAUTHENTICATED incorrect API key provided",
     sent=lambda recorded: recorded.request,
     unreachable="gRPC UNAVAILABLE",
 )

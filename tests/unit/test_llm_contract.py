@@ -48,6 +48,32 @@ async def test_a_transient_failure_is_retried_then_succeeds(
     assert case.sent(first) == case.sent(retry)
 
 
+async def test_a_persistent_rate_limit_gives_up_after_the_policy_limit(
+    case: Provider, fake: Any, make_llm: MakeLLM
+) -> None:
+    fake.fail_next(10, case.rate_limit)
+
+    with pytest.raises(LLMError) as caught:
+        await make_llm(max_retries=1).complete(case.system, QUESTION)
+
+    assert str(caught.value) == f"{case.name} {case.model}: {case.rate_limited}"
+    assert caught.value.retryable is True
+    assert len(fake.requests) == 2
+
+
+@pytest.mark.parametrize("case", KEYED, ids=lambda p: p.name)
+async def test_a_wrong_api_key_is_refused_and_not_retried(case: Provider, fake: Any, make_llm: MakeLLM) -> None:
+    wrong = f"{case.api_key}-wrong"
+
+    with pytest.raises(LLMError) as caught:
+        await make_llm(api_key=wrong, max_retries=2).complete(case.system, QUESTION)
+
+    assert str(caught.value).startswith(f"{case.name} {case.model}: {case.wrong_key}")
+    assert caught.value.retryable is False
+    [request] = fake.requests
+    assert request.api_key == wrong
+
+
 async def test_delay_longer_than_the_timeout_raises_a_retryable_llm_error(
     case: Provider, fake: Any, make_llm: MakeLLM
 ) -> None:
