@@ -91,8 +91,8 @@ class EmbeddedBroker:
 
     def start(self) -> EmbeddedBroker:
         url = f"tcp://{self.host}:{self.port}"
-        # Not a with block: the child inherits its own copy of the descriptor, ours is closed once it started.
-        output = open(self.log_file, "ab") if self.log_file else None  # noqa: SIM115
+        # The child inherits its own copy of the descriptor; ours is closed in the finally below.
+        output = open(self.log_file, "ab") if self.log_file else None  # noqa: SIM115 - closed once Popen ran
         try:
             self._process = subprocess.Popen(
                 [tansu_binary(), "broker", "--listener-url", url, "--advertised-listener-url", url],

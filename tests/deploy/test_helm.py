@@ -19,7 +19,7 @@ import yaml
 helm = pytest.importorskip("helm_python")
 kubernetes_validate = pytest.importorskip("kubernetes_validate")
 
-from memstream.settings import Settings  # noqa: E402
+from memstream.settings import Settings  # noqa: E402 - only once the optional deploy tools are known present
 
 CHART_DIR = Path(__file__).resolve().parents[2] / "helm" / "memstream"
 RELEASE = "mem"

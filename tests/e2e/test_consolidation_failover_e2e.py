@@ -69,8 +69,8 @@ class HeldPhase2(PhaseModel):
             self.in_flight += 1
             self.max_in_flight = max(self.max_in_flight, self.in_flight)
         try:
-            # A threading.Event: the test releases it from its own thread, where no asyncio.Event can be set.
-            while first and not self.release.is_set():  # noqa: ASYNC110
+            # The test releases it from its own thread, where no asyncio.Event can be set.
+            while first and not self.release.is_set():  # noqa: ASYNC110 - a threading.Event, polled
                 await asyncio.sleep(0.05)
             return self.answer(request)
         finally:
