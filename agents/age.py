@@ -82,6 +82,7 @@ def register(app: faust.App, topics: Topics, providers: Providers, sink: DeadLet
                     session_id=oldest.session_id,
                     source_chunk=oldest.text,
                     origin=f"condense:{oldest.id}",
+                    sources=oldest.sources,
                     ts=memory.updated_at,
                 ),
             )

@@ -40,7 +40,7 @@ from memstream.bootstrap import Providers
 from memstream.identity import NormalizedContent, derived_id, memory_id, normalize_content
 from memstream.llm.base import LLMError
 from memstream.rules import audit, decision, lexical
-from memstream.rules.dedup import cosine_distances, find_duplicate, remember, threshold
+from memstream.rules.dedup import EXACT_ONLY_TYPES, cosine_distances, find_duplicate, remember, threshold
 from memstream.rules.modes import REASON_EXACT_DUPLICATE, REASON_UPDATE_DELETE_NOT_ALLOWED, PipelineFlags, gate
 from memstream.schemas import (
     MEMORY_TYPES,
@@ -52,6 +52,7 @@ from memstream.schemas import (
     HistoryRecord,
     HybridHit,
     Memory,
+    Provenance,
     RecentMemory,
     RefreshMemory,
     SupersedeMemory,
@@ -71,6 +72,18 @@ NEIGHBOURS = 5
 #: Why an ADD was chosen without the LLM.
 RAW_MODE_REASON = "raw mode: no model to decide"
 DECISION_UNAVAILABLE = "decision unavailable (every provider failed); added"
+
+
+def fact_sources(fact: Fact) -> list[Provenance]:
+    """Where a fact's text came from: the sources its snapshot named (a captured session's files and
+    lines), else its session and how it arrived (``cli``, ``api``, ``mcp`` from an explicit request's
+    origin; ``publish`` for a session's turns)."""
+    if fact.sources:  # captured from a session file (seed 002): its file and line
+        return list(fact.sources)
+    if not fact.session_id:
+        how = fact.origin.split(":", 1)[0] if ":" in fact.origin else ""
+        return [Provenance(source_type=how)] if how in ("cli", "api", "mcp") else []
+    return [Provenance(source_type="publish", session_id=fact.session_id)]
 
 
 @dataclass
@@ -112,6 +125,7 @@ class Decider:
             fields.setdefault("fact_text", content.storage)
             fields.setdefault("origin", fact.origin)
             fields.setdefault("confidence", fact.confidence)
+            fields.setdefault("sources", fact.sources)
             return audit.record(
                 outcome,  # type: ignore[arg-type]
                 scope_key=fact.scope_key,
@@ -211,6 +225,8 @@ class Decider:
         stored = await self.providers.store.get(new_id)
         if stored is not None and stored.superseded_by is None:
             return new_id, REASON_EXACT_DUPLICATE
+        if fact.type in EXACT_ONLY_TYPES:
+            return None
         neighbours = await self.providers.store.search(
             vector,
             [fact.scope_key],
@@ -283,6 +299,7 @@ class Decider:
             embedding_model=embedding_model,
             session_id=fact.session_id,
             project=fact.project,
+            sources=fact_sources(fact),
         )
 
     def _refresh(self, fact: Fact, new: Memory, embedded: EmbeddedFact, target: str, reason: str) -> RefreshMemory:

@@ -160,6 +160,7 @@ def _fact(snapshot: Snapshot, fact: ExtractedFact, index: int, entities: list[En
         origin=snapshot.snapshot_id,
         confidence=fact.confidence,
         entities=entities,
+        sources=snapshot.sources,
         ts=snapshot.ts,
     )
 

@@ -2,19 +2,25 @@
 
 Consumes ``turns`` (key: session id). Emits ``snapshots`` (key: session id).
 State: table ``snapshot-sessions`` — per session, its last public messages and the count
-of assistant turns. Relies on the turns of one session arriving in order, which their
-shared key guarantees. Private spans are stripped and secrets redacted here, before
-anything leaves the stage. The first turn of a session in a project with no memories
-yet also emits an init snapshot of the project's files, when this worker can read them.
+of assistant turns. A timer stores the user turns a session ended on: once no turn has
+arrived for ``MEMSTREAM_PHASE1_IDLE_SECONDS`` (processing time), they go out as a snapshot
+of their own, so every turn reaches memory; its id derives from the session and the turn
+count, so a redelivery or a replay stores the same memory again, not a second one.
+Relies on the turns of one session arriving in order, which their shared key guarantees.
+Private spans are stripped and secrets redacted here, before anything leaves the stage.
+The first turn of a session in a project with no memories yet also emits an init
+snapshot of the project's files, when this worker can read them.
 """
 
 from __future__ import annotations
 
 import asyncio
+import time
 from pathlib import Path
 from typing import Any
 
 import faust
+import msgspec
 from faust.types import EventT
 
 from memstream.agents.base import DeadLetters, expect, guarded, state_table
@@ -23,7 +29,15 @@ from memstream.identity import derived_id, project_key, user_key
 from memstream.project_files import read_project_files
 from memstream.rules.explicit import explicit_requests
 from memstream.rules.secrets import redact
-from memstream.rules.snapshot import format_snapshot, last_exchange, snapshot_modes, window
+from memstream.rules.snapshot import (
+    exchange_sources,
+    exchange_start,
+    format_snapshot,
+    last_exchange,
+    pending_is_due,
+    snapshot_modes,
+    window,
+)
 from memstream.schemas import Message, SessionState, Snapshot, Turn
 from memstream.topics.binding import Topics
 from memstream.tracing import stage_span
@@ -33,7 +47,9 @@ STAGE = "snapshot"
 
 def register(app: faust.App, topics: Topics, providers: Providers, sink: DeadLetters) -> faust.types.AgentT:
     settings = providers.settings
-    sessions = state_table(app, "snapshot-sessions", settings.partitions)
+    # Written by the flush timer too, outside any stream event: through the partitioner.
+    sessions = state_table(app, "snapshot-sessions", settings.partitions, use_partitioner=True)
+    turns_topic = topics.turns.get_topic_name()
 
     async def maybe_init(turn: Turn) -> None:
         """Init mode (seed 000): a new project's README, manifests and configs."""
@@ -66,44 +82,92 @@ def register(app: faust.App, topics: Topics, providers: Providers, sink: DeadLet
         if state is None:
             await maybe_init(turn)
             state = SessionState()
-        messages = window(state.messages, Message(turn.role, turn.content), settings.snapshot_messages)
+        messages = window(state.messages, Message(turn.role, turn.content, turn.provenance), settings.snapshot_messages)
         turns = state.assistant_turns + (1 if turn.role == "assistant" else 0)
-        sessions[turn.session_id] = SessionState(messages=messages, assistant_turns=turns)
+        sessions[turn.session_id] = SessionState(
+            messages=messages,
+            assistant_turns=turns,
+            project=turn.project,
+            user=turn.user,
+            last_ts=turn.ts,
+            last_seen=time.time(),
+            partition=event.message.partition,
+        )
         if turn.role != "assistant" or not messages:
             return
         with stage_span("memstream.snapshot", session=turn.session_id, turn=turns):
-            text = redact(
-                format_snapshot(
-                    messages, message_max_chars=settings.message_max_chars, max_chars=settings.snapshot_max_chars
-                )
+            await emit(turn.session_id, turn.project, turn.user, turn.ts, messages, turns, mark="")
+
+    async def emit(
+        session_id: str, project: str, user: str, ts: Any, messages: list[Message], turns: int, *, mark: str
+    ) -> None:
+        """The snapshots of the session's last exchange; ``mark`` tells a flush of unanswered turns apart."""
+        text = redact(
+            format_snapshot(
+                messages, message_max_chars=settings.message_max_chars, max_chars=settings.snapshot_max_chars
             )
-            exchange_start = max((i for i, m in enumerate(messages) if m.role == "user"), default=0)
-            exchange = redact(last_exchange(messages, message_max_chars=settings.message_max_chars))
-            explicit = [
-                redact(fact)
-                for m in messages[exchange_start:]
-                if m.role == "user"
-                for fact in explicit_requests(m.content)
-            ]
-            for mode in snapshot_modes(turns, raw=providers.raw_mode, summary_every=settings.summary_every):
-                snapshot = Snapshot(
-                    snapshot_id=derived_id(turn.session_id, str(turns), mode),
-                    session_id=turn.session_id,
-                    project=turn.project,
-                    project_key=project_key(turn.project),
-                    user_key=user_key(turn.user or settings.user),
-                    mode=mode,  # type: ignore[arg-type]
-                    text=text,
-                    turn_index=turns,
-                    exchange=exchange,
-                    # Explicit requests ride on the normal (or raw) snapshot only, never twice.
-                    explicit=explicit if mode in ("normal", "raw") else [],
-                    ts=turn.ts,
-                )
-                await topics.snapshots.send(key=turn.session_id.encode(), value=snapshot)
+        )
+        exchange = redact(last_exchange(messages, message_max_chars=settings.message_max_chars))
+        sources = exchange_sources(messages)
+        explicit = [
+            redact(fact)
+            for m in messages[exchange_start(messages) :]
+            if m.role == "user"
+            for fact in explicit_requests(m.content)
+        ]
+        for mode in snapshot_modes(turns, raw=providers.raw_mode, summary_every=settings.summary_every):
+            if mark and mode == "summary":
+                continue  # a flush stores the unanswered turns; summaries follow assistant turns
+            snapshot = Snapshot(
+                snapshot_id=derived_id(session_id, str(turns), mode, *([mark] if mark else [])),
+                session_id=session_id,
+                project=project,
+                project_key=project_key(project),
+                user_key=user_key(user or settings.user),
+                mode=mode,  # type: ignore[arg-type]
+                text=text,
+                turn_index=turns,
+                exchange=exchange,
+                # Explicit requests ride on the normal (or raw) snapshot only, never twice.
+                explicit=explicit if mode in ("normal", "raw") else [],
+                sources=sources,
+                ts=ts,
+            )
+            await topics.snapshots.send(key=session_id.encode(), value=snapshot)
+
+    async def flush(session_id: str, state: SessionState) -> None:
+        """Store the user turns the session ended on, then remember that they were stored."""
+        pending = len(state.messages) - exchange_start(state.messages)
+        with stage_span("memstream.snapshot", session=session_id, turn=state.assistant_turns, pending=pending):
+            await emit(
+                session_id,
+                state.project,
+                state.user,
+                state.last_ts,
+                state.messages,
+                state.assistant_turns,
+                mark=f"pending:{len(state.messages)}:{state.messages[-1].content[:64]}",
+            )
+        current: SessionState | None = sessions.get(session_id)
+        if current is not None and current.messages == state.messages:  # no turn arrived meanwhile
+            sessions[session_id] = msgspec.structs.replace(current, pending_flushed=True)
 
     @app.agent(topics.turns, name=STAGE)
     async def snapshot(stream: faust.StreamT) -> None:
         await guarded(stream, STAGE, sink, handle)
+
+    @app.timer(settings.phase1_scan_interval, name="snapshot-flush")
+    async def flush_idle() -> None:
+        """Sessions idle on unanswered user turns, on the partitions this worker owns."""
+        owned = {tp.partition for tp in app.assignor.assigned_actives() if tp.topic == turns_topic}
+        if not owned:
+            return
+        now = time.time()
+        idle = settings.phase1_idle_seconds
+        for session_id, state in list(sessions.items()):
+            if state is None or state.partition not in owned or state.last_ts is None:
+                continue
+            if pending_is_due(state.messages, state.last_seen, state.pending_flushed, now, idle):
+                await flush(session_id, state)
 
     return snapshot

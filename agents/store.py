@@ -19,7 +19,7 @@ from faust.types import EventT
 
 from memstream.agents.base import DeadLetters, expect, guarded, state_table
 from memstream.bootstrap import Providers
-from memstream.rules import audit
+from memstream.rules import audit, provenance
 from memstream.schemas import (
     AnyMemoryOp,
     CreateMemory,
@@ -59,12 +59,17 @@ async def apply(store: MemoryStore, op: AnyMemoryOp) -> tuple[str, Memory] | Non
         await store.upsert(memory, op.vector)
         return "created", memory
     if isinstance(op, RefreshMemory):
+        existing = await store.get(op.memory_id)
+        # The memory's session and sources follow the text it ends up holding (seed 002).
+        session_id, sources = provenance.refreshed(existing, op.memory) if existing is not None else (None, None)
         refreshed = await store.refresh(
             op.memory_id,
             text=op.memory.text,
             updated_at=op.memory.updated_at,
             source_chunk=op.memory.source_chunk,
             vector=op.vector,
+            session_id=session_id,
+            sources=sources,
         )
         if refreshed is not None:
             return "refreshed", refreshed

@@ -2,8 +2,13 @@
 
 GET /health             what runs, with which providers
 GET /search?q=&project= hybrid search over a project's (and the user's) memories
-GET /block?project=&q=  the [MEMORY] block, as text
-GET /memories           every stored memory, superseded ones included
+GET /block?project=&q=[&max_tokens=]  the [MEMORY] block, as text, within its token budget
+GET /memories           every stored memory, superseded ones included (or ?project=[&type=]:
+                        a project's active memories, newest first)
+GET /memories/{id}      one memory
+POST /memories          add an explicit memory through the pipeline (JSON: text, project, type?,
+                        scope?, user?); answers with its id once stored, or its status in flight
+POST /memories/{id}/forget  tombstone a memory (JSON: reason), recorded in its audit trail
 GET /history?memory_id= the audit trail of one memory, oldest first (or ?scope= / ?project=:
                         a scope's newest records, returned oldest first)
 GET /metrics            Prometheus metrics
@@ -15,7 +20,9 @@ records memory usage. A process without Faust can build the same app with those 
 
 from __future__ import annotations
 
+import asyncio
 import logging
+import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from contextlib import AbstractAsyncContextManager, AsyncExitStack, asynccontextmanager
 from dataclasses import dataclass, field
@@ -30,8 +37,9 @@ from starlette.routing import BaseRoute, Route
 from starlette.types import ASGIApp
 
 from memstream import metrics, recall
-from memstream.identity import project_key, user_key
-from memstream.schemas import Memory, MemoryUsage
+from memstream.identity import derived_id, project_key, user_key
+from memstream.remember import RememberError, expected_memory_id, make_fact
+from memstream.schemas import Fact, Memory, MemoryOp, MemoryUsage, Provenance, SupersedeMemory
 
 if TYPE_CHECKING:
     from memstream.bootstrap import Providers
@@ -40,6 +48,13 @@ log = logging.getLogger(__name__)
 
 #: Sends one usage record to Phase 2 (the consolidation topic).
 UsageSink = Callable[[MemoryUsage], Awaitable[None]]
+#: Sends one fact to the facts topic (the pipeline's decision stage takes it from there).
+FactSink = Callable[[Fact], Awaitable[None]]
+#: Sends one memory operation to the store agent (the memory-ops topic).
+OpSink = Callable[[MemoryOp], Awaitable[None]]
+#: How long a write waits to see its outcome in the store before answering "in flight".
+WRITE_WAIT_S = 5.0
+WRITE_POLL_S = 0.05
 
 
 async def _no_usage(usage: MemoryUsage) -> None:
@@ -59,10 +74,22 @@ class ApiContext:
     record_usage: UsageSink = _no_usage
     #: Refreshes the consumer-lag gauges before /metrics is served; a no-op without a consumer.
     update_lag: Callable[[], None] = _no_lag
+    #: Sends facts (POST /memories); None in a process that cannot write.
+    send_fact: FactSink | None = None
+    #: Sends memory operations (forgetting); None in a process that cannot write.
+    send_memory_op: OpSink | None = None
+    #: Serve MCP's stateless streamable HTTP at /mcp.
+    mcp: bool = True
     #: Extra routes and ASGI apps mounted beside the built-in ones (e.g. MCP at /mcp).
     routes: Sequence[BaseRoute] = field(default_factory=list)
     #: Context managers entered for the app's lifetime (e.g. the MCP session manager).
     lifespans: Sequence[Callable[[], AbstractAsyncContextManager[Any]]] = field(default_factory=list)
+
+
+#: A forgotten memory is superseded by this marker (plus the operation id), not by another memory.
+FORGOTTEN = "forgotten:"
+#: The cause of a forget operation, followed by the caller's reason; the audit record keeps both.
+FORGET_CAUSE = "forget: "
 
 
 class ApiError(ValueError):
@@ -95,6 +122,35 @@ def scope_args(request: Request, providers: Providers) -> tuple[str, str]:
     return project_key(project), user_key(user)
 
 
+def provenance(memory: Memory) -> list[dict[str, Any]]:
+    """Where the memory's text came from: source, session, file and line, first seen first."""
+    sources: list[Provenance] = list(memory.sources)
+    if not sources and memory.session_id:
+        sources = [Provenance(source_type="", session_id=memory.session_id)]
+    return [{"source": p.source_type, "session": p.session_id, "file": p.file, "line": p.line} for p in sources]
+
+
+def _rounded(value: float | None) -> float | None:
+    return None if value is None else round(value, 4)
+
+
+def result(memory: Memory, score: float | None = None) -> dict[str, Any]:
+    """One memory as every reader gets it: id, text, type, scope, score, session, provenance, times,
+    then the stored fields as they are."""
+    shown: dict[str, Any] = {
+        "id": memory.id,
+        "text": memory.text,
+        "type": memory.type,
+        "scope": memory.scope,
+        "score": None if score is None else round(score, 4),
+        "session": memory.session_id,
+        "provenance": provenance(memory),
+        "created_at": memory.created_at,
+        "updated_at": memory.updated_at,
+    }
+    return {**msgspec.to_builtins(memory), **msgspec.to_builtins(shown)}
+
+
 async def record_usage(ctx: ApiContext, memories: Sequence[Memory]) -> None:
     """Tell Phase 2 which rollouts (sessions) the returned memories came from (seed 004's usage)."""
     rollouts = sorted({m.session_id for m in memories if m.session_id})
@@ -106,6 +162,20 @@ async def record_usage(ctx: ApiContext, memories: Sequence[Memory]) -> None:
         )
     except Exception:  # usage is a ranking signal: never fail a read over it
         log.warning("could not record memory usage", exc_info=True)
+
+
+async def _json_body(request: Request) -> dict[str, Any]:
+    try:
+        body = msgspec.json.decode(await request.body())
+    except msgspec.DecodeError:
+        raise ApiError("the request body must be a JSON object") from None
+    if not isinstance(body, dict):
+        raise ApiError("the request body must be a JSON object")
+    return body
+
+
+def _required(name: str) -> str:
+    raise ApiError(f"the '{name}' field is required")
 
 
 def create_app(ctx: ApiContext) -> ASGIApp:
@@ -133,13 +203,121 @@ def create_app(ctx: ApiContext) -> ASGIApp:
         return Response(metrics.exposition(), media_type="text/plain")
 
     async def memories(request: Request) -> Response:
-        """Every stored memory, superseded ones included (for replays and audits), newest first."""
+        """Every stored memory, superseded ones included (for replays and audits), newest first;
+        with ``project``, the active memories of the project (and the user), ``type`` to narrow."""
         try:
+            if request.query_params.get("project"):
+                limit = _limit(request, 50, 1000)
+                project, user = scope_args(request, providers)
+                kind = request.query_params.get("type", "").strip()
+                listed = await providers.store.list(
+                    recall.scopes(project, user), types=[kind] if kind else None, limit=limit
+                )
+                return JSON({"memories": [result(m) for m in listed]})
             limit = _limit(request, 10_000, 100_000)
         except ApiError as exc:
             return error(str(exc))
         stored = await providers.store.list(None, include_superseded=True, limit=limit)
         return JSON({"memories": [msgspec.to_builtins(m) for m in stored]})
+
+    async def get_memory(memory_id: str) -> Memory | None:
+        try:
+            uuid.UUID(memory_id)
+        except ValueError:
+            return None  # memory ids are uuids: anything else names no memory
+        return await providers.store.get(memory_id)
+
+    async def memory(request: Request) -> Response:
+        found = await get_memory(request.path_params["memory_id"])
+        if found is None:
+            return error(f"no memory {request.path_params['memory_id']}", 404)
+        return JSON({"memory": result(found)})
+
+    async def add(request: Request) -> Response:
+        if ctx.send_fact is None:
+            return error("this process serves reads only: add memories through `memstream up`", 503)
+        try:
+            body = await _json_body(request)
+            fact = make_fact(
+                str(body.get("text", "")),
+                project=str(body.get("project", "")) or _required("project"),
+                user=str(body.get("user", "")) or providers.settings.user,
+                type=body.get("type") or None,
+                scope=body.get("scope") or None,
+                origin=str(body.get("origin", "")) or "api:add",
+            )
+        except (ApiError, RememberError) as exc:
+            return error(str(exc))
+        await ctx.send_fact(fact)
+        return JSON(await _added(fact), status_code=200)
+
+    async def _added(fact: Fact) -> dict[str, Any]:
+        """The fact's outcome once the store shows it, else that it is still in flight."""
+        expected = expected_memory_id(fact)
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + WRITE_WAIT_S
+        while True:
+            stored = await providers.store.get(expected)
+            if stored is not None and stored.active and stored.updated_at >= fact.ts:
+                return {"status": "stored", "id": stored.id, "fact_id": fact.fact_id, "memory": result(stored)}
+            for record in await providers.history.for_scope(fact.scope_key, limit=50):
+                if record.fact_id != fact.fact_id:
+                    continue
+                if record.memory_id:
+                    found = await providers.store.get(record.memory_id)
+                    if found is not None:
+                        return {
+                            "status": "stored" if record.outcome == "created" else record.outcome,
+                            "id": found.id,
+                            "fact_id": fact.fact_id,
+                            "memory": result(found),
+                        }
+                if record.outcome in ("skipped", "recorded", "blocked", "proposed"):
+                    return {
+                        "status": record.outcome,
+                        "id": record.memory_id,
+                        "fact_id": fact.fact_id,
+                        "reason": record.reason,
+                    }
+            if loop.time() >= deadline:
+                return {"status": "in-flight", "id": expected, "fact_id": fact.fact_id}
+            await asyncio.sleep(WRITE_POLL_S)
+
+    async def forget(request: Request) -> Response:
+        if ctx.send_memory_op is None:
+            return error("this process serves reads only: forget memories through `memstream up`", 503)
+        memory_id = request.path_params["memory_id"]
+        try:
+            body = await _json_body(request)
+        except ApiError as exc:
+            return error(str(exc))
+        reason = " ".join(str(body.get("reason", "")).split())
+        if not reason:
+            return error("give the 'reason' for forgetting (it goes into the memory's audit trail)")
+        found = await get_memory(memory_id)
+        if found is None:
+            return error(f"no memory {memory_id}", 404)
+        if not found.active:
+            return JSON({"status": "already-forgotten", "id": memory_id, "superseded_by": found.superseded_by})
+        now = datetime.now(UTC)
+        op_id = derived_id("forget", memory_id, now.isoformat())
+        await ctx.send_memory_op(
+            SupersedeMemory(
+                op_id=op_id,
+                scope_key=found.scope_key,
+                memory_id=memory_id,
+                superseded_by=f"{FORGOTTEN}{op_id}",
+                cause=f"{FORGET_CAUSE}{reason}",
+            )
+        )
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + WRITE_WAIT_S
+        while loop.time() < deadline:
+            current = await providers.store.get(memory_id)
+            if current is None or not current.active:
+                return JSON({"status": "forgotten", "id": memory_id, "reason": reason})
+            await asyncio.sleep(WRITE_POLL_S)
+        return JSON({"status": "in-flight", "id": memory_id, "reason": reason})
 
     async def history(request: Request) -> Response:
         """Audit records about a memory, or the newest of a scope's, oldest first."""
@@ -174,8 +352,15 @@ def create_app(ctx: ApiContext) -> ASGIApp:
             return error(str(exc))
         hits = await recall.search(providers, query, project, user, limit=limit)
         await record_usage(ctx, [hit.memory for hit in hits])
-        results: list[dict[str, Any]] = [
-            {"distance": round(hit.distance, 4), **msgspec.to_builtins(hit.memory)} for hit in hits
+        results = [
+            {
+                **result(hit.memory, score=hit.score),
+                "vector_score": _rounded(hit.vector_score),
+                "bm25_score": _rounded(hit.bm25_score),
+                # The cosine distance, for callers of the vector-only search this replaced.
+                "distance": None if hit.vector_score is None else round(1.0 - hit.vector_score, 4),
+            }
+            for hit in hits
         ]
         return JSON({"query": query, "results": results})
 
@@ -185,27 +370,60 @@ def create_app(ctx: ApiContext) -> ASGIApp:
         except ApiError as exc:
             return error(str(exc))
         query = request.query_params.get("q", "").strip()
-        shown = await recall.block_memories(providers, project, user, query)
+        try:
+            max_tokens = int(request.query_params.get("max_tokens", "0") or "0") or None
+        except ValueError:
+            return error("'max_tokens' must be a whole number")
+        if max_tokens is not None and max_tokens < 100:
+            return error("'max_tokens' must be at least 100")
+        shown = await recall.block_memories(providers, project, user, query, max_tokens=max_tokens)
         await record_usage(ctx, shown.memories)
         return PlainTextResponse(shown.text)
 
     routes: list[BaseRoute] = [
         Route("/health", health),
         Route("/metrics", prometheus),
-        Route("/memories", memories),
+        Route("/memories", memories, methods=["GET"]),
+        Route("/memories", add, methods=["POST"]),
+        Route("/memories/{memory_id}", memory, methods=["GET"]),
+        Route("/memories/{memory_id}/forget", forget, methods=["POST"]),
         Route("/history", history),
         Route("/search", search),
         Route("/block", block),
-        *ctx.routes,
     ]
-    return Starlette(routes=routes, lifespan=_lifespan(ctx))
+    lifespans = list(ctx.lifespans)
+    if ctx.mcp:
+        mcp_routes, mcp_lifespan = _mcp(Starlette(routes=list(routes)), providers.settings.http_host)
+        routes.extend(mcp_routes)
+        lifespans.append(mcp_lifespan)
+    return Starlette(routes=[*routes, *ctx.routes], lifespan=_lifespan(lifespans))
 
 
-def _lifespan(ctx: ApiContext) -> Callable[[Starlette], AbstractAsyncContextManager[None]]:
+def _mcp(api: ASGIApp, host: str) -> tuple[list[BaseRoute], Callable[[], AbstractAsyncContextManager[Any]]]:
+    """MCP's stateless streamable HTTP at /mcp, its tools calling ``api`` in process."""
+    import httpx
+
+    from memstream.mcp_server import API_TIMEOUT_S, ApiClient, build_server
+
+    client = httpx.AsyncClient(
+        transport=httpx.ASGITransport(app=api, raise_app_exceptions=False),
+        base_url="http://memstream",
+        timeout=API_TIMEOUT_S,
+    )
+    server = build_server(ApiClient(client), default_project=None)
+    mcp_app = server.streamable_http_app(
+        streamable_http_path="/mcp", stateless_http=True, json_response=True, host=host
+    )
+    return list(mcp_app.routes), server.session_manager.run
+
+
+def _lifespan(
+    lifespans: Sequence[Callable[[], AbstractAsyncContextManager[Any]]],
+) -> Callable[[Starlette], AbstractAsyncContextManager[None]]:
     @asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
         async with AsyncExitStack() as stack:
-            for enter in ctx.lifespans:
+            for enter in lifespans:
                 await stack.enter_async_context(enter())
             yield
 

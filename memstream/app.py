@@ -23,7 +23,7 @@ from memstream.agents.base import DeadLetters
 from memstream.bootstrap import Providers
 from memstream.codec import register_codec
 from memstream.metrics import CONSUMER_LAG
-from memstream.schemas import MemoryUsage
+from memstream.schemas import Fact, MemoryOp, MemoryUsage
 from memstream.settings import Settings
 from memstream.topics.binding import Topics, bind_topics
 from memstream.transport import MemstreamApp
@@ -82,7 +82,11 @@ def build_app(settings: Settings, providers: Providers, bootstrap: str, *, web: 
         setup_opentelemetry(app)
     if web:
         context = api.ApiContext(
-            providers=providers, record_usage=_usage_sink(topics), update_lag=lambda: update_lag(app)
+            providers=providers,
+            record_usage=_usage_sink(topics),
+            update_lag=lambda: update_lag(app),
+            send_fact=_fact_sink(topics),
+            send_memory_op=_op_sink(topics),
         )
         app.web_server(type("MemstreamApi", (ApiService,), {"asgi_app": api.create_app(context), "faust_app": app}))
     return Pipeline(app=app, topics=topics, providers=providers, dead_letters=dead_letters)
@@ -105,6 +109,20 @@ class ApiService(AsgiService):
 def _usage_sink(topics: Topics) -> api.UsageSink:
     async def send(usage: MemoryUsage) -> None:
         await topics.consolidation.send(key=b"usage", value=usage)
+
+    return send
+
+
+def _fact_sink(topics: Topics) -> api.FactSink:
+    async def send(fact: Fact) -> None:
+        await topics.facts.send(key=fact.scope_key.encode(), value=fact)
+
+    return send
+
+
+def _op_sink(topics: Topics) -> api.OpSink:
+    async def send(op: MemoryOp) -> None:
+        await topics.memory_ops.send(key=op.scope_key.encode(), value=op)
 
     return send
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import logging
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from memstream.embed.base import Embedder
 from memstream.llm.base import LLM
@@ -12,6 +13,9 @@ from memstream.settings import Settings
 from memstream.store.base import MemoryStore
 from memstream.store.graph import GraphStore
 from memstream.store.history import HistoryStore
+
+if TYPE_CHECKING:
+    from memstream.rerank import Reranker
 
 log = logging.getLogger(__name__)
 
@@ -31,6 +35,8 @@ class Providers:
     history: HistoryStore
     #: The knowledge graph; None unless MEMSTREAM_GRAPH_ENABLED.
     graph: GraphStore | None = None
+    #: Reorders search's top results; None unless MEMSTREAM_RERANKER (seed 003's optional reranking).
+    reranker: Reranker | None = None
 
     @property
     def raw_mode(self) -> bool:
@@ -46,6 +52,7 @@ class Providers:
         closers = [self.store.close, self.history.close, self.embedder.close]
         closers += [self.graph.close] if self.graph is not None else []
         closers += [self.llm.close] if self.llm is not None else []
+        closers += [self.reranker.close] if self.reranker is not None else []
         for closer in closers:
             try:
                 await closer()
@@ -178,12 +185,16 @@ def build_providers(
     llm: LLM | None = None,
     history: HistoryStore | None = None,
 ) -> Providers:
+    from memstream.rerank import build_reranker
+
     embedder = embedder or build_embedder(settings)
+    llm = llm or build_llm(settings)
     return Providers(
         settings=settings,
         embedder=embedder,
         store=store or build_store(settings, embedder),
-        llm=llm or build_llm(settings),
+        llm=llm,
         history=history or build_history(settings),
         graph=build_graph(settings),
+        reranker=build_reranker(settings, llm),
     )

@@ -37,6 +37,35 @@ def normalize_content(text: str) -> NormalizedContent:
     return NormalizedContent(storage, normalized, hashlib.sha256(basis.encode()).hexdigest())
 
 
+_LINE_ENDINGS = re.compile(r"\r\n?")
+_FENCE = re.compile(r"^\s*(```|~~~)", re.MULTILINE)
+_INLINE_CODE = re.compile(r"`[^`\n]+`")
+_MARKDOWN = re.compile(
+    r"^\s{0,3}(#{1,6}\s|[-*+]\s|\d+[.)]\s|>\s|\|.*\|)|\*\*[^*\n]+\*\*|\[[^\]\n]+\]\([^)\n]+\)",
+    re.MULTILINE,
+)
+
+
+def normalized_turn_content(content: str) -> str:
+    """Seed 002's normalization of a message: line endings as ``\\n``, the whole trimmed."""
+    return _LINE_ENDINGS.sub("\n", content).strip()
+
+
+def turn_hash(content: str) -> str:
+    """Seed 002's message hash: SHA-256 hex of the normalized content (its dedup key, with the session)."""
+    return hashlib.sha256(normalized_turn_content(content).encode()).hexdigest()
+
+
+def content_features(content: str) -> tuple[int, bool, bool]:
+    """Seed 002's metadata of a message: (content_length, has_code, has_markdown) of its normalized text.
+
+    Code is a fenced block or inline code; Markdown is code, headings, lists, quotes, tables, bold or links.
+    """
+    text = normalized_turn_content(content)
+    has_code = bool(_FENCE.search(text) or _INLINE_CODE.search(text))
+    return len(text), has_code, has_code or bool(_MARKDOWN.search(text))
+
+
 def project_key(project_dir: str) -> str:
     """Seed 001: "the project tag is a deterministic hash of the directory path"."""
     path = os.path.normpath(os.path.abspath(os.path.expanduser(project_dir))) if project_dir else ""

@@ -13,7 +13,7 @@ import msgspec
 from aiokafka import AIOKafkaProducer
 
 from memstream.logs import quiet_payload_loggers
-from memstream.schemas import ROLES, Turn, encode
+from memstream.schemas import ROLES, Provenance, Turn, encode, universal_turn
 from memstream.topics import TURNS, TopicSpec, topic_name
 from memstream.tracing import stage_span
 
@@ -41,7 +41,11 @@ def make_turn(
     ts: datetime | None = None,
     user: str = "",
     source: str = "",
+    llm_source: str = "",
+    llm_model: str = "",
+    provenance: Provenance | None = None,
 ) -> Turn:
+    """A validated turn in seed 002's universal format (hash, timestamps, metadata, provenance)."""
     if not session_id.strip():
         raise TurnError("session id is empty")
     if not project.strip():
@@ -50,7 +54,7 @@ def make_turn(
         raise TurnError(f"unknown role {role!r} (expected one of: {', '.join(ROLES)})")
     if not content.strip():
         raise TurnError("content is empty")
-    return Turn(
+    turn = Turn(
         session_id=session_id,
         project=project,
         role=role,  # type: ignore[arg-type]
@@ -58,6 +62,13 @@ def make_turn(
         ts=ts or datetime.now(UTC),
         user=user,
         source=source,
+        llm_source=llm_source,
+        llm_model=llm_model,
+    )
+    return universal_turn(
+        turn,
+        extracted_at=datetime.now(UTC),
+        provenance=provenance or Provenance(source_type=source or "publish", session_id=session_id),
     )
 
 
@@ -87,6 +98,33 @@ def read_jsonl(path: Path) -> list[Turn]:
 async def publish(bootstrap: str, prefix: str, turns: Sequence[Turn]) -> int:
     """Send turns keyed by session, in order, and wait until the broker has them all."""
     return await publish_events(bootstrap, prefix, TURNS, [(turn.session_id, turn) for turn in turns])
+
+
+async def open_producer(bootstrap: str, prefix: str) -> AIOKafkaProducer:
+    """A started producer for batched sends (:func:`send_turns`); raises if the broker cannot be reached."""
+    quiet_payload_loggers()
+    producer = AIOKafkaProducer(
+        bootstrap_servers=bootstrap, client_id=f"{prefix}-capture", linger_ms=5, request_timeout_ms=15_000
+    )
+    try:
+        await producer.start()
+    except BaseException:
+        await producer.stop()
+        raise
+    return producer
+
+
+async def send_turns(producer: AIOKafkaProducer, prefix: str, turns: Sequence[Turn]) -> int:
+    """Send turns keyed by session without waiting for each, then wait until the broker has them all.
+
+    aiokafka keeps one request in flight per broker, so turns of one session (one partition) stay in order.
+    """
+    topic = topic_name(prefix, TURNS)
+    with stage_span("memstream.publish.batch", topic=topic, size=len(turns)):
+        futures = [await producer.send(topic, encode(turn), key=turn.session_id.encode()) for turn in turns]
+        for future in futures:
+            await future
+    return len(turns)
 
 
 async def publish_events(

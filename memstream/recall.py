@@ -8,14 +8,27 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Collection, Sequence
+from typing import TYPE_CHECKING, Protocol
 
 import msgspec
 
 from memstream.bootstrap import Providers
-from memstream.schemas import CONSOLIDATED, Memory, ScoredMemory
+from memstream.schemas import CONSOLIDATED, Memory
+from memstream.schemas.memory import HybridHit
 from memstream.store.graph import GraphStore
 
+if TYPE_CHECKING:
+    from memstream.rerank import Reranker
+
 log = logging.getLogger(__name__)
+
+
+class Relevant(Protocol):
+    """A search result as the block shows it: a hybrid hit, or a vector hit (``ScoredMemory``)."""
+
+    @property
+    def memory(self) -> Memory: ...
+
 
 #: Seed 001: block sections and the memory types that fill them, in display order.
 SECTIONS: tuple[tuple[str, tuple[str, ...]], ...] = (
@@ -49,24 +62,51 @@ def scopes(project_key: str, user_key: str) -> list[str]:
 
 
 async def search(
-    providers: Providers, query: str, project_key: str, user_key: str = "", *, limit: int = 10
-) -> list[ScoredMemory]:
-    """The memories nearest the query, graph-boosted (seed 003) when the graph is enabled."""
+    providers: Providers,
+    query: str,
+    project_key: str,
+    user_key: str = "",
+    *,
+    limit: int = 10,
+    reranker: Reranker | None = None,
+) -> list[HybridHit]:
+    """The memories that best match the query, best first.
+
+    Seed 003's recall: the same BM25 + vector fusion the decision stage uses (``store.hybrid_search``,
+    ``alpha`` = MEMSTREAM_RECALL_ALPHA, nothing dropped by a minimum score), the graph boost added to
+    the fused score when the graph is enabled, then, when a reranker is given, its order for the top N.
+    """
     keys = scopes(project_key, user_key)
-    graph = providers.graph
-    if graph is None:
-        vector = await providers.embedder.embed_query(query)
-        return await providers.store.search(vector, keys, limit=limit)
     settings = providers.settings
+    graph = providers.graph
+    reranker = reranker if reranker is not None else providers.reranker
+    pool = limit * BOOST_POOL if graph is not None else limit
+    if reranker is not None:
+        pool = max(pool, settings.reranker_top_n)
     # The graph walk needs only the query's words: it runs while the query is embedded.
-    boost = asyncio.create_task(graph_boost_ids(graph, query, keys, settings.graph_boost_timeout_ms / 1000))
+    boost = (
+        asyncio.create_task(graph_boost_ids(graph, query, keys, settings.graph_boost_timeout_ms / 1000))
+        if graph is not None
+        else None
+    )
     try:
         vector = await providers.embedder.embed_query(query)
-        candidates = await providers.store.search(vector, keys, limit=limit * BOOST_POOL)
+        hits = await providers.store.hybrid_search(
+            query, vector, keys, limit=pool, alpha=settings.recall_alpha, min_score=0.0
+        )
     except BaseException:
-        boost.cancel()
+        if boost is not None:
+            boost.cancel()
         raise
-    return rerank(candidates, await boost, settings.graph_boost_weight, limit)
+    if boost is not None:
+        hits = rerank(hits, await boost, settings.graph_boost_weight, len(hits))
+    if reranker is not None:
+        from memstream.rerank import rerank_top
+
+        hits = await rerank_top(
+            query, hits, reranker, top_n=settings.reranker_top_n, timeout_s=settings.reranker_timeout_ms / 1000
+        )
+    return hits[:limit]
 
 
 async def graph_boost_ids(graph: GraphStore, query: str, scope_keys: Sequence[str], deadline_s: float) -> set[str]:
@@ -89,16 +129,14 @@ async def graph_boost_ids(graph: GraphStore, query: str, scope_keys: Sequence[st
     return ids
 
 
-def rerank(
-    candidates: Sequence[ScoredMemory], boosted: Collection[str], weight: float, limit: int
-) -> list[ScoredMemory]:
-    """The ``limit`` best candidates by similarity (1 - distance), plus ``weight`` for boosted ids.
+def rerank(candidates: Sequence[HybridHit], boosted: Collection[str], weight: float, limit: int) -> list[HybridHit]:
+    """The ``limit`` best candidates by hybrid score, plus ``weight`` for boosted ids (seed 003).
 
-    Ties keep the vector order. Each hit keeps its real distance; only the order changes.
+    Ties keep the fused order. Each hit keeps its real scores; only the order changes.
     """
 
-    def score(hit: ScoredMemory) -> float:
-        return (1.0 - hit.distance) + (weight if hit.memory.id in boosted else 0.0)
+    def score(hit: HybridHit) -> float:
+        return hit.score + (weight if hit.memory.id in boosted else 0.0)
 
     return sorted(candidates, key=score, reverse=True)[:limit]
 
@@ -110,17 +148,43 @@ class Block(msgspec.Struct, frozen=True):
     memories: list[Memory]
 
 
-def build_block(memories: Sequence[Memory], relevant: Sequence[ScoredMemory] = ()) -> Block:
+#: Characters per token in the budget's estimate (English prose and code average about 4).
+CHARS_PER_TOKEN = 4
+#: The order sections lose entries when the block is over its budget: the first listed is trimmed
+#: first (its oldest entry first), down to nothing, before the next is touched. Project Brief goes last.
+TRIM_ORDER: tuple[str, ...] = (
+    "Last Session",
+    "Product Context",
+    "Progress & Status",
+    "Tech Context",
+    "Architecture",
+    CONSOLIDATED_TITLE,
+    "User Preferences",
+    RELEVANT,
+    "Project Brief",
+)
+
+
+def estimate_tokens(text: str) -> int:
+    return -(-len(text) // CHARS_PER_TOKEN)
+
+
+class _Section(msgspec.Struct):
+    title: str
+    entries: list[str]
+    memories: list[Memory]
+
+
+def build_block(
+    memories: Sequence[Memory], relevant: Sequence[Relevant] = (), *, max_tokens: int | None = None
+) -> Block:
     """The [MEMORY] block: Phase 2's consolidated summary, then one section per seed 001 row
-    that has memories, then the semantic results."""
-    lines = ["[MEMORY]"]
-    shown: list[Memory] = []
+    that has memories, then the search results; trimmed by ``TRIM_ORDER`` to fit ``max_tokens``."""
+    sections: list[_Section] = []
     active = [m for m in memories if m.superseded_by is None]
     consolidated = sorted((m for m in active if m.type == CONSOLIDATED), key=lambda m: m.updated_at, reverse=True)
     if consolidated:
-        lines.append(f"## {CONSOLIDATED_TITLE}")
-        lines.append(consolidated[0].text)
-        shown.append(consolidated[0])
+        sections.append(_Section(CONSOLIDATED_TITLE, [consolidated[0].text], [consolidated[0]]))
     for title, types in SECTIONS:
         members = [m for m in active if m.type in types]
         if title == "User Preferences":
@@ -128,28 +192,64 @@ def build_block(memories: Sequence[Memory], relevant: Sequence[ScoredMemory] = (
         members.sort(key=lambda m: m.updated_at, reverse=True)
         if title == "Last Session":
             members = members[:LAST_SESSION_LIMIT]
+        members = members[:SECTION_LIMIT]
         if members:
-            lines.append(f"## {title}")
-            lines.extend(f"- {m.text}" for m in members[:SECTION_LIMIT])
-            shown.extend(members[:SECTION_LIMIT])
+            sections.append(_Section(title, [f"- {m.text}" for m in members], members))
     hits = [hit for hit in relevant if hit.memory.superseded_by is None][:RELEVANT_LIMIT]
     if hits:
-        lines.append(f"## {RELEVANT}")
-        lines.extend(f"- [{hit.memory.type}] {hit.memory.text}" for hit in hits)
-        shown.extend(hit.memory for hit in hits)
+        sections.append(
+            _Section(RELEVANT, [f"- [{h.memory.type}] {h.memory.text}" for h in hits], [h.memory for h in hits])
+        )
+    if max_tokens is not None:
+        _fit(sections, max_tokens)
+    lines = ["[MEMORY]"]
+    shown: list[Memory] = []
+    for section in sections:
+        if section.entries:
+            lines.append(f"## {section.title}")
+            lines.extend(section.entries)
+            shown.extend(section.memories)
     lines.append("[/MEMORY]")
     return Block(text="\n".join(lines), memories=shown)
 
 
-def render_block(memories: Sequence[Memory], relevant: Sequence[ScoredMemory] = ()) -> str:
+def _render_size(sections: Sequence[_Section]) -> int:
+    size = len("[MEMORY]\n[/MEMORY]")
+    for section in sections:
+        if section.entries:
+            size += len(f"\n## {section.title}") + sum(len(entry) + 1 for entry in section.entries)
+    return size
+
+
+def _fit(sections: list[_Section], max_tokens: int) -> None:
+    """Drop entries by ``TRIM_ORDER`` (each section's last, i.e. oldest or least relevant, first) until
+    the block fits; a single entry still too long for the budget is cut short with an ellipsis."""
+    budget = max_tokens * CHARS_PER_TOKEN
+    rank = {title: i for i, title in enumerate(TRIM_ORDER)}
+    by_priority = sorted(sections, key=lambda s: rank.get(s.title, -1))
+    for section in by_priority:
+        while section.entries and _render_size(sections) > budget:
+            if len(section.entries) == 1 and all(not s.entries for s in sections if s is not section):
+                over = _render_size(sections) - budget
+                keep = max(0, len(section.entries[0]) - over - 1)
+                section.entries[0] = section.entries[0][:keep] + "…"
+                return
+            section.entries.pop()
+            section.memories.pop()
+
+
+def render_block(memories: Sequence[Memory], relevant: Sequence[Relevant] = ()) -> str:
     return build_block(memories, relevant).text
 
 
-async def block_memories(providers: Providers, project_key: str, user_key: str = "", query: str = "") -> Block:
+async def block_memories(
+    providers: Providers, project_key: str, user_key: str = "", query: str = "", *, max_tokens: int | None = None
+) -> Block:
     types = [CONSOLIDATED, *(t for _, section in SECTIONS for t in section)]
     memories = await providers.store.list(scopes(project_key, user_key), types=types)
     relevant = await search(providers, query, project_key, user_key, limit=RELEVANT_LIMIT) if query else []
-    return build_block(memories, relevant)
+    budget = max_tokens if max_tokens is not None else providers.settings.block_max_tokens
+    return build_block(memories, relevant, max_tokens=budget)
 
 
 async def block(providers: Providers, project_key: str, user_key: str = "", query: str = "") -> str:

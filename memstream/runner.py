@@ -6,12 +6,12 @@ Used by ``memstream up`` and by the end-to-end tests, so both exercise the same 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import logging
 import os
 import time
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 import faust
@@ -20,6 +20,7 @@ from memstream.app import Pipeline, build_app
 from memstream.bootstrap import Providers, build_providers
 from memstream.broker import EmbeddedBroker
 from memstream.logs import quiet_payload_loggers
+from memstream.runtime import read_runtime_file as read_runtime_file  # its old home: callers still import it here
 from memstream.settings import Settings
 from memstream.topics.admin import ensure_topics
 
@@ -139,26 +140,5 @@ def _write_runtime_file(running: Running) -> None:
 
 
 def _remove_runtime_file(settings: Settings) -> None:
-    settings.runtime_file.unlink(missing_ok=True)
-
-
-def read_runtime_file(settings: Settings) -> dict[str, Any] | None:
-    """What a running ``memstream up`` wrote about itself, if it is still alive."""
-    try:
-        data = json.loads(settings.runtime_file.read_text())
-        pid = int(data["pid"])
-        os.kill(pid, 0)
-    except (FileNotFoundError, ValueError, KeyError, ProcessLookupError, PermissionError):
-        return None
-    # A container restarted after a crash reuses low pids: a file naming this very process,
-    # or a process that is not memstream, was left behind and means nothing.
-    if pid == os.getpid() or not _is_memstream(pid):
-        return None
-    return data
-
-
-def _is_memstream(pid: int) -> bool:
-    try:
-        return b"memstream" in Path(f"/proc/{pid}/cmdline").read_bytes()
-    except OSError:
-        return True  # no /proc (not Linux): trust the pid
+    with contextlib.suppress(FileNotFoundError):
+        settings.runtime_file.unlink()

@@ -175,6 +175,36 @@ class Settings:
         default=300.0, metadata=_env("MEMSTREAM_CONSOLIDATION_RETRY_DELAY_MAX")
     )
 
+    # --- capture (seed 002) -------------------------------------------------------------
+    #: MEMSTREAM_CLAUDE_DIR: Claude Code's home, whose ``projects/`` holds its sessions.
+    claude_dir: Path = field(default=Path("~/.claude"), metadata=_env("MEMSTREAM_CLAUDE_DIR"))
+    #: MEMSTREAM_CODEX_DIR: Codex's home (``CODEX_HOME``), whose ``sessions/`` holds its rollouts.
+    codex_dir: Path = field(default=Path("~/.codex"), metadata=_env("MEMSTREAM_CODEX_DIR"))
+    #: MEMSTREAM_GEMINI_DIR: Gemini CLI's home, whose ``tmp/<project hash>/chats/`` holds its sessions.
+    gemini_dir: Path = field(default=Path("~/.gemini"), metadata=_env("MEMSTREAM_GEMINI_DIR"))
+    #: MEMSTREAM_KIMI_DIR: Kimi CLI's home, whose ``sessions/`` holds its wire logs.
+    kimi_dir: Path = field(default=Path("~/.kimi"), metadata=_env("MEMSTREAM_KIMI_DIR"))
+    #: MEMSTREAM_WATCH: ``memstream up`` also follows the CLIs' session folders, as ``memstream watch`` does.
+    watch: bool = field(default=False, metadata=_env("MEMSTREAM_WATCH"))
+    #: MEMSTREAM_WATCH_SWEEP: seconds between two full sweeps of the session folders while watching.
+    watch_sweep: float = field(default=300.0, metadata=_env("MEMSTREAM_WATCH_SWEEP"))
+
+    # --- recall ------------------------------------------------------------------------
+    #: MEMSTREAM_BLOCK_MAX_TOKENS: token budget of the [MEMORY] block (about 4 characters a token);
+    #: sections are trimmed by priority to fit (see memstream.recall.TRIM_ORDER).
+    block_max_tokens: int = field(default=2000, metadata=_env("MEMSTREAM_BLOCK_MAX_TOKENS"))
+    #: MEMSTREAM_RECALL_ALPHA: weight of the vector leg in search's hybrid score (the BM25 leg gets 1 - alpha);
+    #: 0.9 was best of 0.3-0.9 on bench/retrieval (the decision stage keeps its own 0.7).
+    recall_alpha: float = field(default=0.9, metadata=_env("MEMSTREAM_RECALL_ALPHA"))
+    #: MEMSTREAM_RERANKER: rerank search's top results: none (default), voyage or llm (the configured LLM chain).
+    reranker: str = field(default="none", metadata=_env("MEMSTREAM_RERANKER"))
+    #: MEMSTREAM_RERANKER_MODEL: the Voyage rerank model.
+    reranker_model: str = field(default="rerank-2.5-lite", metadata=_env("MEMSTREAM_RERANKER_MODEL"))
+    #: MEMSTREAM_RERANKER_TOP_N: how many of the top results are reranked (1-100).
+    reranker_top_n: int = field(default=20, metadata=_env("MEMSTREAM_RERANKER_TOP_N"))
+    #: MEMSTREAM_RERANKER_TIMEOUT_MS: after this the original order stands, with no second attempt (100-30000).
+    reranker_timeout_ms: int = field(default=2000, metadata=_env("MEMSTREAM_RERANKER_TIMEOUT_MS"))
+
     # --- serving -----------------------------------------------------------------------
     #: MEMSTREAM_HTTP_HOST: the address the search API of ``memstream up`` listens on.
     http_host: str = field(default="127.0.0.1", metadata=_env("MEMSTREAM_HTTP_HOST"))
@@ -248,12 +278,24 @@ class Settings:
         for name in ("tombstone_retention_days", "history_retention_days", "embed_batch_window"):
             if getattr(self, name) < 0:
                 raise SettingsError(f"{_var(name)} must not be negative")
+        if self.watch_sweep <= 0:
+            raise SettingsError(f"{_var('watch_sweep')} must be positive, got {self.watch_sweep}")
         if self.retention_interval <= 0:
             raise SettingsError(f"{_var('retention_interval')} must be positive")
         if not 1 <= self.prefetch_backoff_ms <= 1000:
             raise SettingsError(f"{_var('prefetch_backoff_ms')} must be between 1 and 1000")
         if self.phase1_max_chars < 500:
             raise SettingsError(f"{_var('phase1_max_chars')} must be at least 500")
+        if self.block_max_tokens < 100:
+            raise SettingsError(f"{_var('block_max_tokens')} must be at least 100, got {self.block_max_tokens}")
+        if not 0.0 <= self.recall_alpha <= 1.0:
+            raise SettingsError(f"{_var('recall_alpha')} must be between 0 and 1, got {self.recall_alpha}")
+        if self.reranker not in {"none", "voyage", "llm"}:
+            raise SettingsError(f"{_var('reranker')} must be none, voyage or llm, got {self.reranker!r}")
+        if not 1 <= self.reranker_top_n <= 100:
+            raise SettingsError(f"{_var('reranker_top_n')} must be between 1 and 100")
+        if not 100 <= self.reranker_timeout_ms <= 30_000:
+            raise SettingsError(f"{_var('reranker_timeout_ms')} must be between 100 and 30000")
         if self.trace_exporter not in {"none", "console", "otlp"}:
             raise SettingsError(f"{_var('trace_exporter')} must be none, console or otlp, got {self.trace_exporter!r}")
 
@@ -285,6 +327,21 @@ class Settings:
     def memories_dir(self) -> Path:
         """Phase 2's workspace: raw memories, rollout summaries and consolidated summaries."""
         return self.data_dir / "memories"
+
+    @property
+    def capture_db(self) -> Path:
+        """Capture's durable state: per-file checkpoints, first-seen message hashes and the spool."""
+        return self.data_dir / "capture.db"
+
+    @property
+    def capture_roots(self) -> dict[str, Path]:
+        """Each coding CLI's home folder (``~`` expanded), by its ``llm_source`` name."""
+        return {
+            "claude": self.claude_dir.expanduser(),
+            "codex": self.codex_dir.expanduser(),
+            "gemini": self.gemini_dir.expanduser(),
+            "kimi": self.kimi_dir.expanduser(),
+        }
 
     @property
     def api_url(self) -> str:

@@ -27,6 +27,14 @@ from memstream.schemas.events import (
     Snapshot,
     SupersedeMemory,
     Turn,
+    TurnMetadata,
+    TurnTimestamps,
+    TurnV1,
+    normalized_turn_content,
+    turn_hash,
+    turn_metadata,
+    universal_turn,
+    upgrade_turn,
 )
 from memstream.schemas.history import OUTCOMES, Action, HistoryRecord, Mode, Outcome
 from memstream.schemas.memory import (
@@ -119,8 +127,16 @@ __all__ = [
     "StoredType",
     "SupersedeMemory",
     "Turn",
+    "TurnMetadata",
+    "TurnTimestamps",
+    "TurnV1",
     "decode",
     "encode",
     "memory_from_payload",
     "memory_to_payload",
+    "normalized_turn_content",
+    "turn_hash",
+    "turn_metadata",
+    "universal_turn",
+    "upgrade_turn",
 ]

@@ -6,7 +6,7 @@ from typing import Any
 
 import msgspec
 
-from memstream.schemas.events import AnyEvent
+from memstream.schemas.events import AnyEvent, TurnV1, upgrade_turn
 from memstream.schemas.history import HistoryRecord
 from memstream.schemas.memory import Memory
 from memstream.schemas.state import AnyState
@@ -25,11 +25,16 @@ def encode(event: msgspec.Struct) -> bytes:
 
 
 def decode(data: bytes) -> AnyEvent | HistoryRecord | AnyState:
-    """Decode JSON bytes into the event or state its ``schema`` tag names, or raise DecodeError."""
+    """Decode JSON bytes into the event or state its ``schema`` tag names, or raise DecodeError.
+
+    An older version the pipeline no longer handles as such is upgraded: ``turn.v1`` comes back
+    as a :class:`~memstream.schemas.events.Turn`.
+    """
     try:
-        return _decoder.decode(data)
+        decoded = _decoder.decode(data)
     except msgspec.DecodeError as exc:
         raise DecodeError(str(exc)) from None
+    return upgrade_turn(decoded) if isinstance(decoded, TurnV1) else decoded
 
 
 def memory_to_payload(memory: Memory) -> dict[str, Any]:

@@ -11,7 +11,8 @@ from typing import Literal
 
 import msgspec
 
-from memstream.schemas.memory import Memory, MemoryType, Scope
+from memstream.identity import content_features, normalized_turn_content, turn_hash
+from memstream.schemas.memory import Memory, MemoryType, Provenance, Scope
 
 Role = Literal["user", "assistant", "system", "tool"]
 ROLES: tuple[str, ...] = Role.__args__  # type: ignore[attr-defined]
@@ -23,8 +24,27 @@ class Event(msgspec.Struct, tag_field="schema", kw_only=True, frozen=True):
     """Base of every event; the tag names the event and its schema version."""
 
 
-class Turn(Event, tag="turn.v1", kw_only=True, frozen=True):
-    """One message of a coding-agent session, as an agent host publishes it. Key: session."""
+class TurnTimestamps(msgspec.Struct, frozen=True, kw_only=True):
+    """Seed 002's timestamps: when the message was said, and when memstream read it."""
+
+    occurred: datetime
+    extracted_at: datetime
+
+
+class TurnMetadata(msgspec.Struct, frozen=True, kw_only=True):
+    """Seed 002's metadata, computed from the normalized content."""
+
+    content_length: int = 0
+    has_code: bool = False
+    has_markdown: bool = False
+
+
+class Turn(Event, tag="turn.v2", kw_only=True, frozen=True):
+    """One message of a coding-agent session, in seed 002's universal message format. Key: session.
+
+    ``turn.v1`` events (without the universal fields) still decode, into this type: see
+    :func:`memstream.schemas.codec.decode`.
+    """
 
     session_id: str
     #: The project directory the session works in; hashed into the project scope.
@@ -36,11 +56,70 @@ class Turn(Event, tag="turn.v1", kw_only=True, frozen=True):
     user: str = ""
     #: Which agent host sent it (claude-code, codex, …).
     source: str = ""
+    #: SHA-256 hex of the normalized content (trimmed, line endings normalized): seed 002's dedup key.
+    hash: str = ""
+    #: The coding CLI the message was captured from (claude, codex, gemini, kimi); "" when published directly.
+    llm_source: str = ""
+    #: The model that wrote an assistant message, where its session file records it.
+    llm_model: str = ""
+    #: Where the message came from: the CLI's session file and line, or how it was published.
+    provenance: Provenance | None = None
+    timestamps: TurnTimestamps | None = None
+    metadata: TurnMetadata | None = None
+
+
+class TurnV1(Event, tag="turn.v1", kw_only=True, frozen=True):
+    """The first turn schema, still accepted on the turns topic; decoded into :class:`Turn`."""
+
+    session_id: str
+    project: str
+    role: Role
+    content: str
+    ts: datetime
+    user: str = ""
+    source: str = ""
+
+
+def turn_metadata(content: str) -> TurnMetadata:
+    """Length, and whether the message holds code (a fence or inline code) or other Markdown."""
+    length, has_code, has_markdown = content_features(content)
+    return TurnMetadata(content_length=length, has_code=has_code, has_markdown=has_markdown)
+
+
+def universal_turn(turn: Turn, *, extracted_at: datetime, provenance: Provenance | None = None) -> Turn:
+    """The turn with seed 002's universal fields filled from its content (those it already has are kept)."""
+    return msgspec.structs.replace(
+        turn,
+        hash=turn.hash or turn_hash(turn.content),
+        provenance=turn.provenance or provenance,
+        timestamps=turn.timestamps or TurnTimestamps(occurred=turn.ts, extracted_at=extracted_at),
+        metadata=turn.metadata or turn_metadata(turn.content),
+    )
+
+
+def upgrade_turn(old: TurnV1) -> Turn:
+    """A ``turn.v1`` event as the pipeline's one turn type; its provenance says it was published."""
+    turn = Turn(
+        session_id=old.session_id,
+        project=old.project,
+        role=old.role,
+        content=old.content,
+        ts=old.ts,
+        user=old.user,
+        source=old.source,
+    )
+    return universal_turn(
+        turn,
+        extracted_at=old.ts,
+        provenance=Provenance(source_type=old.source or "publish", session_id=old.session_id),
+    )
 
 
 class Message(msgspec.Struct, frozen=True):
     role: Role
     content: str
+    #: Where the message came from (file and line for a captured session), if the turn said.
+    provenance: Provenance | None = None
 
 
 class Snapshot(Event, tag="snapshot.v1", kw_only=True, frozen=True):
@@ -62,6 +141,8 @@ class Snapshot(Event, tag="snapshot.v1", kw_only=True, frozen=True):
     explicit: list[str] = []
     #: Extraction attempts already made (a parked snapshot comes back with attempt > 0).
     attempt: int = 0
+    #: Where the exchange's messages came from (seed 002 provenance), oldest first.
+    sources: list[Provenance] = []
     ts: datetime
 
 
@@ -99,6 +180,8 @@ class Fact(Event, tag="fact.v1", kw_only=True, frozen=True):
     confidence: float = 1.0
     #: Entity triples extracted with the fact's snapshot.
     entities: list[Entity] = []
+    #: Where the fact's text came from (seed 002 provenance): the snapshot's exchange, or a condensed memory.
+    sources: list[Provenance] = []
     ts: datetime
 
 
@@ -235,6 +318,7 @@ class DeadLetter(Event, tag="dead-letter.v1", kw_only=True, frozen=True):
 
 AnyEvent = (
     Turn
+    | TurnV1
     | Snapshot
     | ParkedSnapshot
     | Fact
@@ -280,4 +364,12 @@ __all__ = [
     "Snapshot",
     "SupersedeMemory",
     "Turn",
+    "TurnMetadata",
+    "TurnTimestamps",
+    "TurnV1",
+    "normalized_turn_content",
+    "turn_hash",
+    "turn_metadata",
+    "universal_turn",
+    "upgrade_turn",
 ]

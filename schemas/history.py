@@ -11,6 +11,8 @@ from typing import Final, Literal
 
 import msgspec
 
+from memstream.schemas.memory import Provenance
+
 #: What happened to a proposal or a memory.
 Outcome = Literal[
     # the decision stage's proposals and what became of them
@@ -65,4 +67,6 @@ class HistoryRecord(msgspec.Struct, tag="history.v1", tag_field="schema", kw_onl
     prompt_version: str = ""
     #: Where it came from: a snapshot id, ``condense:<id>``, an op id.
     origin: str = ""
+    #: The session files and lines the fact's text came from (seed 002 provenance), where known.
+    sources: list[Provenance] = []
     ts: datetime

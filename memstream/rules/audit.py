@@ -18,6 +18,9 @@ CAUSE_OUTCOMES: tuple[tuple[str, str, Outcome], ...] = (
     ("deleted", "aging:progress", "aged-out"),
     ("deleted", "aging:session-summary", "condensed"),
     ("superseded", "contradiction", "superseded"),
+    # A caller asked to forget it (MCP's forget_memory, POST /memories/{id}/forget): tombstoned,
+    # kept for audit until retention purges it, the caller's reason in the record.
+    ("superseded", "forget", "deleted"),
 )
 
 

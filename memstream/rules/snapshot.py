@@ -9,7 +9,7 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 
-from memstream.schemas import Message
+from memstream.schemas import Message, Provenance
 
 _PRIVATE_BLOCK = re.compile(r"<private>.*?</private>", re.IGNORECASE | re.DOTALL)
 #: An opening tag never closed hides everything after it: failing closed is the safe side.
@@ -28,7 +28,7 @@ def strip_private(text: str) -> str:
 def public_message(message: Message) -> Message | None:
     """The message with private spans removed, or None if it was fully private."""
     content = strip_private(message.content)
-    return Message(message.role, content) if content else None
+    return Message(message.role, content, message.provenance) if content else None
 
 
 def truncate(text: str, limit: int) -> str:
@@ -55,10 +55,36 @@ def format_snapshot(messages: Sequence[Message], *, message_max_chars: int, max_
     return text
 
 
+def exchange_start(messages: Sequence[Message]) -> int:
+    """Where the last exchange begins: the first of the user messages since the previous assistant
+    reply (user turns sent back to back belong to one exchange; none of them may be left out)."""
+    last_user = max((i for i, m in enumerate(messages) if m.role == "user"), default=0)
+    replied = [i for i, m in enumerate(messages[:last_user]) if m.role == "assistant"]
+    return replied[-1] + 1 if replied else 0 if any(m.role == "user" for m in messages) else last_user
+
+
 def last_exchange(messages: Sequence[Message], *, message_max_chars: int) -> str:
-    """The final user message and everything after it: the turn raw mode stores."""
+    """The user messages since the previous reply and everything after them: the turn raw mode stores."""
+    return format_snapshot(messages[exchange_start(messages) :], message_max_chars=message_max_chars, max_chars=10**9)
+
+
+def pending_is_due(messages: Sequence[Message], last_seen: float, flushed: bool, now: float, idle: float) -> bool:
+    """Should user turns that got no reply be stored now? When the session ends on the user
+    (nothing arrived for ``idle`` seconds of processing time) and they were not stored yet.
+
+    Processing time, not the turns' own timestamps: a replay of old turns must not see a
+    session as idle between a user turn and its reply."""
+    return bool(messages) and messages[-1].role == "user" and not flushed and now - last_seen >= idle
+
+
+def exchange_sources(messages: Sequence[Message]) -> list[Provenance]:
+    """Where the messages of the last exchange came from, oldest first, each source once."""
     start = max((i for i, m in enumerate(messages) if m.role == "user"), default=0)
-    return format_snapshot(messages[start:], message_max_chars=message_max_chars, max_chars=10**9)
+    sources: list[Provenance] = []
+    for message in messages[start:]:
+        if message.provenance is not None and message.provenance not in sources:
+            sources.append(message.provenance)
+    return sources
 
 
 def is_summary_turn(assistant_turn: int, every: int) -> bool:

@@ -18,7 +18,7 @@ from typing import Any, Final, NamedTuple, Protocol
 import msgspec
 from qdrant_edge import Bm25, Bm25Config, TokenizerType
 
-from memstream.schemas import Memory, ScoredMemory
+from memstream.schemas import Memory, Provenance, ScoredMemory
 from memstream.schemas.codec import memory_from_payload
 from memstream.schemas.memory import HybridHit
 from memstream.store.points import IndexKind, Select
@@ -226,8 +226,11 @@ class MemoryStore(Protocol):
         updated_at: datetime,
         source_chunk: str | None = None,
         vector: Sequence[float] | None = None,
+        session_id: str | None = None,
+        sources: Sequence[Provenance] | None = None,
     ) -> Memory | None:
-        """Refresh an existing memory's text and ``updated_at``; None if it does not exist."""
+        """Refresh an existing memory's text and ``updated_at`` (and, given, its session and sources,
+        which must be those of the new text); None if it does not exist."""
 
     async def supersede(self, memory_id: str, superseded_by: str, *, at: datetime | None = None) -> Memory | None:
         """Mark a memory superseded ``at`` (default now, UTC); it stays stored but leaves search.
@@ -356,10 +359,16 @@ class QdrantMemories(ABC):
         updated_at: datetime,
         source_chunk: str | None = None,
         vector: Sequence[float] | None = None,
+        session_id: str | None = None,
+        sources: Sequence[Provenance] | None = None,
     ) -> Memory | None:
         changes: dict[str, Any] = {"text": text, "updated_at": updated_at}
         if source_chunk is not None:
             changes["source_chunk"] = source_chunk
+        if session_id is not None:
+            changes["session_id"] = session_id
+        if sources is not None:
+            changes["sources"] = list(sources)
         return await self._replace(memory_id, changes, None if vector is None else [float(x) for x in vector])
 
     async def supersede(self, memory_id: str, superseded_by: str, *, at: datetime | None = None) -> Memory | None:

@@ -4,8 +4,8 @@
         embedder = VoyageEmbedder("pa-test", base_url=fake.base_url)
 
 It serves aiohttp on its own event loop in a background thread (see `LoopbackFake`): a sync test, an async test
-(whose loop it never blocks) and another process all reach it the same way, at `base_url`. Only
-`POST /v1/embeddings` exists.
+(whose loop it never blocks) and another process all reach it the same way, at `base_url`. `POST /v1/embeddings`
+and `POST /v1/rerank` exist.
 
 Vectors are unit length, derived from a hash of the text alone (not of `input_type`), so identical text gives
 an identical vector and distinct texts are nearly orthogonal; `pin` sets a text's vector when a test needs
@@ -77,6 +77,8 @@ class FakeVoyage(LoopbackFake[RecordedRequest]):
         self._api_key = api_key
         self._max_batch = max_batch
         self._pinned: dict[str, list[float]] = {}  # guarded by self._lock, like requests and script
+        #: Rerank scores by document text, overriding the word-overlap score.
+        self.relevance_scores: dict[str, float] = {}
 
     @property
     def base_url(self) -> str:
@@ -93,6 +95,7 @@ class FakeVoyage(LoopbackFake[RecordedRequest]):
 
     def routes(self, app: web.Application) -> None:
         app.router.add_post("/v1/embeddings", self._embeddings)
+        app.router.add_post("/v1/rerank", self._rerank)
         app.router.add_route("*", "/{tail:.*}", self._not_found)
 
     def error_body(self, status: int, message: str) -> dict[str, Any]:
@@ -122,6 +125,39 @@ class FakeVoyage(LoopbackFake[RecordedRequest]):
         ]
         # Words stand in for tokens: tests need counts that are stable and predictable, not exact.
         tokens = sum(len(t.split()) for t in recorded.texts)
+        return web.json_response(
+            {"object": "list", "data": data, "model": body["model"], "usage": {"total_tokens": tokens}}
+        )
+
+    async def _rerank(self, request: web.Request) -> web.Response:
+        """``POST /v1/rerank``: documents scored by how many distinct query words they contain (then
+        by their position), so a test knows the order; ``relevance_scores`` sets a document's score."""
+        parsed = await self._read_json(request)
+        body: dict[str, Any] = parsed if isinstance(parsed, dict) else {}
+        recorded = RecordedRequest({k.lower(): v for k, v in request.headers.items()}, body)
+        self._record(recorded)
+        if recorded.api_key is None or (self._api_key is not None and recorded.api_key != self._api_key):
+            return self._error(401, "Provided API key is invalid.")
+        query, documents = body.get("query"), body.get("documents")
+        if not isinstance(query, str) or not query:
+            return self._error(400, "Field 'query' must be a non-empty string.")
+        if not isinstance(documents, list) or not documents or not all(isinstance(d, str) for d in documents):
+            return self._error(400, "Field 'documents' must be a non-empty list of strings.")
+        if not isinstance(body.get("model"), str):
+            return self._error(400, "Field 'model' is required.")
+        scripted = await self._scripted()
+        if scripted is not None:
+            return scripted
+        words = set(query.lower().split())
+        with self._lock:
+            pinned = dict(self.relevance_scores)
+        scores = [pinned.get(doc, len(words & set(doc.lower().split())) / (len(words) or 1)) for doc in documents]
+        order = sorted(range(len(documents)), key=lambda i: (-scores[i], i))
+        top_k = body.get("top_k")
+        if isinstance(top_k, int):
+            order = order[:top_k]
+        data = [{"index": i, "relevance_score": scores[i]} for i in order]
+        tokens = len(query.split()) + sum(len(d.split()) for d in documents)
         return web.json_response(
             {"object": "list", "data": data, "model": body["model"], "usage": {"total_tokens": tokens}}
         )

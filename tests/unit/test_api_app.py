@@ -11,3 +11,32 @@ def test_the_api_module_imports_no_faust_kafka_or_agents() -> None:
     code = f"import sys, memstream.api\nprint(' '.join(m for m in {heavy!r} if m in sys.modules))"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == ""
+
+
+def test_a_result_carries_what_a_caller_needs() -> None:
+    from memstream.api import result
+    from memstream.commands.read import format_hit
+    from memstream.schemas import Provenance
+    from tests.unit.factories import T0, memory
+
+    stored = memory(
+        "m1",
+        "conversation",
+        "[user] which port? [assistant] 6543",
+        session_id="s1",
+        sources=[Provenance(source_type="claude", session_id="s1", file="/h/s1.jsonl", line=12)],
+    )
+    shown = result(stored, score=0.81234)
+    assert {k: shown[k] for k in ("id", "text", "type", "scope", "score", "session")} == {
+        "id": "m1",
+        "text": "[user] which port? [assistant] 6543",
+        "type": "conversation",
+        "scope": "project",
+        "score": 0.8123,
+        "session": "s1",
+    }
+    assert shown["provenance"] == [{"source": "claude", "session": "s1", "file": "/h/s1.jsonl", "line": 12}]
+    assert shown["created_at"] == shown["updated_at"] == T0.isoformat().replace("+00:00", "Z")
+    line = format_hit(shown)
+    assert line.startswith("0.812  [conversation, project] [user] which port?")
+    assert "id m1" in line and "session s1" in line and "from claude:/h/s1.jsonl:12" in line

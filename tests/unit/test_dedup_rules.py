@@ -173,9 +173,9 @@ def test_packed_and_numeric_vectors_dedup_alike() -> None:
     packed = RecentMemory.of(id="p", type="architecture", text="t", vector=vector, decided_at=1.0)
     numeric = RecentMemory(id="n", type="architecture", text="t", vector=vector, decided_at=1.0)
     assert packed.vector == [] and len(packed.packed) == 8
-    for recent in (packed, numeric):
-        found = find_duplicate("architecture", [0.6, 0.8], [], [recent], PROFILE)
-        assert found is not None and found.memory_id == recent.id and found.distance < 1e-6
+    for kept in (packed, numeric):
+        found = find_duplicate("architecture", [0.6, 0.8], [], [kept], PROFILE)
+        assert found is not None and found.memory_id == kept.id and found.distance < 1e-6
 
 
 def test_cosine_distances_match_one_by_one_and_zero_vectors_are_one() -> None:
@@ -188,3 +188,15 @@ def test_cosine_distances_match_one_by_one_and_zero_vectors_are_one() -> None:
     assert together == pytest.approx([cosine_distance([3.0, 4.0], v) for v in vectors], abs=1e-6)
     assert together[-1] == 1.0
     assert cosine_distances([1.0, 0.0], []).shape == (0,)
+
+
+# --- conversation exchanges are evidence: only exact duplicates merge ---
+
+
+def test_distinct_exchanges_close_in_embedding_space_never_merge() -> None:
+    """Raw mode merged 318 of 2,939 distinct exchanges at e5 distances of 0.02-0.07 (issue 14)."""
+    e5 = DistanceProfile(dedup_general=0.05, dedup_structural=0.05, contradiction=0.125)
+    stored = [scored("other exchange", 0.02, type="conversation")]
+    hits = [recent("just decided", unit_at_distance(0.01), type="conversation")]
+    assert find_duplicate("conversation", QUERY, stored, hits, e5) is None
+    assert find_duplicate("conversation", QUERY, stored, hits, PROFILE) is None

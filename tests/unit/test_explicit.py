@@ -136,3 +136,51 @@ def test_preference_wins_over_config_and_tech_words() -> None:
 
 def test_config_wins_over_tech_words() -> None:
     assert guess_type("Run the api with uvicorn") == ("project-config", "project")
+
+
+# --- near misses: chit-chat, advice and questions are not requests to remember a statement ---
+
+
+@pytest.mark.parametrize(
+    "message",
+    [
+        "Remember to listen to your heart",
+        "Remember to listen to your heart.",
+        "Please remember to drink water",
+        "Remember any good memories from your childhood?",
+        "Remember any good memories from the trip.",
+        "Remember when we fixed the login bug?",
+        "Remember how the cache worked?",
+        "Remember what I said about tabs?",
+        "Remember that time we broke prod?",
+        "Remember that bug from yesterday?",
+        "Remember me?",
+        "Remember, remember the fifth of November",
+        "Keep in mind the deadline",
+        "Note to self: buy milk",
+        "Can you remember that the port is 8080?",
+        "Remember that the port is 8080?",
+        "Remember the good old days",
+    ],
+)
+def test_near_misses_are_not_requests(message: str) -> None:
+    assert explicit_requests(message) == []
+
+
+@pytest.mark.parametrize(
+    ("message", "fact"),
+    [
+        ("Remember I prefer bun over npm", "I prefer bun over npm"),
+        ("Please remember we deploy from main only.", "We deploy from main only"),
+        ("Remember, we never push on Fridays", "We never push on Fridays"),
+        ("remember - the staging db is on port 6543", "The staging db is on port 6543"),
+        ("Remember that I prefer bun over npm for all installs.", "I prefer bun over npm for all installs"),
+    ],
+)
+def test_statements_to_remember_still_are(message: str, fact: str) -> None:
+    assert explicit_requests(message) == [fact]
+
+
+def test_a_note_is_a_request_only_with_that() -> None:
+    assert explicit_requests("Note: the build is flaky today") == []
+    assert explicit_requests("Note that the build is flaky on Mondays") == ["The build is flaky on Mondays"]

@@ -17,15 +17,16 @@ from memstream.agents.base import DeadLetters
 from memstream.bootstrap import Providers
 from memstream.codec import register_codec
 from memstream.rules.graph import GraphWrite
-from memstream.schemas import Entity, GraphStats, MemoryUpdated, ScoredMemory
+from memstream.schemas import Entity, GraphStats, MemoryUpdated
 from memstream.schemas.graph import GraphEntity, GraphRelation
+from memstream.schemas.memory import HybridHit
 from memstream.topics.binding import bind_topics
 from tests.conftest import make_settings
 from tests.unit.factories import memory
 
 NEAR, FAR = memory("near"), memory("far")
-#: "near" is 0.10 closer to the query than "far".
-CANDIDATES = [ScoredMemory(NEAR, 0.20), ScoredMemory(FAR, 0.30)]
+#: "near" scores 0.10 above "far" (hybrid scores, vector leg only).
+CANDIDATES = [HybridHit(NEAR, 0.80, 0.80, None), HybridHit(FAR, 0.70, 0.70, None)]
 
 
 class FakeEmbedder:
@@ -34,15 +35,15 @@ class FakeEmbedder:
 
 
 class FakeStore:
-    """Nearest first, as many as asked for; remembers each limit asked."""
+    """Best first, as many as asked for; remembers each limit asked."""
 
-    def __init__(self, hits: Sequence[ScoredMemory]):
+    def __init__(self, hits: Sequence[HybridHit]):
         self.hits = list(hits)
         self.limits: list[int] = []
 
-    async def search(
-        self, vector: Sequence[float], scope_keys: Sequence[str], *, limit: int = 10, **_: Any
-    ) -> list[ScoredMemory]:
+    async def hybrid_search(
+        self, text: str, vector: Sequence[float], scope_keys: Sequence[str], *, limit: int = 5, **_: Any
+    ) -> list[HybridHit]:
         self.limits.append(limit)
         return self.hits[:limit]
 
@@ -76,7 +77,7 @@ def providers(tmp_path: Path, store: FakeStore, graph: FakeGraph | None, **setti
     )
 
 
-def ids(hits: Sequence[ScoredMemory]) -> list[str]:
+def ids(hits: Sequence[HybridHit]) -> list[str]:
     return [hit.memory.id for hit in hits]
 
 
@@ -87,17 +88,17 @@ def test_a_boosted_farther_memory_overtakes_only_when_the_weight_covers_the_gap(
     assert ids(recall.rerank(CANDIDATES, {"far"}, 0.15, 2)) == ["far", "near"]
     assert ids(recall.rerank(CANDIDATES, {"far"}, 0.05, 2)) == ["near", "far"]
     # An exact tie (binary-exact floats) keeps the vector order.
-    tied = [ScoredMemory(NEAR, 0.25), ScoredMemory(FAR, 0.5)]
+    tied = [HybridHit(NEAR, 0.75, 0.75, None), HybridHit(FAR, 0.5, 0.5, None)]
     assert ids(recall.rerank(tied, {"far"}, 0.25, 2)) == ["near", "far"]
 
 
-def test_the_boost_reorders_and_never_rewrites_distances() -> None:
+def test_the_boost_reorders_and_never_rewrites_scores() -> None:
     (first, second) = recall.rerank(CANDIDATES, {"far"}, 0.15, 2)
-    assert (first.distance, second.distance) == (0.30, 0.20)
+    assert (first.score, second.score) == (0.70, 0.80)
 
 
 def test_the_boost_only_adds_and_the_limit_cuts_after_it() -> None:
-    pool = [ScoredMemory(memory(f"m{i}"), 0.1 * i) for i in range(6)]
+    pool = [HybridHit(memory(f"m{i}"), 1.0 - 0.1 * i, 1.0 - 0.1 * i, None) for i in range(6)]
     assert ids(recall.rerank(pool, set(), 0.15, 3)) == ["m0", "m1", "m2"]
     assert ids(recall.rerank(pool, {"m5", "unknown"}, 0.6, 3)) == ["m5", "m0", "m1"]
     assert ids(recall.rerank(pool, {"m0"}, 0.15, 10)) == ids(pool)
@@ -109,7 +110,7 @@ def test_the_boost_only_adds_and_the_limit_cuts_after_it() -> None:
 async def test_search_boosts_from_a_bigger_candidate_pool(tmp_path: Path) -> None:
     store, graph = FakeStore(CANDIDATES), FakeGraph({"far"})
     hits = await recall.search(providers(tmp_path, store, graph), "redis cache", "p_test", "u_test", limit=1)
-    assert ids(hits) == ["far"] and hits[0].distance == 0.30
+    assert ids(hits) == ["far"] and hits[0].score == 0.70
     assert store.limits == [1 * recall.BOOST_POOL]
     assert graph.calls == [("redis cache", ["p_test", "u_test"], 0.05)]
 
@@ -137,7 +138,7 @@ async def test_a_failing_or_hanging_graph_leaves_the_plain_order(tmp_path: Path,
     assert asyncio.get_running_loop().time() - started < 0.05 + recall.BOOST_GRACE_S + 1.0
 
 
-async def test_without_a_graph_search_is_the_plain_vector_search(tmp_path: Path) -> None:
+async def test_without_a_graph_search_is_the_plain_hybrid_search(tmp_path: Path) -> None:
     store = FakeStore(CANDIDATES)
     hits = await recall.search(providers(tmp_path, store, None), "redis", "p_test", limit=1)
     assert ids(hits) == ["near"] and store.limits == [1]

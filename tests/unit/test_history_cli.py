@@ -16,7 +16,8 @@ import msgspec
 import pytest
 
 from memstream.broker import free_port
-from memstream.cli import format_record, main
+from memstream.cli import main
+from memstream.commands.read import format_record
 from memstream.schemas.history import HistoryRecord
 
 MEMORY = "6f1c1a2e-0000-5000-8000-000000000001"

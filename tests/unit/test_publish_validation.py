@@ -6,10 +6,11 @@ import json
 from datetime import UTC, datetime
 from pathlib import Path
 
+import msgspec
 import pytest
 
 from memstream.publish import TurnError, make_turn, parse_jsonl, read_jsonl
-from memstream.schemas import ROLES, Turn
+from memstream.schemas import ROLES, Provenance, Turn, turn_hash
 
 TS = datetime(2025, 1, 2, 3, 4, 5, tzinfo=UTC)
 
@@ -20,6 +21,11 @@ def line(**fields: object) -> str:
     return json.dumps(values)
 
 
+def bare(turn: Turn) -> Turn:
+    """The turn without seed 002's universal fields (hash, provenance, timestamps, metadata)."""
+    return msgspec.structs.replace(turn, hash="", provenance=None, timestamps=None, metadata=None)
+
+
 # --- make_turn ---
 
 
@@ -27,9 +33,11 @@ def test_make_turn_builds_a_turn() -> None:
     turn = make_turn(
         session_id="s1", project="/repo", role="assistant", content="done", ts=TS, user="u@x", source="codex"
     )
-    assert turn == Turn(
+    assert bare(turn) == Turn(
         session_id="s1", project="/repo", role="assistant", content="done", ts=TS, user="u@x", source="codex"
     )
+    assert turn.hash == turn_hash("done")
+    assert turn.provenance == Provenance(source_type="codex", session_id="s1")
 
 
 def test_make_turn_stamps_now_when_no_time_is_given() -> None:
@@ -90,7 +98,7 @@ def test_good_file_gives_turns_with_defaults() -> None:
             line(role="assistant", content="hi there", ts="2025-01-02T03:04:06Z", user="dev@x", source="claude-code"),
         ]
     )
-    assert turns == [
+    assert [bare(t) for t in turns] == [
         Turn(session_id="s1", project="/repo", role="user", content="hello", ts=TS),
         Turn(
             session_id="s1",
@@ -113,7 +121,7 @@ def test_a_line_without_ts_is_stamped_now() -> None:
 
 def test_unknown_fields_in_a_line_are_ignored() -> None:
     (turn,) = parse_jsonl([line(ts="2025-01-02T03:04:05Z", extra={"x": 1})])
-    assert turn == Turn(session_id="s1", project="/repo", role="user", content="hello", ts=TS)
+    assert bare(turn) == Turn(session_id="s1", project="/repo", role="user", content="hello", ts=TS)
 
 
 def test_blank_lines_are_skipped_but_counted() -> None:

@@ -9,7 +9,7 @@ import sys
 import time
 from pathlib import Path
 
-from memstream.runner import read_runtime_file
+from memstream.runtime import read_runtime_file
 from memstream.settings import Settings
 
 

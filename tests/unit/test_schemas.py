@@ -45,6 +45,7 @@ from memstream.schemas import (
     StoreStats,
     SupersedeMemory,
     Turn,
+    TurnV1,
     decode,
     encode,
     memory_from_payload,
@@ -185,7 +186,8 @@ def _union_members(union: object) -> set[type]:
 
 
 def test_the_fixtures_cover_every_event_and_state_type() -> None:
-    assert {type(e) for e in EVENTS} == _union_members(schemas.AnyEvent)
+    # turn.v1 is only ever decoded (into Turn), never produced: see test_turn_v2.py.
+    assert {type(e) for e in EVENTS} | {TurnV1} == _union_members(schemas.AnyEvent)
     assert {type(s) for s in STATES} == _union_members(schemas.AnyState)
 
 
@@ -206,13 +208,13 @@ def test_every_state_round_trips(state: msgspec.Struct) -> None:
 @pytest.mark.parametrize("item", [*EVENTS, *STATES], ids=lambda e: type(e).__name__)
 def test_the_tag_names_schema_and_version(item: msgspec.Struct) -> None:
     tag = json.loads(encode(item))["schema"]
-    assert tag.endswith(".v1")
+    assert tag.endswith(".v2" if isinstance(item, Turn) else ".v1")
     assert tag == type(item).__struct_config__.tag
 
 
 def test_tags_are_the_documented_ones() -> None:
     assert [json.loads(encode(e))["schema"] for e in EVENTS] == [
-        "turn.v1",
+        "turn.v2",
         "snapshot.v1",
         "parked-snapshot.v1",
         "fact.v1",
@@ -238,14 +240,9 @@ def test_old_turn_bytes_without_optional_fields_decode_with_defaults() -> None:
         b'"ts":"2024-06-01T12:00:00Z"}'
     )
     turn = decode(old)
-    assert turn == Turn(
-        session_id="s-old",
-        project="/repo",
-        role="assistant",
-        content="done",
-        ts=datetime(2024, 6, 1, 12, 0, tzinfo=UTC),
-    )
     assert isinstance(turn, Turn)
+    assert (turn.session_id, turn.project, turn.role, turn.content) == ("s-old", "/repo", "assistant", "done")
+    assert turn.ts == datetime(2024, 6, 1, 12, 0, tzinfo=UTC)
     assert (turn.user, turn.source) == ("", "")
 
 
@@ -273,7 +270,7 @@ def test_unknown_fields_are_ignored() -> None:
 @pytest.mark.parametrize(
     "data",
     [
-        b'{"schema":"turn.v2","session_id":"s","project":"/p","role":"user","content":"c","ts":"2024-06-01T12:00:00Z"}',
+        b'{"schema":"turn.v9","session_id":"s","project":"/p","role":"user","content":"c","ts":"2024-06-01T12:00:00Z"}',
         b'{"schema":"no-such-thing.v1"}',
         b'{"schema":"memory.v1"}',
         b'{"session_id":"s"}',

@@ -64,11 +64,14 @@ def test_every_variable_is_read(f: object) -> None:
     default = f.default  # type: ignore[attr-defined]
     raw, expected = {
         bool: ("true", True),
-        int: ("700", 700),
+        # Seed 003 bounds the reranker's top N to 1-100.
+        int: ("70", 70) if name == "MEMSTREAM_RERANKER_TOP_N" else ("700", 700),
         float: ("0.75", 0.75),
-        str: {"MEMSTREAM_TRACE_EXPORTER": ("console", "console"), "MEMSTREAM_LLM_PRIMARY": ("xai", "xai")}.get(
-            name, ("value-x", "value-x")
-        ),
+        str: {
+            "MEMSTREAM_TRACE_EXPORTER": ("console", "console"),
+            "MEMSTREAM_LLM_PRIMARY": ("xai", "xai"),
+            "MEMSTREAM_RERANKER": ("voyage", "voyage"),
+        }.get(name, ("value-x", "value-x")),
     }.get(type(default), ("/some/dir", Path("/some/dir")))
     assert getattr(Settings.from_env({name: raw}), f.name) == expected  # type: ignore[attr-defined]
 

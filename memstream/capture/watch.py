@@ -1,0 +1,101 @@
+"""``memstream watch``: follow the coding CLIs' session folders live and capture files as they change.
+
+Changes are reported by ``watchfiles`` (inotify/FSEvents through Rust's ``notify``); each changed session
+file is read from its checkpoint through the same :class:`~memstream.capture.ingest.Capture` as ``ingest``
+and the hooks, and the spool is sent. A periodic sweep (``MEMSTREAM_WATCH_SWEEP``) reads every session file
+whose stat changed, for what a missed event, a root created later or a CLI without hooks left behind.
+``memstream up`` runs the same loop when ``MEMSTREAM_WATCH=1``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import Awaitable, Callable, Mapping
+from pathlib import Path
+
+from memstream.capture.ingest import Capture, CliFormats, Formats, standard_roots
+from memstream.capture.model import Source
+from memstream.capture.state import CaptureState
+from memstream.settings import Settings
+
+log = logging.getLogger(__name__)
+
+Publish = Callable[[], Awaitable[int]]
+
+
+def session_files(formats: Formats, roots: Mapping[Source, list[Path]]) -> dict[Path, Source]:
+    """Every session file below the roots, with its source."""
+    return dict(formats.discover([], roots))
+
+
+def capture_paths(settings: Settings, formats: Formats, paths: dict[Path, Source]) -> int:
+    """Read the given session files from their checkpoints into the spool; returns the new turns."""
+    new = 0
+    with CaptureState.open(settings.capture_db) as state:
+        capture = Capture(state, formats)
+        capture.preload_checkpoints()
+        for path, source in sorted(paths.items()):
+            outcome = capture.file(path, source)
+            new += len(outcome.new)
+            for problem in outcome.problems[:5]:
+                log.info("capture: %s:%d: %s", problem.file, problem.line, problem.reason)
+    return new
+
+
+async def watch(
+    settings: Settings,
+    publish: Publish,
+    *,
+    formats: Formats | None = None,
+    roots: Mapping[Source, list[Path]] | None = None,
+    stop: asyncio.Event | None = None,
+    on_capture: Callable[[int], None] | None = None,
+) -> None:
+    """Capture changed session files until ``stop`` is set; ``publish`` sends the spool after each batch.
+
+    ``roots`` default to each CLI's standard session folders below its home (``MEMSTREAM_CLAUDE_DIR`` …).
+    """
+    import watchfiles
+
+    formats = formats or CliFormats()
+    stop = stop or asyncio.Event()
+    roots = roots if roots is not None else standard_roots(settings.capture_roots)
+    folders = [root for paths in roots.values() for root in paths]
+
+    async def sweep_forever() -> None:
+        while not stop.is_set():
+            await capture_and_publish(await asyncio.to_thread(session_files, formats, roots))
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(stop.wait(), settings.watch_sweep)
+
+    async def capture_and_publish(paths: dict[Path, Source]) -> None:
+        if not paths:
+            return
+        try:
+            new = await asyncio.to_thread(capture_paths, settings, formats, paths)
+            if on_capture is not None:
+                on_capture(new)
+            await publish()
+        except Exception:  # the next change or sweep tries again; the spool keeps what was read
+            log.warning("capture: could not capture or publish", exc_info=True)
+
+    sweeper = asyncio.create_task(sweep_forever())
+    try:
+        while not stop.is_set():
+            watched = sorted({str(root if root.is_dir() else root.parent) for root in folders if root.exists()})
+            if not watched:  # nothing to follow yet: the sweep notices when a CLI creates its folder
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(stop.wait(), settings.watch_sweep)
+                continue
+            async for changes in watchfiles.awatch(*watched, stop_event=stop, recursive=True, debounce=500):
+                changed = {Path(path) for _, path in changes if path.endswith((".jsonl", ".json"))}
+                if not changed:
+                    continue
+                known = await asyncio.to_thread(session_files, formats, roots)
+                await capture_and_publish({p: s for p, s in known.items() if p in changed})
+    finally:
+        stop.set()
+        sweeper.cancel()
+        await asyncio.gather(sweeper, return_exceptions=True)

@@ -1,0 +1,33 @@
+"""The verbs coding agents run: hook (their session hooks) and mcp (MCP over stdio). Both stay off
+the pipeline's imports: a hook runs at every session start, and the MCP server calls the API."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from memstream.settings import Settings
+
+# --- hook ----------------------------------------------------------------------------
+
+
+def cmd_hook(args: argparse.Namespace, settings: Settings) -> int:
+    """Never fails the agent: unreadable input or a memstream that is down prints nothing, exit 0.
+
+    The same dispatcher the ``memstream`` console script reaches directly (:mod:`memstream.hooks`):
+    SessionStart prints the [MEMORY] block, every other event captures the session's new turns."""
+    from memstream.hooks import main as hook_main
+
+    argv = [args.host, *(["--data-dir", args.data_dir] if getattr(args, "data_dir", None) else [])]
+    return hook_main([*argv, *getattr(args, "payload", [])])
+
+
+# --- mcp -----------------------------------------------------------------------------
+
+
+def cmd_mcp(args: argparse.Namespace, settings: Settings) -> int:
+    from memstream.mcp_server import stdio_main
+    from memstream.runtime import api_url, user_identity
+
+    stdio_main(api_url(settings), user_identity(settings), str(Path.cwd()))
+    return 0

@@ -1,0 +1,123 @@
+"""Capture's verbs: ingest, watch, install and uninstall (seed 002). They import no Faust; publishing goes
+through :mod:`memstream.capture.spool`, which loads the Kafka client only when there is something to send."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import dataclasses
+import logging
+import signal
+from pathlib import Path
+from typing import Any
+
+from memstream.commands import CliError
+from memstream.runtime import git_email
+from memstream.settings import Settings
+
+LLM_SOURCES = ("claude", "codex", "gemini", "kimi")
+
+
+def with_roots(settings: Settings, args: argparse.Namespace) -> Settings:
+    """The settings with the CLIs' home folders given as flags (``--claude-dir`` …)."""
+    overrides = {
+        f"{name}_dir": getattr(args, f"{name}_dir") for name in LLM_SOURCES if getattr(args, f"{name}_dir", None)
+    }
+    return dataclasses.replace(settings, **overrides) if overrides else settings
+
+
+def cmd_ingest(args: argparse.Namespace, settings: Settings) -> int:
+    from memstream.capture.model import Source
+    from memstream.capture.run import ingest, parse_since
+
+    try:
+        since = parse_since(args.since) if args.since else None
+    except ValueError as exc:
+        raise CliError(str(exc)) from None
+    return ingest(
+        with_roots(settings, args),
+        args.paths,
+        llm=Source(args.llm) if args.llm else None,
+        since=since,
+        dry_run=args.dry_run,
+        as_json=args.json,
+        user=settings.user or git_email(),
+    )
+
+
+def start_capture(settings: Settings, bootstrap: str) -> list[asyncio.Task[Any]]:
+    """At ``up``: send what hooks spooled while memstream was down, then what they spool, about every
+    second; follow the CLIs' folders too when ``MEMSTREAM_WATCH`` is on."""
+    from memstream.capture.spool import drain
+
+    user = settings.user or git_email()
+
+    def sent(count: int) -> None:
+        logging.getLogger("memstream.capture").info("sent %d spooled turns", count)
+
+    tasks = [asyncio.create_task(drain(settings, bootstrap, user=user, on_sent=sent))]
+    if settings.watch:
+        from memstream.capture.watch import watch
+
+        async def nothing() -> int:  # the drain above sends what watch spools
+            return 0
+
+        tasks.append(asyncio.create_task(watch(settings, nothing)))
+    return tasks
+
+
+def cmd_install(args: argparse.Namespace, settings: Settings) -> int:
+    from memstream.capture.install import InstallError, apply, plan
+
+    project = args.project.expanduser().resolve() if args.project else None
+    if project is not None and not project.is_dir():
+        raise CliError(f"{project} is not a directory")
+    try:
+        changes = plan(args.host, settings, project=project, home=Path.home(), remove=args.remove)
+    except InstallError as exc:
+        raise CliError(str(exc)) from None
+    changed = [c for c in changes if c.changed]
+    verb = "uninstall" if args.remove else "install"
+    if args.dry_run:
+        for change in changed:
+            print(change.diff(), end="")
+        if not changed:
+            print(f"memstream {verb} {args.host}: nothing to change")
+        return 0
+    apply(changes)
+    for change in changes:
+        state = "removed" if change.after is None and change.changed else "updated" if change.changed else "unchanged"
+        print(f"{state}: {change.path}")
+    return 0
+
+
+def cmd_watch(args: argparse.Namespace, settings: Settings) -> int:
+    from memstream.capture.spool import flush, pending
+    from memstream.capture.watch import watch
+    from memstream.runtime import publish_target
+
+    settings = with_roots(settings, args)
+    user = settings.user or git_email()
+    logging.basicConfig(level=settings.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+
+    async def send_spool() -> int:
+        target = publish_target(settings)
+        if target is None:
+            print(f"memstream is not running: {pending(settings)} turns wait in the spool", flush=True)
+            return 0
+        sent = await flush(dataclasses.replace(settings, topic_prefix=target[1]), target[0], user=user)
+        if sent:
+            print(f"published {sent} turn{'s' if sent != 1 else ''}", flush=True)
+        return sent
+
+    async def run() -> None:
+        stop = asyncio.Event()
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            loop.add_signal_handler(sig, stop.set)
+        roots = ", ".join(str(p) for p in settings.capture_roots.values())
+        print(f"memstream: watching {roots} (Ctrl-C to stop)", flush=True)
+        await watch(settings, send_spool, stop=stop)
+
+    asyncio.run(run())
+    return 0

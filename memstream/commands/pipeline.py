@@ -1,0 +1,228 @@
+"""The pipeline's verbs: up, publish, init, remember, replay (they import what runs the pipeline)."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import logging
+import signal
+import sys
+from pathlib import Path
+from typing import Any
+
+import msgspec
+
+from memstream.commands import CliError
+from memstream.runtime import git_email
+from memstream.settings import Settings
+
+# --- up ------------------------------------------------------------------------------
+
+
+def cmd_up(args: argparse.Namespace, settings: Settings) -> int:
+    logging.basicConfig(level=settings.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    return asyncio.run(_up(settings))
+
+
+async def _up(settings: Settings) -> int:
+    from memstream import runner
+    from memstream.tracing import configure_tracing
+
+    if runner.read_runtime_file(settings):
+        raise CliError(f"memstream is already running with data dir {settings.data_dir} (see {settings.runtime_file})")
+    configure_tracing(settings.trace_exporter)
+    print("memstream: starting…", flush=True)
+    running = await runner.start(settings)
+    print(_banner(running), flush=True)
+    from memstream.commands.capture import start_capture
+
+    capture = start_capture(settings, running.bootstrap)
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(sig, stop.set)
+    try:
+        await stop.wait()
+    finally:
+        print("\nmemstream: stopping…", flush=True)
+        for task in capture:
+            task.cancel()
+        await asyncio.gather(*capture, return_exceptions=True)
+        await running.stop()
+        print("memstream: stopped.", flush=True)
+    return 0
+
+
+def _banner(running: Any) -> str:
+    s: Settings = running.settings
+    p = running.providers
+    broker = (
+        f"Tansu (embedded, memory only) on {running.bootstrap}" if running.broker else f"Kafka at {running.bootstrap}"
+    )
+    store = f"Qdrant server at {s.qdrant_url}" if s.qdrant_url else f"Qdrant edge (in-process) in {s.store_dir}"
+    llm = (
+        (p.llm.describe() if hasattr(p.llm, "describe") else f"{p.llm.provider} {p.llm.model}")
+        if p.llm
+        else "NONE — RAW MODE: turns are stored as conversation memories, no extraction.\n"
+        "               Set ANTHROPIC_API_KEY for typed facts, summaries and contradiction checks."
+    )
+    return "\n".join(
+        [
+            f"memstream is up in {running.started_in:.1f}s",
+            f"  broker:     {broker}",
+            f"  topics:     {s.topic_prefix}.* ({s.partitions} partitions; consolidation has 1)",
+            f"  store:      {store}",
+            f"  embeddings: {p.embedder.model} ({p.embedder.dim}-d)",
+            f"  llm:        {llm}",
+            f"  search API: {s.api_url}/search?q=…&project=DIR   {s.api_url}/block?project=DIR",
+            f"  MCP:        {s.api_url}/mcp (streamable HTTP), or `memstream mcp` (stdio)",
+            f"  data dir:   {s.data_dir.resolve()}",
+            "Publish turns with `memstream publish`, query with `memstream search` / `memstream block`.",
+            "Press Ctrl-C to stop.",
+        ]
+    )
+
+
+# --- publish -------------------------------------------------------------------------
+
+
+def cmd_publish(args: argparse.Namespace, settings: Settings) -> int:
+    from memstream.publish import TurnError, make_turn, parse_jsonl, publish, read_jsonl
+
+    try:
+        if args.file:
+            if args.content:
+                raise TurnError("give either --file or a message, not both")
+            turns = parse_jsonl(sys.stdin, name="stdin") if args.file == "-" else read_jsonl(Path(args.file))
+        else:
+            if not args.content:
+                raise TurnError("nothing to publish: give a message or --file")
+            if not args.session:
+                raise TurnError("--session is required when publishing one message")
+            turns = [
+                make_turn(
+                    session_id=args.session,
+                    project=str(Path(args.project).resolve()),
+                    role=args.role,
+                    content=args.content,
+                    user=args.user or settings.user or git_email(),
+                )
+            ]
+    except TurnError as exc:
+        raise CliError(str(exc)) from None
+    # The project key hashes the absolute directory: resolve it here, where the
+    # relative path means something, not in a worker with another working directory.
+    turns = [msgspec.structs.replace(t, project=str(Path(t.project).resolve())) for t in turns]
+    bootstrap = _bootstrap(settings)
+    count = asyncio.run(publish(bootstrap, settings.topic_prefix, turns))
+    print(f"published {count} turn{'s' if count != 1 else ''} to {settings.topic_prefix}.turns")
+    return 0
+
+
+def _bootstrap(settings: Settings) -> str:
+    if settings.kafka_bootstrap:
+        return settings.kafka_bootstrap
+    from memstream.runtime import read_runtime_file
+
+    runtime = read_runtime_file(settings)
+    if runtime is None:
+        raise CliError(
+            f"memstream is not running (no live {settings.runtime_file}): start `memstream up` first, "
+            "or set MEMSTREAM_KAFKA_BOOTSTRAP"
+        )
+    return str(runtime["bootstrap"])
+
+
+# --- init and remember ----------------------------------------------------------------
+
+
+def cmd_init(args: argparse.Namespace, settings: Settings) -> int:
+    from datetime import UTC, datetime
+
+    from memstream.identity import derived_id, project_key, user_key
+    from memstream.project_files import PROJECT_FILES, read_project_files
+    from memstream.publish import publish_events
+    from memstream.rules.secrets import redact
+    from memstream.schemas import Snapshot
+    from memstream.topics import SNAPSHOTS
+
+    directory = Path(args.directory).resolve()
+    if not directory.is_dir():
+        raise CliError(f"{directory} is not a directory")
+    files = read_project_files(directory)
+    if not files:
+        raise CliError(f"nothing to read in {directory}: none of {', '.join(PROJECT_FILES[:6])}, … exists")
+    key = project_key(str(directory))
+    snapshot = Snapshot(
+        snapshot_id=derived_id(key, "init", datetime.now(UTC).isoformat()),
+        session_id=f"init:{key}",
+        project=str(directory),
+        project_key=key,
+        user_key=user_key(settings.user or git_email()),
+        mode="init",
+        text=redact(files),
+        turn_index=0,
+        ts=datetime.now(UTC),
+    )
+    asyncio.run(
+        publish_events(_bootstrap(settings), settings.topic_prefix, SNAPSHOTS, [(snapshot.session_id, snapshot)])
+    )
+    sections = sum(1 for line in files.splitlines() if line.startswith("=== ") and line.endswith(" ==="))
+    plural = "s" if sections != 1 else ""
+    print(f"published an init snapshot of {directory} ({sections} file{plural}, {len(files)} characters)")
+    return 0
+
+
+def cmd_remember(args: argparse.Namespace, settings: Settings) -> int:
+    from memstream.publish import publish_events
+    from memstream.remember import RememberError, make_fact
+    from memstream.topics import FACTS
+
+    project = str(Path(args.project).resolve())
+    identity = settings.user or (git_email() if args.scope == "user" or not args.scope else "")
+    try:
+        fact = make_fact(args.text, project=project, user=identity, type=args.type, scope=args.scope)
+    except RememberError as exc:
+        raise CliError(str(exc)) from None
+    asyncio.run(publish_events(_bootstrap(settings), settings.topic_prefix, FACTS, [(fact.scope_key, fact)]))
+    print(f"remembered ({fact.type}, {fact.scope} scope): {fact.text}")
+    return 0
+
+
+# --- replay -----------------------------------------------------------------------
+
+
+def cmd_replay(args: argparse.Namespace, settings: Settings) -> int:
+    from datetime import datetime
+
+    from memstream.replay import ReplayError, Start, replay
+    from memstream.runtime import read_runtime_file
+
+    start = Start()
+    if args.from_time:
+        try:
+            start = Start(timestamp=datetime.fromisoformat(args.from_time.replace("Z", "+00:00")))
+        except ValueError:
+            raise CliError(f"--from-time {args.from_time!r} is not an ISO time") from None
+    elif args.from_offset is not None:
+        if args.from_offset < 0:
+            raise CliError("--from-offset must be 0 or more")
+        start = Start(offset=args.from_offset)
+    runtime = read_runtime_file(settings)
+    api_url = str(runtime["api_url"]) if runtime else settings.api_url
+    logging.basicConfig(level=settings.log_level.upper(), format="%(levelname)s %(name)s: %(message)s")
+    try:
+        summary = asyncio.run(
+            replay(
+                settings,
+                name=args.name,
+                bootstrap=_bootstrap(settings),
+                api_url=api_url,
+                start=start,
+                switch=args.switch,
+            )
+        )
+    except ReplayError as exc:
+        raise CliError(str(exc)) from None
+    print(summary.render())
+    return 0

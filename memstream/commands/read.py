@@ -1,0 +1,142 @@
+"""The read verbs: search, block, history. They call the running memstream's HTTP API and import
+nothing of the pipeline (no Faust, Kafka client, store or provider SDK), so they answer in the time
+the API takes plus Python's start."""
+
+from __future__ import annotations
+
+import argparse
+import http.client
+import json
+import urllib.parse
+from pathlib import Path
+from typing import Any
+
+from memstream.commands import CliError
+from memstream.runtime import api_url, git_email
+from memstream.settings import Settings
+
+# --- search and block ----------------------------------------------------------------
+
+
+#: How long a read waits for the API (a block with a query embeds it first).
+API_TIMEOUT_S = 30.0
+
+
+def api_get(settings: Settings, path: str, params: dict[str, str]) -> tuple[str, str]:
+    """GET ``path`` from the running memstream's API: (content type, body); a CliError on failure."""
+    base = api_url(settings)
+    url = urllib.parse.urlsplit(base)
+    connection = http.client.HTTPConnection(url.hostname or "127.0.0.1", url.port or 80, timeout=API_TIMEOUT_S)
+    try:
+        connection.request("GET", f"{url.path.rstrip('/')}{path}?{urllib.parse.urlencode(params)}")
+        response = connection.getresponse()
+        body = response.read().decode(errors="replace")
+    except (OSError, http.client.HTTPException) as exc:
+        raise CliError(f"cannot reach memstream at {base} ({exc}): is `memstream up` running?") from None
+    finally:
+        connection.close()
+    if response.status >= 400:
+        try:
+            message = json.loads(body)["error"]
+        except (ValueError, KeyError, TypeError):
+            message = body[:200]
+        raise CliError(f"{path} failed ({response.status}): {message}")
+    return (response.getheader("Content-Type") or "").split(";")[0].strip(), body
+
+
+def cmd_search(args: argparse.Namespace, settings: Settings) -> int:
+    project = str(Path(args.project).resolve())
+    params = {"q": args.query, "project": project, "limit": str(args.limit), "user": settings.user or git_email()}
+    _, body = api_get(settings, "/search", params)
+    if args.json:
+        print(body)
+        return 0
+    results = json.loads(body)["results"]
+    if not results:
+        print(f"no memories match {args.query!r} in {project}")
+    for hit in results:
+        print(format_hit(hit))
+    return 0
+
+
+def format_hit(hit: dict[str, Any]) -> str:
+    """A search result in two lines: score, type, scope and text; then id, session, provenance, times."""
+    sources = ", ".join(
+        ":".join(
+            str(part) for part in (p.get("source") or "?", p.get("file") or p.get("session"), p.get("line")) if part
+        )
+        for p in hit.get("provenance") or []
+    )
+    details = [f"id {hit['id']}"]
+    if hit.get("session"):
+        details.append(f"session {hit['session']}")
+    if sources:
+        details.append(f"from {sources}")
+    details.append(f"created {_minute(hit['created_at'])}")
+    if hit.get("updated_at") != hit.get("created_at"):
+        details.append(f"updated {_minute(hit['updated_at'])}")
+    score = f"{hit['score']:.3f}" if hit.get("score") is not None else "  -  "
+    return f"{score}  [{hit['type']}, {hit['scope']}] {hit['text']}\n       {'  '.join(details)}"
+
+
+def _minute(ts: str) -> str:
+    return str(ts)[:16].replace("T", " ")
+
+
+def cmd_block(args: argparse.Namespace, settings: Settings) -> int:
+    project = str(Path(args.project).resolve())
+    params = {"project": project, "q": args.query, "user": settings.user or git_email()}
+    _, body = api_get(settings, "/block", params)
+    print(body)
+    return 0
+
+
+# --- history -------------------------------------------------------------------------
+
+
+def format_record(record: dict[str, Any]) -> str:
+    """One audit record (as the API returns it) on one line.
+
+    Time (UTC, to the second), outcome, action, the memory and the one it points at
+    (``->``: the successor of a superseded memory, the target of a proposal), the reason,
+    the model and prompt version that decided, and a flag when a human should review.
+    """
+    from datetime import UTC, datetime
+
+    ts = datetime.fromisoformat(str(record["ts"]).replace("Z", "+00:00")).astimezone(UTC)
+    about = record.get("memory_id") or "-"
+    if record.get("target_id"):
+        about += f" -> {record['target_id']}"
+    model, prompt = record.get("model") or "", record.get("prompt_version") or ""
+    decided_by = f"{model or '?'} ({prompt})" if prompt else model or "-"
+    line = "  ".join(
+        [
+            ts.strftime("%Y-%m-%dT%H:%M:%SZ"),
+            f"{record['outcome']:<10}",
+            f"{record.get('action') or '-':<6}",
+            about,
+            record.get("reason") or "-",
+            decided_by,
+        ]
+    )
+    where = ", ".join(f"{s['file']}:{s.get('line') or 0}" for s in record.get("sources") or [] if s.get("file"))
+    line += f"  from {where}" if where else ""
+    return line + ("  REVIEW NEEDED" if record.get("review_needed") else "")
+
+
+def cmd_history(args: argparse.Namespace, settings: Settings) -> int:
+    memory_id = args.memory_id.strip()
+    if not memory_id:
+        raise CliError("give the id of a memory")
+    if args.limit < 1:
+        raise CliError("--limit must be 1 or more")
+    _, body = api_get(settings, "/history", {"memory_id": memory_id, "limit": str(args.limit)})
+    records = json.loads(body)["records"]
+    if not records:
+        raise CliError(f"no history for memory {memory_id}")
+    if args.json:
+        print(body)
+        return 0
+    for record in records:
+        print(format_record(record))
+    return 0

@@ -1,0 +1,83 @@
+"""What a running ``memstream up`` wrote about itself (``runtime.json``), read without importing the
+pipeline: the read commands, hooks and MCP over stdio use it to find the API."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+from memstream.settings import Settings
+
+__all__ = ["api_url", "bootstrap_of", "git_email", "publish_target", "read_runtime_file", "user_identity"]
+
+
+def read_runtime_file(settings: Settings) -> dict[str, Any] | None:
+    """What a running ``memstream up`` wrote about itself, if it is still alive."""
+    try:
+        data = json.loads(settings.runtime_file.read_text())
+        pid = int(data["pid"])
+        os.kill(pid, 0)
+    except (
+        FileNotFoundError,
+        NotADirectoryError,
+        ValueError,
+        KeyError,
+        TypeError,
+        ProcessLookupError,
+        PermissionError,
+    ):
+        return None
+    # A container restarted after a crash reuses low pids: a file naming this very process,
+    # or a process that is not memstream, was left behind and means nothing.
+    if pid == os.getpid() or not _is_memstream(pid):
+        return None
+    return data
+
+
+def bootstrap_of(settings: Settings) -> str | None:
+    """Where to publish: the configured Kafka, else the broker of a running ``memstream up``, else None."""
+    target = publish_target(settings)
+    return target[0] if target else None
+
+
+def publish_target(settings: Settings) -> tuple[str, str] | None:
+    """(bootstrap, topic prefix) to publish to: the configured Kafka with the configured prefix, else what
+    the running ``memstream up`` wrote in its runtime file (a hook's environment may not repeat its
+    settings), else None: memstream is down."""
+    if settings.kafka_bootstrap:
+        return settings.kafka_bootstrap, settings.topic_prefix
+    runtime = read_runtime_file(settings)
+    if runtime is None:
+        return None
+    return str(runtime["bootstrap"]), str(runtime.get("topic_prefix") or settings.topic_prefix)
+
+
+def _is_memstream(pid: int) -> bool:
+    try:
+        return b"memstream" in Path(f"/proc/{pid}/cmdline").read_bytes()
+    except OSError:
+        return True  # no /proc (not Linux): trust the pid
+
+
+def api_url(settings: Settings) -> str:
+    """Where the running memstream's API listens (its runtime file), else where settings say."""
+    runtime = read_runtime_file(settings)
+    return str(runtime["api_url"]) if runtime else settings.api_url
+
+
+def git_email() -> str:
+    """The user's git email ("" without git or one set)."""
+    import subprocess
+
+    try:
+        out = subprocess.run(["git", "config", "user.email"], capture_output=True, text=True, timeout=5)
+        return out.stdout.strip()
+    except (OSError, subprocess.SubprocessError):
+        return ""
+
+
+def user_identity(settings: Settings) -> str:
+    """Who user-scoped memories belong to: MEMSTREAM_USER, else the git email."""
+    return settings.user or git_email()

@@ -1,0 +1,62 @@
+"""`memstream watch`: a session file written or appended under a watched root is captured without a re-run."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from pathlib import Path
+
+import pytest
+
+from memstream.capture.model import Source
+from memstream.capture.state import CaptureState
+from memstream.capture.watch import watch
+from memstream.settings import Settings
+from tests.unit.capture_fakes import FakeFormats, message, session_file
+
+
+def spooled(settings: Settings) -> list[str]:
+    if not settings.capture_db.exists():
+        return []
+    with CaptureState.open(settings.capture_db) as state:
+        return [s.payload["content"] for s in state.spooled(1000)]
+
+
+async def until(check: object, timeout: float = 30.0) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if check():  # type: ignore[operator]
+            return
+        await asyncio.sleep(0.05)
+    raise AssertionError("timed out")
+
+
+@pytest.mark.asyncio
+async def test_new_and_appended_files_are_captured_live_and_published(tmp_path: Path) -> None:
+    settings = Settings.from_env({}, data_dir=tmp_path / "data", watch_sweep=3600.0)
+    root = tmp_path / "claude" / "projects"
+    root.mkdir(parents=True)
+    session_file(root / "p" / "old.jsonl", "old", 2)  # there before: the first sweep takes it
+    publishes: list[int] = []
+
+    async def publish() -> int:
+        publishes.append(len(spooled(settings)))
+        return 0
+
+    stop = asyncio.Event()
+    task = asyncio.create_task(
+        watch(settings, publish, formats=FakeFormats(), roots={Source.CLAUDE: [root]}, stop=stop)
+    )
+    try:
+        await until(lambda: len(spooled(settings)) == 2)
+        await asyncio.sleep(0.3)  # let the watcher start before the next write
+        live = session_file(root / "p" / "live.jsonl", "live", 2)
+        await until(lambda: len(spooled(settings)) == 4)
+        with live.open("a") as handle:
+            handle.write(message(2))
+        await until(lambda: len(spooled(settings)) == 5)
+        assert spooled(settings)[-1] == "message 2 of the session"
+        assert publishes and publishes[-1] == 5
+    finally:
+        stop.set()
+        await asyncio.wait_for(task, 10)

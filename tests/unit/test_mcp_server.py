@@ -1,0 +1,60 @@
+"""The MCP server's own logic, in process with the SDK's client and a stand-in API: the project from
+the client's MCP roots, the working-directory fallback, and API failures as one-line tool errors."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import httpx
+import mcp.types as types
+from mcp import Client
+from pydantic import FileUrl
+
+from memstream.mcp_server import ApiClient, build_server
+
+
+def api(asked: list[httpx.Request], status: int = 200) -> ApiClient:
+    def answer(request: httpx.Request) -> httpx.Response:
+        asked.append(request)
+        if status != 200:
+            return httpx.Response(status, json={"error": "the store is\nunavailable"})
+        return httpx.Response(200, json={"query": request.url.params.get("q"), "results": []})
+
+    return ApiClient(httpx.AsyncClient(transport=httpx.MockTransport(answer), base_url="http://api"), user="me@x")
+
+
+async def roots(context: Any) -> types.ListRootsResult:
+    return types.ListRootsResult(roots=[types.Root(uri=FileUrl("file:///home/dev/shop"), name="shop")])
+
+
+async def test_the_project_comes_from_the_clients_first_root() -> None:
+    asked: list[httpx.Request] = []
+    async with Client(build_server(api(asked), default_project="/srv/cwd"), list_roots_callback=roots) as client:
+        result = await client.call_tool("search_memories", {"query": "deploys"})
+    assert not result.is_error, result.content
+    assert asked[0].url.params["project"] == "/home/dev/shop"
+    assert asked[0].url.params["user"] == "me@x"
+
+
+async def test_without_roots_the_working_directory_and_an_explicit_project_wins() -> None:
+    asked: list[httpx.Request] = []
+    async with Client(build_server(api(asked), default_project="/srv/cwd")) as client:
+        await client.call_tool("search_memories", {"query": "deploys"})
+        await client.call_tool("search_memories", {"query": "deploys", "project": "/elsewhere"})
+    assert [r.url.params["project"] for r in asked] == ["/srv/cwd", "/elsewhere"]
+
+
+async def test_an_api_failure_is_a_one_line_tool_error() -> None:
+    async with Client(build_server(api([], status=503), default_project="/srv/cwd")) as client:
+        result = await client.call_tool("search_memories", {"query": "deploys"})
+    assert result.is_error
+    text = result.content[0].text  # type: ignore[union-attr]
+    assert text.endswith("/search failed (503): the store is unavailable") and "\n" not in text
+
+
+async def test_the_roots_parameter_is_not_part_of_any_tools_schema() -> None:
+    async with Client(build_server(api([]), default_project=None)) as client:
+        tools = (await client.list_tools()).tools
+    assert len(tools) == 7
+    for tool in tools:
+        assert "roots" not in tool.input_schema.get("properties", {}), tool.name
