@@ -1,6 +1,7 @@
 """The stream agents, one module each: snapshot → extract → embed → decide → store,
 age, contradiction and graph reacting to what the store changed, and seed 004's two phases:
-rollout (Phase 1, per idle session) and consolidate (Phase 2, one global run at a time).
+rollout (Phase 1, per idle session) and consolidate (Phase 2, one global run at a time);
+retention's timer, the document agent (seed 003's document ingest) and the maintenance worker's timer.
 
 Each module exposes ``register(app, topics, providers)``, which declares its table and
 its agent on the app. Agent bodies decode, call a pure rule from ``memstream.rules``,
@@ -12,10 +13,12 @@ from memstream.agents import (
     consolidate,
     contradiction,
     decide,
+    document,
     embed,
     extract,
     graph,
     history,
+    maintenance,
     park,
     retention,
     rollout,
@@ -38,6 +41,8 @@ ALL_AGENTS = (
     rollout,
     consolidate,
     retention,
+    document,
+    maintenance,
 )
 
 __all__ = ["ALL_AGENTS"]

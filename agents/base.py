@@ -16,6 +16,7 @@ from opentelemetry import trace
 
 from memstream import metrics
 from memstream.codec import CODEC_NAME
+from memstream.redrive import ATTEMPTS_HEADER, REDRIVEN_FROM_HEADER, header
 from memstream.schemas import DeadLetter
 
 log = logging.getLogger("memstream.agents")
@@ -34,6 +35,9 @@ class DeadLetters:
         self.count += 1
         metrics.DEAD_LETTERS.labels(stage).inc()
         log.warning("dead-lettered by %s: %s", stage, reason)
+        # A re-driven event carries how often it was dead-lettered before, and from where.
+        headers = message.headers if message else None
+        previous = header(headers, ATTEMPTS_HEADER)
         record = DeadLetter(
             stage=stage,
             reason=reason[:2000],
@@ -43,6 +47,8 @@ class DeadLetters:
             key=message.key if message else None,
             payload=message.value if message and isinstance(message.value, bytes) else b"",
             ts=datetime.now(UTC),
+            attempts=int(previous) + 1 if previous and previous.isdigit() else 1,
+            redriven_from=(header(headers, REDRIVEN_FROM_HEADER) or b"").decode(errors="replace"),
         )
         await self.topic.send(key=stage.encode(), value=record)
 

@@ -12,6 +12,8 @@ POST /memories/{id}/forget  tombstone a memory (JSON: reason), recorded in its a
 GET /history?memory_id= the audit trail of one memory, oldest first (or ?scope= / ?project=:
                         a scope's newest records, returned oldest first)
 GET /metrics            Prometheus metrics
+GET|POST|DELETE /documents  documents (seed 003's document ingest; see memstream.documents_api)
+GET|POST /maintenance   the maintenance report (seed 003's tick()); POST runs its repairs once
 
 ``memstream up`` serves it from inside its Faust worker (``memstream.app``), which fills the
 context with the callables only a running pipeline has: the consumer lag and the producer that
@@ -36,13 +38,23 @@ from starlette.responses import PlainTextResponse, Response
 from starlette.routing import BaseRoute, Route
 from starlette.types import ASGIApp
 
-from memstream import metrics, recall
+from memstream import documents_api, metrics, recall
 from memstream.identity import derived_id, project_key, user_key
 from memstream.remember import RememberError, expected_memory_id, make_fact
-from memstream.schemas import Fact, Memory, MemoryOp, MemoryUsage, Provenance, SupersedeMemory
+from memstream.schemas import (
+    DocumentIngest,
+    DocumentRemove,
+    Fact,
+    Memory,
+    MemoryOp,
+    MemoryUsage,
+    Provenance,
+    SupersedeMemory,
+)
 
 if TYPE_CHECKING:
     from memstream.bootstrap import Providers
+    from memstream.maintenance import Maintenance
 
 log = logging.getLogger(__name__)
 
@@ -65,6 +77,10 @@ def _no_lag() -> None:
     return None
 
 
+async def _no_documents(request: DocumentIngest | DocumentRemove) -> None:
+    raise ApiError("document ingest needs a running pipeline (memstream up)")
+
+
 @dataclass(frozen=True)
 class ApiContext:
     """What the API reads and calls. Everything it needs from a running pipeline is a callable here."""
@@ -80,6 +96,10 @@ class ApiContext:
     send_memory_op: OpSink | None = None
     #: Serve MCP's stateless streamable HTTP at /mcp.
     mcp: bool = True
+    #: Publishes a document request on the documents topic; refuses without a producer.
+    send_document: documents_api.Send = _no_documents
+    #: The maintenance worker's report and repairs (``memstream doctor``); None where none runs.
+    maintenance: Maintenance | None = None
     #: Extra routes and ASGI apps mounted beside the built-in ones (e.g. MCP at /mcp).
     routes: Sequence[BaseRoute] = field(default_factory=list)
     #: Context managers entered for the app's lifetime (e.g. the MCP session manager).
@@ -345,12 +365,15 @@ def create_app(ctx: ApiContext) -> ASGIApp:
         query = request.query_params.get("q", "").strip()
         if not query:
             return error("the 'q' parameter is required")
+        documents = request.query_params.get("documents", "include")
+        if documents not in recall.DOCUMENT_FILTERS:
+            return error(f"'documents' must be one of {', '.join(recall.DOCUMENT_FILTERS)}")
         try:
             project, user = scope_args(request, providers)
             limit = _limit(request, 10, 100)
         except ApiError as exc:
             return error(str(exc))
-        hits = await recall.search(providers, query, project, user, limit=limit)
+        hits = await recall.search(providers, query, project, user, limit=limit, documents=documents)
         await record_usage(ctx, [hit.memory for hit in hits])
         results = [
             {
@@ -380,8 +403,37 @@ def create_app(ctx: ApiContext) -> ASGIApp:
         await record_usage(ctx, shown.memories)
         return PlainTextResponse(shown.text)
 
+    async def documents(request: Request) -> Response:
+        query = dict(request.query_params)
+        try:
+            if request.method == "POST":
+                try:
+                    body = msgspec.json.decode(await request.body())
+                except msgspec.DecodeError:
+                    return error("the body must be JSON")
+                max_bytes = providers.settings.document_max_content_bytes
+                status, reply = await documents_api.add(body, ctx.send_document, max_bytes=max_bytes)
+            elif request.method == "DELETE":
+                status, reply = await documents_api.remove(providers.documents, query, ctx.send_document)
+            else:
+                status, reply = await documents_api.list_or_show(providers.documents, query)
+        except ApiError as exc:
+            return error(str(exc), 503)
+        return JSON(reply, status_code=status)
+
+    async def maintenance(request: Request) -> Response:
+        if ctx.maintenance is None:
+            return error("no maintenance worker runs here", 503)
+        if request.method == "POST":
+            report = await ctx.maintenance.tick(mode="execute")
+        else:
+            report = await ctx.maintenance.tick(mode="observe")
+        return JSON(msgspec.to_builtins(report))
+
     routes: list[BaseRoute] = [
         Route("/health", health),
+        Route("/documents", documents, methods=["GET", "POST", "DELETE"]),
+        Route("/maintenance", maintenance, methods=["GET", "POST"]),
         Route("/metrics", prometheus),
         Route("/memories", memories, methods=["GET"]),
         Route("/memories", add, methods=["POST"]),

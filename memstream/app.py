@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from types import MappingProxyType
 from typing import Any
@@ -23,7 +23,7 @@ from memstream.agents.base import DeadLetters
 from memstream.bootstrap import Providers
 from memstream.codec import register_codec
 from memstream.metrics import CONSUMER_LAG
-from memstream.schemas import Fact, MemoryOp, MemoryUsage
+from memstream.schemas import DocumentIngest, DocumentRemove, Fact, MemoryOp, MemoryUsage
 from memstream.settings import Settings
 from memstream.topics.binding import Topics, bind_topics
 from memstream.transport import MemstreamApp
@@ -87,6 +87,8 @@ def build_app(settings: Settings, providers: Providers, bootstrap: str, *, web: 
             update_lag=lambda: update_lag(app),
             send_fact=_fact_sink(topics),
             send_memory_op=_op_sink(topics),
+            send_document=_document_sink(topics),
+            maintenance=getattr(app, "maintenance", None),
         )
         app.web_server(type("MemstreamApi", (ApiService,), {"asgi_app": api.create_app(context), "faust_app": app}))
     return Pipeline(app=app, topics=topics, providers=providers, dead_letters=dead_letters)
@@ -109,6 +111,13 @@ class ApiService(AsgiService):
 def _usage_sink(topics: Topics) -> api.UsageSink:
     async def send(usage: MemoryUsage) -> None:
         await topics.consolidation.send(key=b"usage", value=usage)
+
+    return send
+
+
+def _document_sink(topics: Topics) -> Callable[[DocumentIngest | DocumentRemove], Awaitable[None]]:
+    async def send(request: DocumentIngest | DocumentRemove) -> None:
+        await topics.documents.send(key=request.document_id.encode(), value=request)
 
     return send
 

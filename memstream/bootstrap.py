@@ -11,6 +11,7 @@ from memstream.embed.base import Embedder
 from memstream.llm.base import LLM
 from memstream.settings import Settings
 from memstream.store.base import MemoryStore
+from memstream.store.documents import DocumentStore
 from memstream.store.graph import GraphStore
 from memstream.store.history import HistoryStore
 
@@ -35,6 +36,8 @@ class Providers:
     history: HistoryStore
     #: The knowledge graph; None unless MEMSTREAM_GRAPH_ENABLED.
     graph: GraphStore | None = None
+    #: Ingested documents, their status trail and chunk links (seed 003); None: no document ingest.
+    documents: DocumentStore | None = None
     #: Reorders search's top results; None unless MEMSTREAM_RERANKER (seed 003's optional reranking).
     reranker: Reranker | None = None
 
@@ -47,10 +50,13 @@ class Providers:
         await self.history.open()
         if self.graph is not None:
             await self.graph.open()
+        if self.documents is not None:
+            await self.documents.open()
 
     async def close(self) -> None:
         closers = [self.store.close, self.history.close, self.embedder.close]
         closers += [self.graph.close] if self.graph is not None else []
+        closers += [self.documents.close] if self.documents is not None else []
         closers += [self.llm.close] if self.llm is not None else []
         closers += [self.reranker.close] if self.reranker is not None else []
         for closer in closers:
@@ -121,6 +127,16 @@ def build_graph(settings: Settings) -> GraphStore | None:
     from memstream.store.graph import EdgeGraphStore
 
     return EdgeGraphStore(settings.store_dir)
+
+
+def build_documents(settings: Settings) -> DocumentStore:
+    if settings.qdrant_url:
+        from memstream.store.documents import ServerDocumentStore
+
+        return ServerDocumentStore(url=settings.qdrant_url, api_key=settings.qdrant_api_key or None)
+    from memstream.store.documents import EdgeDocumentStore
+
+    return EdgeDocumentStore(settings.store_dir)
 
 
 def build_llm(settings: Settings) -> LLM | None:
@@ -196,5 +212,6 @@ def build_providers(
         llm=llm,
         history=history or build_history(settings),
         graph=build_graph(settings),
+        documents=build_documents(settings),
         reranker=build_reranker(settings, llm),
     )

@@ -1,5 +1,5 @@
 """The ``memstream`` command: up, publish, init, remember, replay, search, block, history, ingest, watch,
-install, uninstall, hook, mcp.
+install, uninstall, hook, mcp, doc, doctor, redrive.
 
 Only the argument parser lives here. Each verb's code is in ``memstream.commands`` and is imported
 when that verb runs, so the read verbs, the hooks and MCP over stdio never load the pipeline.
@@ -96,6 +96,12 @@ def _parser() -> argparse.ArgumentParser:
     search.add_argument("--project", "-p", default=".", help="project directory (default: .)")
     search.add_argument("--limit", "-n", type=int, default=10)
     search.add_argument("--json", action="store_true", help="print the raw JSON results")
+    search.add_argument(
+        "--documents",
+        choices=("include", "exclude", "only"),
+        default="include",
+        help="document chunks with the memories (default), left out, or alone",
+    )
     search.set_defaults(run="read:cmd_search")
 
     block = sub.add_parser("block", help="print the [MEMORY] block for a project")
@@ -144,6 +150,42 @@ def _parser() -> argparse.ArgumentParser:
 
     mcp = sub.add_parser("mcp", help="serve memstream's MCP tools over stdio (they call the running memstream)")
     mcp.set_defaults(run="agent:cmd_mcp")
+
+    doc = sub.add_parser("doc", help="documents: add a URL, file or stdin as searchable chunks; list, show, remove")
+    doc_sub = doc.add_subparsers(required=True, metavar="ACTION")
+    doc_add = doc_sub.add_parser("add", help="ingest a URL, a file, or '-' (standard input)")
+    doc_add.add_argument("source", help="an http(s) URL, a file's path, or '-' for standard input")
+    doc_add.add_argument("--project", "-p", default=".", help="project directory (default: .)")
+    doc_add.add_argument("--title", "-t", default="", help="the title (default: the page's, or the file's name)")
+    doc_add.set_defaults(run="workers:cmd_doc_add")
+    doc_list = doc_sub.add_parser("list", help="the project's documents with their status")
+    doc_list.add_argument("--project", "-p", default=".", help="project directory (default: .)")
+    doc_list.add_argument("--json", action="store_true", help="print the raw JSON")
+    doc_list.set_defaults(run="workers:cmd_doc_list")
+    doc_show = doc_sub.add_parser("show", help="one document: status trail and chunks")
+    doc_show.add_argument("document_id")
+    doc_show.add_argument("--json", action="store_true", help="print the raw JSON")
+    doc_show.set_defaults(run="workers:cmd_doc_show")
+    doc_remove = doc_sub.add_parser("remove", help="remove a document and all its chunks")
+    doc_remove.add_argument("document_id")
+    doc_remove.set_defaults(run="workers:cmd_doc_remove")
+
+    doctor = sub.add_parser(
+        "doctor", help="the maintenance worker's report: queue, index and storage health, and what it recommends"
+    )
+    doctor.add_argument("--execute", action="store_true", help="run the recommended repairs once, then measure again")
+    doctor.add_argument("--json", action="store_true", help="print the raw JSON report")
+    doctor.set_defaults(run="workers:cmd_doctor")
+
+    redrive = sub.add_parser(
+        "redrive", help="send dead-lettered events back to the topic they came from (each dead letter once)"
+    )
+    redrive.add_argument("--stage", default="", help="only dead letters of this stage (extract, decode:<topic>, …)")
+    redrive.add_argument("--reason", default="", help="only dead letters whose reason contains this text")
+    redrive.add_argument("--since", default="", help="only dead letters from this ISO time, or this long ago (2h, 7d)")
+    redrive.add_argument("--dry-run", action="store_true", help="list what would be re-driven, send nothing")
+    redrive.add_argument("--limit", "-n", type=int, help="re-drive at most this many, oldest first")
+    redrive.set_defaults(run="workers:cmd_redrive")
     return parser
 
 

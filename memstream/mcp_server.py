@@ -29,7 +29,8 @@ NAME = "memstream"
 INSTRUCTIONS = (
     "memstream is the long-term memory of this project and user. Call get_memory_block at the start of "
     "a task for the project's context; search_memories before answering questions about past work, "
-    "decisions, preferences or errors; add_memory when the user asks to remember something."
+    "decisions, preferences or errors; add_memory when the user asks to remember something; add_document "
+    "for a web page or text the project should know."
 )
 #: How long a tool waits on the API (writes wait up to 5 s for the store to show their outcome).
 API_TIMEOUT_S = 30.0
@@ -211,6 +212,30 @@ def build_server(api: ApiClient, default_project: str | None) -> MCPServer:
         reason: Annotated[str, Field(description="Why it should be forgotten (recorded).", min_length=3)],
     ) -> dict[str, Any]:
         return dict(await api.call("POST", f"/memories/{_segment(id)}/forget", json={"reason": reason}))
+
+    @server.tool(
+        description="Add a document to the project's memory: a web page by its URL, or text. It is split into "
+        "chunks that search_memories then finds beside the memories. Returns the document's id; list_documents "
+        "shows its progress (extracting, chunking, embedding, indexing, done or failed)."
+    )
+    async def add_document(
+        roots: Roots,
+        url: Annotated[str | None, Field(description="An http(s) URL to fetch (HTML is reduced to its text).")] = None,
+        content: Annotated[str | None, Field(description="The document's text, when there is no URL.")] = None,
+        title: Annotated[str | None, Field(description="The title (default: the page's).")] = None,
+        project: Project = None,
+    ) -> dict[str, Any]:
+        if bool(url) == bool(content):
+            raise ToolError("give either 'url' or 'content'")
+        where = await project_of(roots, project)
+        body = {"source": url, "content": content, "title": title or "", "project": where}
+        return dict(await api.call("POST", "/documents", json={k: v for k, v in body.items() if v is not None}))
+
+    @server.tool(description="The project's documents, newest first, with their status and number of chunks.")
+    async def list_documents(roots: Roots, project: Project = None) -> dict[str, Any]:
+        where = await project_of(roots, project)
+        found = await api.call("GET", "/documents", params={"project": where})
+        return {"project": where, "documents": found["documents"]}
 
     return server
 

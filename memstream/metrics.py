@@ -51,6 +51,19 @@ RETENTION_PURGED = Counter(
     registry=REGISTRY,
 )
 
+HEALTH_SCORE = Gauge(
+    "memstream_health_score", "The maintenance worker's composite health score in [0, 1]", registry=REGISTRY
+)
+HEALTH_DELTA = Gauge(
+    "memstream_health_delta", "Change of the health score over the last maintenance repairs", registry=REGISTRY
+)
+REPAIRS = Counter(
+    "memstream_repairs",
+    "Maintenance repairs by action and outcome (done, failed, skipped)",
+    ["action", "outcome"],
+    registry=REGISTRY,
+)
+
 #: US dollars per million (input, output) tokens, for the cost estimate; unknown models cost 0.
 PRICES_PER_MILLION: dict[str, tuple[float, float]] = {
     "claude-haiku-4-5": (1.0, 5.0),

@@ -128,11 +128,22 @@ async def send_turns(producer: AIOKafkaProducer, prefix: str, turns: Sequence[Tu
 
 
 async def publish_events(
-    bootstrap: str, prefix: str, spec: TopicSpec, events: Sequence[tuple[str, msgspec.Struct]]
+    bootstrap: str,
+    prefix: str,
+    spec: TopicSpec,
+    events: Sequence[tuple[str, msgspec.Struct]],
+    *,
+    max_request_size: int = 1_048_576,
 ) -> int:
-    """Send (key, event) pairs to one catalog topic, in order; each send starts a trace."""
+    """Send (key, event) pairs to one catalog topic, in order; each send starts a trace.
+
+    ``max_request_size``: the largest request the producer sends (aiokafka's default, 1 MiB);
+    a document's content needs more.
+    """
     quiet_payload_loggers()
-    producer = AIOKafkaProducer(bootstrap_servers=bootstrap, client_id=f"{prefix}-publish", linger_ms=5)
+    producer = AIOKafkaProducer(
+        bootstrap_servers=bootstrap, client_id=f"{prefix}-publish", linger_ms=5, max_request_size=max_request_size
+    )
     await producer.start()
     try:
         topic = topic_name(prefix, spec)

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Protocol
 import msgspec
 
 from memstream.bootstrap import Providers
-from memstream.schemas import CONSOLIDATED, Memory
+from memstream.schemas import CONSOLIDATED, DOCUMENT_CHUNK, MEMORY_TYPES, Memory
 from memstream.schemas.memory import HybridHit
 from memstream.store.graph import GraphStore
 
@@ -57,8 +57,23 @@ BOOST_POOL = 3
 BOOST_GRACE_S = 0.25
 
 
+#: How search treats document chunks: with the memories, left out, or alone.
+DOCUMENT_FILTERS: tuple[str, ...] = ("include", "exclude", "only")
+
+
 def scopes(project_key: str, user_key: str) -> list[str]:
     return [key for key in (project_key, user_key) if key]
+
+
+def searched_types(documents: str) -> list[str] | None:
+    """The memory types a search with this document filter looks at (None: every type)."""
+    if documents == "include":
+        return None
+    if documents == "exclude":
+        return [*MEMORY_TYPES, CONSOLIDATED]
+    if documents == "only":
+        return [DOCUMENT_CHUNK]
+    raise ValueError(f"documents must be one of {', '.join(DOCUMENT_FILTERS)}, got {documents!r}")
 
 
 async def search(
@@ -69,14 +84,18 @@ async def search(
     *,
     limit: int = 10,
     reranker: Reranker | None = None,
+    documents: str = "include",
 ) -> list[HybridHit]:
     """The memories that best match the query, best first.
 
     Seed 003's recall: the same BM25 + vector fusion the decision stage uses (``store.hybrid_search``,
     ``alpha`` = MEMSTREAM_RECALL_ALPHA, nothing dropped by a minimum score), the graph boost added to
     the fused score when the graph is enabled, then, when a reranker is given, its order for the top N.
+    ``documents``: ``include`` searches document chunks with the memories, ``exclude`` leaves them
+    out, ``only`` searches nothing else.
     """
     keys = scopes(project_key, user_key)
+    types = searched_types(documents)
     settings = providers.settings
     graph = providers.graph
     reranker = reranker if reranker is not None else providers.reranker
@@ -92,7 +111,7 @@ async def search(
     try:
         vector = await providers.embedder.embed_query(query)
         hits = await providers.store.hybrid_search(
-            query, vector, keys, limit=pool, alpha=settings.recall_alpha, min_score=0.0
+            query, vector, keys, limit=pool, alpha=settings.recall_alpha, min_score=0.0, types=types
         )
     except BaseException:
         if boost is not None:

@@ -16,8 +16,16 @@ class SettingsError(ValueError):
     """A setting has a value memstream cannot use; the message names the variable."""
 
 
-def _env(name: str) -> dict[str, Any]:
-    return {"env": name}
+def _env(
+    name: str, *, low: float | None = None, high: float | None = None, choices: tuple[str, ...] = ()
+) -> dict[str, Any]:
+    """A field's metadata: its variable, and the range (inclusive) or choices it is validated against."""
+    meta: dict[str, Any] = {"env": name}
+    if low is not None or high is not None:
+        meta["range"] = (low, high)
+    if choices:
+        meta["choices"] = choices
+    return meta
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -74,8 +82,8 @@ class Settings:
     local_llm_model: str = field(default="qwen3:4b", metadata=_env("MEMSTREAM_LOCAL_LLM_MODEL"))
     #: MEMSTREAM_LLM_PRIMARY: the provider tried first: anthropic, xai, google or local.
     llm_primary: str = field(default="anthropic", metadata=_env("MEMSTREAM_LLM_PRIMARY"))
-    #: MEMSTREAM_LLM_TIMEOUT: seconds per LLM request attempt.
-    llm_timeout: float = field(default=45.0, metadata=_env("MEMSTREAM_LLM_TIMEOUT"))
+    #: MEMSTREAM_LLM_TIMEOUT: seconds per LLM request attempt (seed 003's extractionTimeout: 45, 5 to 300).
+    llm_timeout: float = field(default=45.0, metadata=_env("MEMSTREAM_LLM_TIMEOUT", low=5.0, high=300.0))
     #: MEMSTREAM_LLM_RETRIES: retries per provider before falling back to the next one.
     llm_retries: int = field(default=2, metadata=_env("MEMSTREAM_LLM_RETRIES"))
     #: MEMSTREAM_LLM_BACKOFF: seconds before the first retry; doubled each time, with full jitter.
@@ -86,8 +94,9 @@ class Settings:
     #: Above the sessions a worker serves at once, or they queue for the LLM: at 100 sessions and 1 s
     #: calls, 64 gave 48.6 turns/s and 128 gave 55.0 (bench, interleaved). 429s back off through retries.
     llm_concurrency: int = field(default=128, metadata=_env("MEMSTREAM_LLM_CONCURRENCY"))
-    #: MEMSTREAM_EXTRACT_ATTEMPTS: extraction attempts of a snapshot (seed 003: 3) before it is dead-lettered.
-    extract_attempts: int = field(default=3, metadata=_env("MEMSTREAM_EXTRACT_ATTEMPTS"))
+    #: MEMSTREAM_EXTRACT_ATTEMPTS: attempts at a snapshot's extraction, or a document's ingest, before it is
+    #: dead-lettered or failed (seed 003's workerMaxRetries: 3, 1 to 10).
+    extract_attempts: int = field(default=3, metadata=_env("MEMSTREAM_EXTRACT_ATTEMPTS", low=1, high=10))
     #: MEMSTREAM_PARK_DELAY: seconds a parked snapshot waits before its first retry (seed 003: 1).
     park_delay: float = field(default=1.0, metadata=_env("MEMSTREAM_PARK_DELAY"))
     #: MEMSTREAM_PARK_DELAY_MAX: the longest a parked snapshot waits (seed 003: 30).
@@ -142,6 +151,57 @@ class Settings:
     history_retention_days: float = field(default=180.0, metadata=_env("MEMSTREAM_HISTORY_RETENTION_DAYS"))
     #: MEMSTREAM_RETENTION_INTERVAL: seconds between two retention sweeps.
     retention_interval: float = field(default=21_600.0, metadata=_env("MEMSTREAM_RETENTION_INTERVAL"))
+
+    # --- maintenance worker (seed 003) ----------------------------------------------------
+    #: MEMSTREAM_AUTONOMOUS_ENABLED: run the maintenance worker on its interval (seed 003's autonomousEnabled).
+    autonomous_enabled: bool = field(default=False, metadata=_env("MEMSTREAM_AUTONOMOUS_ENABLED"))
+    #: MEMSTREAM_AUTONOMOUS_FROZEN: keep the maintenance worker's interval stopped even when enabled;
+    #: ``memstream doctor`` still works (seed 003's autonomousFrozen).
+    autonomous_frozen: bool = field(default=False, metadata=_env("MEMSTREAM_AUTONOMOUS_FROZEN"))
+    #: MEMSTREAM_MAINTENANCE_INTERVAL_MS: milliseconds between two maintenance cycles (30 min; 1 min to 1 day).
+    maintenance_interval_ms: int = field(
+        default=1_800_000, metadata=_env("MEMSTREAM_MAINTENANCE_INTERVAL_MS", low=60_000, high=86_400_000)
+    )
+    #: MEMSTREAM_MAINTENANCE_MODE: observe (log the recommendations) or execute (run the repairs).
+    maintenance_mode: str = field(
+        default="observe", metadata=_env("MEMSTREAM_MAINTENANCE_MODE", choices=("observe", "execute"))
+    )
+    #: MEMSTREAM_REPAIR_REEMBED_COOLDOWN_MS: least milliseconds between two runs of a store repair (re-embed,
+    #: sparse vectors, payload indexes, retention sweep; 10 s to 1 h).
+    repair_reembed_cooldown_ms: int = field(
+        default=300_000, metadata=_env("MEMSTREAM_REPAIR_REEMBED_COOLDOWN_MS", low=10_000, high=3_600_000)
+    )
+    #: MEMSTREAM_REPAIR_REEMBED_HOURLY_BUDGET: most runs of each store repair per hour (1 to 1000).
+    repair_reembed_hourly_budget: int = field(
+        default=10, metadata=_env("MEMSTREAM_REPAIR_REEMBED_HOURLY_BUDGET", low=1, high=1000)
+    )
+    #: MEMSTREAM_REPAIR_REQUEUE_COOLDOWN_MS: least milliseconds between two re-drives of dead letters (5 s to 1 h).
+    repair_requeue_cooldown_ms: int = field(
+        default=60_000, metadata=_env("MEMSTREAM_REPAIR_REQUEUE_COOLDOWN_MS", low=5_000, high=3_600_000)
+    )
+    #: MEMSTREAM_REPAIR_REQUEUE_HOURLY_BUDGET: most re-drives of dead letters per hour (1 to 1000).
+    repair_requeue_hourly_budget: int = field(
+        default=50, metadata=_env("MEMSTREAM_REPAIR_REQUEUE_HOURLY_BUDGET", low=1, high=1000)
+    )
+
+    # --- document ingest (seed 003) ------------------------------------------------------
+    #: MEMSTREAM_DOCUMENT_WORKER_INTERVAL_MS: milliseconds before a failed document ingest is tried again
+    #: (seed 003's document worker tick; 1 s to 5 min).
+    document_worker_interval_ms: int = field(
+        default=10_000, metadata=_env("MEMSTREAM_DOCUMENT_WORKER_INTERVAL_MS", low=1_000, high=300_000)
+    )
+    #: MEMSTREAM_DOCUMENT_CHUNK_SIZE: characters per document chunk (200 to 50000).
+    document_chunk_size: int = field(
+        default=2_000, metadata=_env("MEMSTREAM_DOCUMENT_CHUNK_SIZE", low=200, high=50_000)
+    )
+    #: MEMSTREAM_DOCUMENT_CHUNK_OVERLAP: characters a chunk shares with the previous one (0 to 10000).
+    document_chunk_overlap: int = field(
+        default=200, metadata=_env("MEMSTREAM_DOCUMENT_CHUNK_OVERLAP", low=0, high=10_000)
+    )
+    #: MEMSTREAM_DOCUMENT_MAX_CONTENT_BYTES: most bytes fetched from a document's URL (10 MB; 1 KiB to 100 MiB).
+    document_max_content_bytes: int = field(
+        default=10_485_760, metadata=_env("MEMSTREAM_DOCUMENT_MAX_CONTENT_BYTES", low=1024, high=104_857_600)
+    )
 
     # --- Phase 1 and Phase 2 (seed 004) -------------------------------------------------
     #: MEMSTREAM_PHASE1_IDLE_SECONDS: a session is distilled once idle this long (never while active).
@@ -233,6 +293,21 @@ class Settings:
         return settings
 
     def validate(self) -> None:
+        for f in fields(self):
+            value = getattr(self, f.name)
+            if "range" in f.metadata:
+                low, high = f.metadata["range"]
+                if (low is not None and value < low) or (high is not None and value > high):
+                    raise SettingsError(
+                        f"{f.metadata['env']} must be between {_num(low)} and {_num(high)}, got {value!r}"
+                    )
+            if "choices" in f.metadata and value not in f.metadata["choices"]:
+                raise SettingsError(f"{f.metadata['env']} must be {' or '.join(f.metadata['choices'])}, got {value!r}")
+        if self.document_chunk_overlap >= self.document_chunk_size:
+            raise SettingsError(
+                f"{_var('document_chunk_overlap')} must be below {_var('document_chunk_size')} "
+                f"({self.document_chunk_overlap} >= {self.document_chunk_size})"
+            )
         for name in (
             "partitions",
             "replication",
@@ -346,6 +421,10 @@ class Settings:
     @property
     def api_url(self) -> str:
         return f"http://{self.http_host}:{self.http_port}"
+
+
+def _num(value: float) -> str:
+    return str(int(value)) if float(value).is_integer() else str(value)
 
 
 def _var(field_name: str) -> str:

@@ -314,6 +314,62 @@ class DeadLetter(Event, tag="dead-letter.v1", kw_only=True, frozen=True):
     key: bytes | None = None
     payload: bytes = b""
     ts: datetime
+    #: Times this event has been dead-lettered: 1, plus one for each re-drive that failed again.
+    attempts: int = 1
+    #: The dead letter this event was re-driven from (its id, see :func:`dead_letter_id`), "" if none.
+    redriven_from: str = ""
+
+
+def dead_letter_id(partition: int, offset: int) -> str:
+    """A dead letter's id: where it sits on the dead-letters topic, ``<partition>:<offset>``."""
+    return f"{partition}:{offset}"
+
+
+class Redriven(Event, tag="redriven.v1", kw_only=True, frozen=True):
+    """A dead letter sent back to the topic it came from (``memstream redrive``). Key: its id.
+
+    Kept on a compacted topic, one record per dead letter, so no dead letter is re-driven twice.
+    """
+
+    #: The dead letter's id (``<partition>:<offset>`` on the dead-letters topic).
+    dead_letter: str
+    stage: str
+    #: Where the original bytes went back to.
+    topic: str
+    partition: int = -1
+    offset: int = -1
+    #: Who re-drove it: ``cli`` or ``maintenance``.
+    by: str = ""
+    ts: datetime
+
+
+DocumentSource = Literal["url", "file", "text"]
+
+
+class DocumentIngest(Event, tag="document-ingest.v1", kw_only=True, frozen=True):
+    """Ingest a document (seed 003): fetch a URL, or take the raw content. Key: document id.
+
+    Sent again for a document already ingested, it is ingested again: chunks already linked
+    to it are kept, new ones are added, ones its content no longer has are removed.
+    """
+
+    document_id: str
+    source_type: DocumentSource
+    #: The URL, the file's path, or ``-`` for standard input.
+    source: str
+    #: The content for ``file`` and ``text``; empty for ``url`` (fetched by the document agent).
+    content: str = ""
+    title: str = ""
+    project: str
+    scope_key: str
+    ts: datetime
+
+
+class DocumentRemove(Event, tag="document-remove.v1", kw_only=True, frozen=True):
+    """Remove a document and every chunk linked to it, as a unit. Key: document id."""
+
+    document_id: str
+    ts: datetime
 
 
 AnyEvent = (
@@ -332,6 +388,9 @@ AnyEvent = (
     | MemoryUsage
     | ConsolidationRequest
     | DeadLetter
+    | Redriven
+    | DocumentIngest
+    | DocumentRemove
 )
 
 AnyMemoryOp = CreateMemory | RefreshMemory | DeleteMemory | SupersedeMemory
@@ -346,6 +405,9 @@ __all__ = [
     "CreateMemory",
     "DeadLetter",
     "DeleteMemory",
+    "DocumentIngest",
+    "DocumentRemove",
+    "DocumentSource",
     "EmbeddedFact",
     "Entity",
     "Event",
@@ -357,6 +419,7 @@ __all__ = [
     "MemoryUsage",
     "Message",
     "ParkedSnapshot",
+    "Redriven",
     "RefreshMemory",
     "Role",
     "RolloutOutput",
@@ -367,6 +430,7 @@ __all__ = [
     "TurnMetadata",
     "TurnTimestamps",
     "TurnV1",
+    "dead_letter_id",
     "normalized_turn_content",
     "turn_hash",
     "turn_metadata",

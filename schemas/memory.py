@@ -27,7 +27,10 @@ MEMORY_TYPES: Final[tuple[str, ...]] = MemoryType.__args__  # type: ignore[attr-
 #: What Phase 2 (seed 004) writes besides them: one consolidated summary per project,
 #: shown at the top of the [MEMORY] block. Never extracted, deduplicated or aged.
 CONSOLIDATED: Final = "consolidated"
-StoredType = MemoryType | Literal["consolidated"]
+#: A window of an ingested document (seed 003's document ingest): written by the document agent,
+#: searchable like any memory, never extracted, deduplicated against facts, aged or contradicted.
+DOCUMENT_CHUNK: Final = "document_chunk"
+StoredType = MemoryType | Literal["consolidated", "document_chunk"]
 
 #: Types that represent evolving understanding: wider dedup distance (seed 001).
 STRUCTURAL_TYPES: Final[frozenset[str]] = frozenset(
@@ -35,7 +38,9 @@ STRUCTURAL_TYPES: Final[frozenset[str]] = frozenset(
 )
 
 #: Types whose new memories are never checked for contradictions (seed 001).
-CONTRADICTION_EXEMPT_TYPES: Final[frozenset[str]] = frozenset({"session-summary", "conversation", CONSOLIDATED})
+CONTRADICTION_EXEMPT_TYPES: Final[frozenset[str]] = frozenset(
+    {"session-summary", "conversation", CONSOLIDATED, DOCUMENT_CHUNK}
+)
 
 #: Types whose default scope is the user rather than the project (seed 001).
 USER_SCOPED_TYPES: Final[frozenset[str]] = frozenset({"preference"})
@@ -88,6 +93,12 @@ class Memory(msgspec.Struct, tag="memory.v1", tag_field="schema", kw_only=True, 
     #: several exchanges or refreshed by a later one lists each; it never names a source whose text it
     #: does not hold.
     sources: list[Provenance] = []
+    #: How much the memory weighs, in [0, 1]; None where nothing set it. Document chunks: 0.3 (seed 003).
+    importance: float | None = None
+    #: The title of the document a chunk comes from ("" for other memories).
+    title: str = ""
+    #: The id of the document a chunk comes from ("" for other memories).
+    document_id: str = ""
 
     @property
     def active(self) -> bool:

@@ -14,6 +14,7 @@ from memstream.topics.admin import partitions_of
 from memstream.topics.catalog import (
     CONSOLIDATION,
     DEAD_LETTERS,
+    DOCUMENTS,
     EMBEDDED,
     FACTS,
     HISTORY,
@@ -63,6 +64,7 @@ class Topics:
     consolidation: faust.TopicT
     history: faust.TopicT
     dead_letters: faust.TopicT
+    documents: faust.TopicT
 
 
 def bind_topics(app: faust.App, prefix: str, partitions: int) -> Topics:
@@ -87,4 +89,5 @@ def bind_topics(app: faust.App, prefix: str, partitions: int) -> Topics:
         consolidation=bind(CONSOLIDATION),
         history=bind(HISTORY),
         dead_letters=bind(DEAD_LETTERS),
+        documents=bind(DOCUMENTS),
     )

@@ -9,11 +9,14 @@ from memstream.schemas import (
     AnyMemoryOp,
     ConsolidationEvent,
     DeadLetter,
+    DocumentIngest,
+    DocumentRemove,
     EmbeddedFact,
     Fact,
     HistoryRecord,
     MemoryUpdated,
     ParkedSnapshot,
+    Redriven,
     Snapshot,
     Turn,
 )
@@ -113,6 +116,27 @@ DEAD_LETTERS = TopicSpec(
     doc="Events a stage could not process: stage, reason, original bytes and offsets.",
 )
 
+DOCUMENTS = TopicSpec(
+    "documents",
+    key="document_id",
+    value=DocumentIngest | DocumentRemove,
+    # A file's content travels in its ingest request: room for documentMaxContentBytes' default
+    # (10 MB) once JSON-escaped. The document agent's records in the document store outlive it.
+    config={"cleanup.policy": "delete", "retention.ms": str(7 * _DAY_MS), "max.message.bytes": str(32 * 1024 * 1024)},
+    doc="Requests to ingest a document (a URL, or raw content) or to remove one with its chunks.",
+)
+REDRIVEN = TopicSpec(
+    "redriven",
+    key="dead_letter",
+    value=Redriven,
+    # Compacted: the newest record per dead letter is kept for as long as the topic lives,
+    # so a dead letter is never re-driven twice. On the broker rather than in the data dir:
+    # dead-letter ids are offsets, which restart when the embedded (memory-only) broker
+    # does, and every host that re-drives (CLI, maintenance worker) must see the same record.
+    config={"cleanup.policy": "compact"},
+    doc="Dead letters already sent back to their topic, one record per dead letter.",
+)
+
 ALL_TOPICS: tuple[TopicSpec, ...] = (
     TURNS,
     SNAPSHOTS,
@@ -124,6 +148,8 @@ ALL_TOPICS: tuple[TopicSpec, ...] = (
     CONSOLIDATION,
     HISTORY,
     DEAD_LETTERS,
+    DOCUMENTS,
+    REDRIVEN,
 )
 
 

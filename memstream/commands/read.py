@@ -47,6 +47,8 @@ def api_get(settings: Settings, path: str, params: dict[str, str]) -> tuple[str,
 def cmd_search(args: argparse.Namespace, settings: Settings) -> int:
     project = str(Path(args.project).resolve())
     params = {"q": args.query, "project": project, "limit": str(args.limit), "user": settings.user or git_email()}
+    if getattr(args, "documents", "include") != "include":
+        params["documents"] = args.documents
     _, body = api_get(settings, "/search", params)
     if args.json:
         print(body)

@@ -197,6 +197,20 @@ def oldest_tombstones(tombstones: Iterable[Memory], limit: int) -> list[Memory]:
     return sorted(tombstones, key=lambda m: (tombstone_since(m), m.id))[: max(0, limit)]
 
 
+class IndexHealth(NamedTuple):
+    """What the maintenance worker (seed 003) reads of a store's indexes and storage."""
+
+    #: Every stored memory, superseded ones (tombstones) included.
+    memories: int
+    superseded: int
+    #: Memories without their BM25 terms: hybrid search's lexical leg cannot find them.
+    missing_sparse: int
+    #: Memories without their embedding: vector search cannot find them.
+    missing_dense: int
+    #: Payload indexes of :data:`MEMORY_INDEXES` the collection lacks (none known in local mode).
+    missing_indexes: tuple[str, ...]
+
+
 class MemoryStore(Protocol):
     """Memories with their vectors, for one embedding model.
 
@@ -256,6 +270,20 @@ class MemoryStore(Protocol):
         Deletes nothing: the retention worker unlinks them from the graph before purging.
         Oldest by :func:`tombstone_since`, ties by id.
         """
+
+    # -- repairs (the maintenance worker's, seed 003) -------------------------------------
+
+    async def index_health(self) -> IndexHealth:
+        """Counts of stored memories, tombstones, memories lacking either vector, and missing indexes."""
+
+    async def repair_sparse_vectors(self, *, limit: int = 500) -> int:
+        """Give BM25 terms to at most ``limit`` memories without them; how many were repaired."""
+
+    async def repair_indexes(self) -> list[str]:
+        """Create the payload indexes the collection lacks; the fields indexed."""
+
+    async def lacking_dense(self, *, limit: int = 100) -> list[Memory]:
+        """At most ``limit`` memories stored without their embedding (to re-embed and upsert)."""
 
     async def get(self, memory_id: str) -> Memory | None: ...
 
@@ -348,6 +376,25 @@ class QdrantMemories(ABC):
     @abstractmethod
     async def _replace(self, memory_id: str, changes: dict[str, Any], vector: list[float] | None) -> Memory | None:
         """Apply ``changes`` (and ``vector``) to a stored memory as :func:`rewrite` says; None if missing."""
+
+    @abstractmethod
+    async def _count_lacking(self, vector_name: str) -> int:
+        """How many points lack the named vector."""
+
+    @abstractmethod
+    async def _missing_indexes(self) -> tuple[str, ...]:
+        """The fields of :data:`MEMORY_INDEXES` without their payload index."""
+
+    async def index_health(self) -> IndexHealth:
+        memories = await self._count(Select())
+        active = await self._count(memory_select(None, include_superseded=False))
+        return IndexHealth(
+            memories=memories,
+            superseded=memories - active,
+            missing_sparse=await self._count_lacking(BM25_VECTOR) if self._bm25 else 0,
+            missing_dense=await self._count_lacking(DENSE_VECTOR),
+            missing_indexes=await self._missing_indexes(),
+        )
 
     # -- writes ------------------------------------------------------------------
 

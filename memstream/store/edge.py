@@ -34,6 +34,7 @@ from qdrant_edge import (
     QueryBatchRequest,
     QueryRequest,
     RangeDateTime,
+    Record,
     ScrollRequest,
     SparseVector,
     UpdateOperation,
@@ -196,6 +197,39 @@ class EdgeStore(EdgeBacked, QdrantMemories):
         request = CountRequest(exact=True, filter=edge_filter(select))
         return await self._run(lambda s: s.count(request))
 
+    # -- repairs -----------------------------------------------------------------
+
+    async def _count_lacking(self, vector_name: str) -> int:
+        request = CountRequest(exact=True, filter=Filter(must_not=[HasVectorCondition(vector_name)]))
+        return await self._run(lambda s: s.count(request))
+
+    async def _missing_indexes(self) -> tuple[str, ...]:
+        existing = await self._run(lambda s: s.info().payload_schema)
+        return tuple(field for field in MEMORY_INDEXES if field not in existing)
+
+    async def repair_sparse_vectors(self, *, limit: int = 500) -> int:
+        lacking = Filter(must_not=[HasVectorCondition(BM25_VECTOR)])
+
+        def _repair(s: EdgeShard) -> int:
+            records, _ = s.scroll(ScrollRequest(limit=limit, filter=lacking, with_payload=["text"]))
+            if records:
+                s.update(UpdateOperation.update_vectors(_terms_of(records)))
+            return len(records)
+
+        return await self._run(_repair)
+
+    async def repair_indexes(self) -> list[str]:
+        missing = await self._missing_indexes()
+        await self._run(lambda s: ensure_edge_indexes(s, MEMORY_INDEXES))
+        return list(missing)
+
+    async def lacking_dense(self, *, limit: int = 100) -> list[Memory]:
+        request = ScrollRequest(
+            limit=limit, filter=Filter(must_not=[HasVectorCondition(DENSE_VECTOR)]), with_payload=True
+        )
+        records, _ = await self._run(lambda s: s.scroll(request))
+        return [memory_from_payload(payload_of(r)) for r in records]
+
 
 def _get(shard: EdgeShard, memory_id: str) -> Memory | None:
     # with_payload is positional and required at runtime, despite the stub's default.
@@ -224,8 +258,11 @@ def _backfill_terms(shard: EdgeShard) -> None:
     lacking = Filter(must_not=[HasVectorCondition(BM25_VECTOR)])
     for page in edge_pages(shard, lacking, with_payload=["text"]):
         if page:
-            terms = [
-                PointVectors(r.id, {BM25_VECTOR: SparseVector(*document_terms(payload_of(r).get("text", "")))})
-                for r in page
-            ]
-            shard.update(UpdateOperation.update_vectors(terms))
+            shard.update(UpdateOperation.update_vectors(_terms_of(page)))
+
+
+def _terms_of(records: Sequence[Record]) -> list[PointVectors]:
+    """The BM25 terms of each point's text, as a vector update."""
+    return [
+        PointVectors(r.id, {BM25_VECTOR: SparseVector(*document_terms(payload_of(r).get("text", "")))}) for r in records
+    ]

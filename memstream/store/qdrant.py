@@ -26,7 +26,14 @@ from memstream.store.base import (
     oldest_tombstones,
     rewrite,
 )
-from memstream.store.hosts import ServerBacked, create_collection, ensure_server_indexes, server_filter, server_pages
+from memstream.store.hosts import (
+    ServerBacked,
+    create_collection,
+    ensure_server_indexes,
+    is_local,
+    server_filter,
+    server_pages,
+)
 from memstream.store.points import Select, payload_of
 
 log = logging.getLogger(__name__)
@@ -47,6 +54,14 @@ def _purgeable(before: datetime) -> models.Filter:
         must=[models.FieldCondition(key="status", match=models.MatchValue(value="superseded"))],
         should=[models.FieldCondition(key="superseded_at", range=models.DatetimeRange(lt=before)), legacy],
     )
+
+
+def _terms_of(records: Sequence[models.Record]) -> list[models.PointVectors]:
+    """The BM25 terms of each point's text, as a vector update."""
+    return [
+        models.PointVectors(id=r.id, vector={BM25_VECTOR: _sparse(document_terms(payload_of(r).get("text", "")))})
+        for r in records
+    ]
 
 
 def _sparse(terms: Terms) -> models.SparseVector:
@@ -138,13 +153,7 @@ class QdrantServerStore(ServerBacked, QdrantMemories):
         lacking = models.Filter(must_not=[models.HasVectorCondition(has_vector=BM25_VECTOR)])
         async for page in server_pages(client, self.collection, lacking, with_payload=["text"]):
             if page:
-                terms = [
-                    models.PointVectors(
-                        id=r.id, vector={BM25_VECTOR: _sparse(document_terms(payload_of(r).get("text", "")))}
-                    )
-                    for r in page
-                ]
-                await client.update_vectors(self.collection, terms)
+                await client.update_vectors(self.collection, _terms_of(page))
 
     # -- writes ------------------------------------------------------------------
 
@@ -232,3 +241,37 @@ class QdrantServerStore(ServerBacked, QdrantMemories):
     async def _count(self, select: Select) -> int:
         result = await self._qdrant.count(self.collection, count_filter=server_filter(select), exact=True)
         return result.count
+
+    # -- repairs -----------------------------------------------------------------
+
+    async def _count_lacking(self, vector_name: str) -> int:
+        lacking = models.Filter(must_not=[models.HasVectorCondition(has_vector=vector_name)])
+        result = await self._qdrant.count(self.collection, count_filter=lacking, exact=True)
+        return result.count
+
+    async def _missing_indexes(self) -> tuple[str, ...]:
+        if is_local(self._qdrant):
+            return ()  # Local mode keeps no payload indexes: none can be missing.
+        existing = (await self._qdrant.get_collection(self.collection)).payload_schema
+        return tuple(field for field in MEMORY_INDEXES if field not in existing)
+
+    async def repair_sparse_vectors(self, *, limit: int = 500) -> int:
+        if not self._bm25:
+            return 0
+        lacking = models.Filter(must_not=[models.HasVectorCondition(has_vector=BM25_VECTOR)])
+        records, _ = await self._qdrant.scroll(
+            self.collection, scroll_filter=lacking, limit=limit, with_payload=["text"]
+        )
+        if records:
+            await self._qdrant.update_vectors(self.collection, _terms_of(records))
+        return len(records)
+
+    async def repair_indexes(self) -> list[str]:
+        missing = await self._missing_indexes()
+        await ensure_server_indexes(self._qdrant, self.collection, MEMORY_INDEXES)
+        return list(missing)
+
+    async def lacking_dense(self, *, limit: int = 100) -> list[Memory]:
+        lacking = models.Filter(must_not=[models.HasVectorCondition(has_vector=DENSE_VECTOR)])
+        records, _ = await self._qdrant.scroll(self.collection, scroll_filter=lacking, limit=limit, with_payload=True)
+        return [memory_from_payload(payload_of(r)) for r in records]

@@ -53,6 +53,9 @@ CONTRACT_METRICS = {
     "memstream_stage_seconds_bucket",
     "memstream_stage_seconds_sum",
     "memstream_stage_seconds_count",
+    "memstream_health_score",
+    "memstream_health_delta",
+    "memstream_repairs_total",
 }
 
 #: Environment names a memstream container may carry besides Settings' own variables.

@@ -31,6 +31,8 @@ TOOLS = {
     "memory_history",
     "list_memories",
     "forget_memory",
+    "add_document",
+    "list_documents",
 }
 
 
@@ -154,3 +156,25 @@ async def test_mcp_over_stdio_defaults_to_the_working_directory(live: runner.Run
     async with Client(params, list_roots_callback=roots) as client:
         found = data(await client.call_tool("search_memories", {"query": "anything"}))
         assert found["project"] == str(elsewhere)
+
+
+async def test_documents_through_mcp(live: runner.Running, tmp_path: Path) -> None:
+    project = str(tmp_path / "docs-project")
+    async with Client(f"{live.settings.api_url}/mcp") as client:
+        content = "Runbook: when the payments queue backs up, scale the billing workers to six replicas first."
+        added = data(
+            await client.call_tool("add_document", {"content": content, "title": "Runbook", "project": project})
+        )
+        assert added["status"] == "queued"
+
+        async def done() -> list[Any]:
+            listed = data(await client.call_tool("list_documents", {"project": project}))["documents"]
+            return [d for d in listed if d["id"] == added["document_id"] and d["status"] == "done"]
+
+        (document,) = await eventually(done, what="the document ingested")
+        assert (document["title"], document["chunks"]) == ("Runbook", 1)
+        found = data(
+            await client.call_tool("search_memories", {"query": "payments queue backs up", "project": project})
+        )
+        assert found["results"][0]["type"] == "document_chunk"
+        assert "either 'url' or 'content'" in error(await client.call_tool("add_document", {"project": project}))

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import re
 import typing
 from datetime import UTC, datetime
 
@@ -20,6 +19,8 @@ from memstream.schemas import (
     DecodeError,
     DedupState,
     DeleteMemory,
+    DocumentIngest,
+    DocumentRemove,
     EmbeddedFact,
     EmbedStats,
     Entity,
@@ -36,6 +37,7 @@ from memstream.schemas import (
     Phase2Input,
     Phase2State,
     RecentMemory,
+    Redriven,
     RefreshMemory,
     RolloutOutput,
     RolloutState,
@@ -140,7 +142,21 @@ EVENTS = [
         key=b"s1",
         payload=b"\x00\xffnot json",
         ts=TS,
+        attempts=2,
+        redriven_from="0:7",
     ),
+    Redriven(dead_letter="0:7", stage="extract", topic="memstream.snapshots", partition=1, offset=9, by="cli", ts=TS),
+    DocumentIngest(
+        document_id="d1",
+        source_type="file",
+        source="/repo/docs/deploy.md",
+        content="# Deploy\nRun make ship.",
+        title="deploy.md",
+        project="/repo",
+        scope_key="p_x",
+        ts=TS,
+    ),
+    DocumentRemove(document_id="d1", ts=TS),
 ]
 
 STATES = [
@@ -228,6 +244,9 @@ def test_tags_are_the_documented_ones() -> None:
         "memory-usage.v1",
         "consolidation-request.v1",
         "dead-letter.v1",
+        "redriven.v1",
+        "document-ingest.v1",
+        "document-remove.v1",
     ]
 
 
@@ -236,8 +255,8 @@ def test_tags_are_the_documented_ones() -> None:
 
 def test_old_turn_bytes_without_optional_fields_decode_with_defaults() -> None:
     old = (
-        b'{"schema":"turn.v1","session_id":"s-old","project":"/repo","role":"assistant","content":"done",'
-        b'"ts":"2024-06-01T12:00:00Z"}'
+        b'{"schema":"turn.v1","session_id":"s-old","project":"/repo","role":"assistant",'
+        b'"content":"done","ts":"2024-06-01T12:00:00Z"}'
     )
     turn = decode(old)
     assert isinstance(turn, Turn)
@@ -257,6 +276,7 @@ def test_old_dead_letter_bytes_decode_with_defaults() -> None:
     letter = decode(old)
     assert isinstance(letter, DeadLetter)
     assert (letter.partition, letter.offset, letter.key, letter.payload) == (-1, -1, None, b"")
+    assert (letter.attempts, letter.redriven_from) == (1, "")
 
 
 def test_unknown_fields_are_ignored() -> None:
@@ -298,7 +318,7 @@ def test_undecodable_bytes_raise_decode_error(data: bytes) -> None:
 
 
 def test_unknown_tag_error_names_the_tag() -> None:
-    with pytest.raises(DecodeError, match=re.escape("no-such-thing.v1")):
+    with pytest.raises(DecodeError, match=r"no-such-thing\.v1"):
         decode(b'{"schema":"no-such-thing.v1"}')
 
 
@@ -352,3 +372,12 @@ def test_old_payload_without_optional_fields_reads_with_defaults() -> None:
     }
     m = memory_from_payload(old)
     assert (m.source_chunk, m.session_id, m.project, m.superseded_by, m.active) == ("", "", "", None, True)
+
+
+def test_a_document_chunk_memory_round_trips_and_old_memories_have_no_importance() -> None:
+    chunk = memory(type="document_chunk", importance=0.3, title="Deploy Guide", document_id="d1")
+    assert memory_from_payload(memory_to_payload(chunk)) == chunk
+    old = memory_from_payload(
+        {k: v for k, v in memory_to_payload(memory()).items() if k not in ("importance", "title", "document_id")}
+    )
+    assert (old.importance, old.title, old.document_id) == (None, "", "")

@@ -39,7 +39,7 @@ def test_each_kind_of_variable_is_parsed() -> None:
             "MEMSTREAM_DATA_DIR": "/tmp/ms-data",
             "MEMSTREAM_KAFKA_BOOTSTRAP": "k1:9092,k2:9092",
             "MEMSTREAM_PARTITIONS": "12",
-            "MEMSTREAM_LLM_TIMEOUT": "2.5",
+            "MEMSTREAM_LLM_TIMEOUT": "7.5",
             "MEMSTREAM_EMBED_BATCH_WINDOW": "1",
             "MEMSTREAM_HTTP_PORT": "9000",
             "ANTHROPIC_API_KEY": "sk-test",
@@ -50,7 +50,7 @@ def test_each_kind_of_variable_is_parsed() -> None:
     assert isinstance(s.data_dir, Path)
     assert s.kafka_bootstrap == "k1:9092,k2:9092"
     assert s.partitions == 12 and isinstance(s.partitions, int)
-    assert s.llm_timeout == 2.5 and isinstance(s.llm_timeout, float)
+    assert s.llm_timeout == 7.5 and isinstance(s.llm_timeout, float)
     assert s.embed_batch_window == 1.0 and isinstance(s.embed_batch_window, float)
     assert s.http_port == 9000
     assert s.anthropic_api_key == "sk-test"
@@ -62,6 +62,14 @@ def test_each_kind_of_variable_is_parsed() -> None:
 def test_every_variable_is_read(f: object) -> None:
     name = f.metadata["env"]  # type: ignore[attr-defined]
     default = f.default  # type: ignore[attr-defined]
+    if "range" in f.metadata or "choices" in f.metadata:  # type: ignore[attr-defined]
+        # The far end of its range, or its last choice: a value the setting accepts.
+        value = f.metadata["range"][1] if "range" in f.metadata else f.metadata["choices"][-1]  # type: ignore[attr-defined]
+        value = type(default)(value)
+        # The widest chunks, so that the widest overlap stays below them.
+        environ = {"MEMSTREAM_DOCUMENT_CHUNK_SIZE": "50000", name: str(value)}
+        assert getattr(Settings.from_env(environ), f.name) == value  # type: ignore[attr-defined]
+        return
     raw, expected = {
         bool: ("true", True),
         # Seed 003 bounds the reranker's top N to 1-100.
@@ -175,3 +183,45 @@ def test_settings_table_gives_every_variable_a_meaning() -> None:
 def test_a_negative_embed_batch_window_is_refused() -> None:
     with pytest.raises(SettingsError, match="MEMSTREAM_EMBED_BATCH_WINDOW"):
         Settings.from_env({"MEMSTREAM_EMBED_BATCH_WINDOW": "-0.1"})
+
+
+def test_seed_003_configuration_defaults() -> None:
+    s = Settings.from_env({})
+    assert (s.autonomous_enabled, s.autonomous_frozen, s.maintenance_mode) == (False, False, "observe")
+    assert (s.maintenance_interval_ms, s.llm_timeout, s.extract_attempts) == (1_800_000, 45.0, 3)
+    assert (s.repair_reembed_cooldown_ms, s.repair_reembed_hourly_budget) == (300_000, 10)
+    assert (s.repair_requeue_cooldown_ms, s.repair_requeue_hourly_budget) == (60_000, 50)
+    assert (s.document_worker_interval_ms, s.document_chunk_size, s.document_chunk_overlap) == (10_000, 2_000, 200)
+    assert s.document_max_content_bytes == 10 * 1024 * 1024
+
+
+@pytest.mark.parametrize(
+    ("name", "raw", "message"),
+    [
+        ("MEMSTREAM_MAINTENANCE_INTERVAL_MS", "59999", "between 60000 and 86400000, got 59999"),
+        ("MEMSTREAM_MAINTENANCE_INTERVAL_MS", "86400001", "between 60000 and 86400000"),
+        ("MEMSTREAM_MAINTENANCE_MODE", "fix", "must be observe or execute, got 'fix'"),
+        ("MEMSTREAM_REPAIR_REEMBED_COOLDOWN_MS", "9999", "between 10000 and 3600000"),
+        ("MEMSTREAM_REPAIR_REEMBED_HOURLY_BUDGET", "0", "between 1 and 1000"),
+        ("MEMSTREAM_REPAIR_REQUEUE_COOLDOWN_MS", "3600001", "between 5000 and 3600000"),
+        ("MEMSTREAM_REPAIR_REQUEUE_HOURLY_BUDGET", "1001", "between 1 and 1000"),
+        ("MEMSTREAM_DOCUMENT_WORKER_INTERVAL_MS", "999", "between 1000 and 300000"),
+        ("MEMSTREAM_DOCUMENT_CHUNK_SIZE", "199", "between 200 and 50000"),
+        ("MEMSTREAM_DOCUMENT_CHUNK_OVERLAP", "-1", "between 0 and 10000"),
+        ("MEMSTREAM_DOCUMENT_MAX_CONTENT_BYTES", "1023", "between 1024 and 104857600"),
+        ("MEMSTREAM_LLM_TIMEOUT", "4.5", "between 5 and 300, got 4.5"),
+        ("MEMSTREAM_EXTRACT_ATTEMPTS", "11", "between 1 and 10"),
+    ],
+)
+def test_seed_003_ranges_are_enforced_in_one_line_naming_the_setting(name: str, raw: str, message: str) -> None:
+    with pytest.raises(SettingsError) as info:
+        Settings.from_env({name: raw})
+    text = str(info.value)
+    assert text.startswith(name) and message in text and "\n" not in text
+
+
+def test_a_chunk_overlap_not_below_the_chunk_size_is_rejected() -> None:
+    with pytest.raises(
+        SettingsError, match="MEMSTREAM_DOCUMENT_CHUNK_OVERLAP must be below MEMSTREAM_DOCUMENT_CHUNK_SIZE"
+    ):
+        Settings.from_env({"MEMSTREAM_DOCUMENT_CHUNK_SIZE": "500", "MEMSTREAM_DOCUMENT_CHUNK_OVERLAP": "500"})

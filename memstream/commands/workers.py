@@ -1,0 +1,174 @@
+"""The verbs of seed 003's workers: doc (documents), doctor (maintenance) and redrive (dead letters).
+
+``doc add``, ``doc remove`` and ``redrive`` publish to Kafka; ``doc list|show`` and ``doctor`` ask the
+running memstream's API. None of them loads the pipeline.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import http.client
+import json
+import sys
+import urllib.parse
+from pathlib import Path
+
+from memstream.commands import CliError
+from memstream.commands.read import API_TIMEOUT_S
+from memstream.runtime import api_url, read_runtime_file
+from memstream.settings import Settings
+
+#: A maintenance cycle with repairs (a re-drive, a sweep, re-embedding) may take a while.
+DOCTOR_TIMEOUT_S = 300.0
+
+
+def _bootstrap(settings: Settings) -> str:
+    if settings.kafka_bootstrap:
+        return settings.kafka_bootstrap
+    runtime = read_runtime_file(settings)
+    if runtime is None:
+        raise CliError(
+            f"memstream is not running (no live {settings.runtime_file}): start `memstream up` first, "
+            "or set MEMSTREAM_KAFKA_BOOTSTRAP"
+        )
+    return str(runtime["bootstrap"])
+
+
+def _api_get(
+    settings: Settings, path: str, params: dict[str, str], *, method: str = "GET", timeout: float = API_TIMEOUT_S
+) -> tuple[str, str]:
+    """``method`` ``path`` on the running memstream's API: (content type, body); a CliError on failure."""
+    base = api_url(settings)
+    url = urllib.parse.urlsplit(base)
+    connection = http.client.HTTPConnection(url.hostname or "127.0.0.1", url.port or 80, timeout=timeout)
+    try:
+        connection.request(method, f"{url.path.rstrip('/')}{path}?{urllib.parse.urlencode(params)}")
+        response = connection.getresponse()
+        body = response.read().decode(errors="replace")
+    except (OSError, http.client.HTTPException) as exc:
+        raise CliError(f"cannot reach memstream at {base} ({exc}): is `memstream up` running?") from None
+    finally:
+        connection.close()
+    if response.status >= 400:
+        try:
+            message = json.loads(body)["error"]
+        except (ValueError, KeyError, TypeError):
+            message = body[:200]
+        raise CliError(f"{path} failed ({response.status}): {message}")
+    return (response.getheader("Content-Type") or "").split(";")[0].strip(), body
+
+
+# --- doc -------------------------------------------------------------------------------
+
+
+def cmd_doc_add(args: argparse.Namespace, settings: Settings) -> int:
+    from memstream.documents import DocumentError, ingest_request
+    from memstream.publish import publish_events
+    from memstream.topics import DOCUMENTS
+
+    project = str(Path(args.project).resolve())
+    content = sys.stdin.read() if args.source == "-" else None
+    try:
+        request = ingest_request(
+            args.source,
+            project=project,
+            title=args.title,
+            content=content,
+            max_bytes=settings.document_max_content_bytes,
+        )
+    except DocumentError as exc:
+        raise CliError(str(exc)) from None
+    room = 2 * len(request.content.encode()) + 65_536  # JSON escaping, at worst, doubles it
+    asyncio.run(
+        publish_events(
+            _bootstrap(settings),
+            settings.topic_prefix,
+            DOCUMENTS,
+            [(request.document_id, request)],
+            max_request_size=max(1_048_576, room),
+        )
+    )
+    print(f"queued document {request.document_id} ({request.source_type}: {request.source})")
+    print(f"follow it with: memstream doc show {request.document_id}")
+    return 0
+
+
+def cmd_doc_list(args: argparse.Namespace, settings: Settings) -> int:
+    project = str(Path(args.project).resolve())
+    _, body = _api_get(settings, "/documents", {"project": project})
+    if args.json:
+        print(body)
+        return 0
+    documents = json.loads(body)["documents"]
+    if not documents:
+        print(f"no documents in {project}")
+    for d in documents:
+        error = f"  {d['error']}" if d["status"] == "failed" else ""
+        print(f"{d['id']}  {d['status']:<10} {d['chunks']:>4} chunks  {d['title'] or '-'}  ({d['source']}){error}")
+    return 0
+
+
+def cmd_doc_show(args: argparse.Namespace, settings: Settings) -> int:
+    _, body = _api_get(settings, "/documents", {"id": args.document_id.strip()})
+    if args.json:
+        print(body)
+        return 0
+    d = json.loads(body)["document"]
+    print(f"{d['id']}  {d['title'] or '-'}")
+    print(f"  source:  {d['source_type']} {d['source']}")
+    print(f"  status:  {d['status']} (attempt {d['attempts']}){'  error: ' + d['error'] if d['error'] else ''}")
+    print(f"  text:    {d['characters']} characters in {len(d['chunks'])} chunks")
+    for change in d["trail"]:
+        error = f"  {change['error']}" if change.get("error") else ""
+        print(f"    {change['ts']}  {change['status']:<10} attempt {change.get('attempt', 1)}{error}")
+    for link in d["chunks"]:
+        print(f"    chunk {link['index']:>3}  memory {link['memory_id']}")
+    return 0
+
+
+def cmd_doc_remove(args: argparse.Namespace, settings: Settings) -> int:
+    from memstream.documents import remove_request
+    from memstream.publish import publish_events
+    from memstream.topics import DOCUMENTS
+
+    request = remove_request(args.document_id.strip())
+    asyncio.run(
+        publish_events(_bootstrap(settings), settings.topic_prefix, DOCUMENTS, [(request.document_id, request)])
+    )
+    print(f"removing document {request.document_id} and its chunks")
+    return 0
+
+
+# --- doctor --------------------------------------------------------------------------
+
+
+def cmd_doctor(args: argparse.Namespace, settings: Settings) -> int:
+    from memstream.maintenance import render
+
+    method = "POST" if args.execute else "GET"
+    _, body = _api_get(settings, "/maintenance", {}, method=method, timeout=DOCTOR_TIMEOUT_S)
+    print(body if args.json else render(json.loads(body)))
+    return 0
+
+
+# --- redrive ---------------------------------------------------------------------------
+
+
+def cmd_redrive(args: argparse.Namespace, settings: Settings) -> int:
+    from datetime import UTC, datetime
+
+    from memstream.redrive import RedriveError, RedriveFilter, parse_since, redrive
+
+    try:
+        wanted = RedriveFilter(
+            stage=args.stage.strip(),
+            reason=args.reason.strip(),
+            since=parse_since(args.since, datetime.now(UTC)) if args.since.strip() else None,
+            limit=args.limit,
+        )
+        report = asyncio.run(redrive(_bootstrap(settings), settings.topic_prefix, wanted, dry_run=args.dry_run))
+    except RedriveError as exc:
+        raise CliError(str(exc)) from None
+    print(report.render())
+    return 0
