@@ -3,8 +3,11 @@
 Consumes ``memory-updated`` (key: scope). Emits ``memory-ops`` (SupersedeMemory): the
 superseded memories stay stored, linked to their successor, and leave search and the
 [MEMORY] block. Session summaries and conversation memories are skipped, and so is
-everything in raw mode (no LLM to ask). State: table ``contradiction-state`` — per scope,
-the memories already checked (bounded), so a redelivery asks the LLM nothing twice.
+everything in raw mode (no LLM to ask). Candidates are the stored memories within the
+profile's contradiction distance that, for a profile calibrated for it, also reach the
+decision's hybrid score; none the decision stage already weighed (``weighed``): then no
+call is made (issue 18). State: table ``contradiction-state`` — per scope,
+the memories already checked with the LLM (bounded), so a redelivery asks it nothing twice.
 """
 
 from __future__ import annotations
@@ -19,7 +22,7 @@ from memstream.agents.base import DeadLetters, expect, guarded_by_key, state_tab
 from memstream.bootstrap import Providers
 from memstream.identity import derived_id
 from memstream.rules import contradiction as rules
-from memstream.schemas import ContradictionState, MemoryUpdated, SupersedeMemory
+from memstream.schemas import ContradictionState, Memory, MemoryUpdated, SupersedeMemory
 from memstream.topics.binding import Topics
 from memstream.tracing import stage_span
 
@@ -32,6 +35,26 @@ CHECKED_KEEP = 512
 def register(app: faust.App, topics: Topics, providers: Providers, sink: DeadLetters) -> faust.types.AgentT:
     states = state_table(app, "contradiction-state", providers.settings.partitions)
     profile = providers.embedder.profile
+    settings = providers.settings
+    # A profile calibrated for the decision's hybrid score gates the check the same way: "near"
+    # is the calibrated score, which every measured contradiction reaches (embed/bundled.py).
+    gate = settings.decision_min_score or profile.decision_min_score
+
+    async def near_enough(memory: Memory, vector: list[float], candidates: list[Memory]) -> list[Memory]:
+        """The candidates that also pass the calibrated hybrid gate; all of them when there is none."""
+        if not candidates or not gate:
+            return candidates
+        hits = await providers.store.hybrid_search(
+            memory.text,
+            vector,
+            [memory.scope_key],
+            limit=rules.MAX_CANDIDATES * 2,
+            alpha=settings.decision_alpha,
+            min_score=gate,
+            exclude_ids=[memory.id],
+        )
+        passing = {hit.memory.id for hit in hits}
+        return [m for m in candidates if m.id in passing]
 
     async def handle(value: Any, event: EventT) -> None:
         update = expect(value, MemoryUpdated)
@@ -56,9 +79,12 @@ def register(app: faust.App, topics: Topics, providers: Providers, sink: DeadLet
                     max_distance=profile.contradiction,
                     exclude_ids=[memory.id],
                 )
-                candidates = rules.eligible_candidates(memory, [hit.memory for hit in nearby])
+                candidates = await near_enough(
+                    memory, vector, rules.eligible_candidates(memory, [hit.memory for hit in nearby])
+                )
                 span.set_attribute("contradiction.candidates", len(candidates))
-                if candidates:
+                # Folded into the decision when it already weighed every candidate: no call.
+                if rules.unweighed(candidates, update.weighed):
                     completion = await llm.complete(rules.SYSTEM, rules.prompt(memory, candidates), max_tokens=512)
                     model = completion.model
                     superseded, warnings = rules.parse_superseded(completion.text, candidates)
@@ -78,6 +104,10 @@ def register(app: faust.App, topics: Topics, providers: Providers, sink: DeadLet
                     ),
                 )
             span.set_attribute("contradiction.superseded", len(superseded))
+        if not model:
+            # Nothing was asked, so a redelivery costs no call either: no changelog record (issue 18,
+            # fewer records per turn; most memories have no candidate left to ask about).
+            return
         states[memory.scope_key] = ContradictionState(
             checked=[*state.checked, checked][-CHECKED_KEEP:], superseded=state.superseded + len(superseded)
         )

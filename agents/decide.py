@@ -9,7 +9,9 @@ side. Per fact, in order:
    content hash) is stored or was just decided: refresh it (deduped).
 3. Seed 000's dedup: a memory of the same type within the type's distance: refresh it.
 4. Seed 003's decision: the top 5 candidates by hybrid search (vector and Qdrant's BM25);
-   none, or no LLM: ADD without asking; otherwise the LLM picks ADD, UPDATE, DELETE or
+   none, or no LLM: ADD without asking; otherwise, with seed 000's contradiction candidates
+   added to the question (an ADD then answers for them: the contradiction check does not ask
+   the same question again, issue 18), the LLM picks ADD, UPDATE, DELETE or
    NONE, checked against the candidates (a hallucinated id drops the proposal, and the
    fact is added instead, so nothing is lost; so is a fact whose decision no provider
    could make).
@@ -39,7 +41,7 @@ from memstream.agents.base import DeadLetters, expect, guarded_by_key, state_tab
 from memstream.bootstrap import Providers
 from memstream.identity import NormalizedContent, derived_id, memory_id, normalize_content
 from memstream.llm.base import LLMError
-from memstream.rules import audit, decision, lexical
+from memstream.rules import audit, contradiction, decision, lexical
 from memstream.rules.dedup import EXACT_ONLY_TYPES, cosine_distances, find_duplicate, remember, threshold
 from memstream.rules.modes import REASON_EXACT_DUPLICATE, REASON_UPDATE_DELETE_NOT_ALLOWED, PipelineFlags, gate
 from memstream.schemas import (
@@ -156,7 +158,7 @@ class Decider:
                 result.decided, result.refreshed = duplicate_id, True
             return result
 
-        proposal, candidates, model = await self._propose(fact, content, embedded.vector, recent)
+        proposal, candidates, model, judged = await self._propose(fact, new, content, embedded.vector, recent)
         verdict = gate(
             proposal.action,
             self.flags,
@@ -192,7 +194,10 @@ class Decider:
             )
         if verdict.outcome == "created":
             created = record("created", "create", memory_id=new.id, **{**decided, "target_id": ""})
-            return self._create(fact, new, embedded, result, created)
+            # The model read the candidates and kept the fact beside them: seed 000's
+            # contradiction check need not ask it the same question about them again.
+            weighed = list(candidates) if judged and proposal.action == "ADD" else []
+            return self._create(fact, new, embedded, result, created, weighed=weighed)
         # updated or deleted: the target is superseded by the fact's new memory. (The
         # target is never the fact's own memory: exact duplicates were refreshed above.)
         assert target is not None
@@ -238,9 +243,10 @@ class Decider:
         return (near.memory_id, f"duplicate (distance {near.distance:.3f})") if near is not None else None
 
     async def _propose(
-        self, fact: Fact, content: NormalizedContent, vector: list[float], recent: list[RecentMemory]
-    ) -> tuple[decision.Proposal, dict[str, decision.Candidate], str]:
-        """Seed 003's decision: the proposal, the candidates it was chosen among, and the model."""
+        self, fact: Fact, new: Memory, content: NormalizedContent, vector: list[float], recent: list[RecentMemory]
+    ) -> tuple[decision.Proposal, dict[str, decision.Candidate], str, bool]:
+        """Seed 003's decision: the proposal, the candidates it was chosen among, the model, and
+        whether the model's own answer is the proposal (not a fallback for a failed or dropped one)."""
         hits: list[HybridHit] = await self.providers.store.hybrid_search(
             content.storage,
             vector,
@@ -258,10 +264,14 @@ class Decider:
                 candidates[memory.id] = memory
         candidates = dict(list(candidates.items())[: decision.MAX_CANDIDATES])
         if not candidates:
-            return decision.no_candidates_proposal(fact.confidence), candidates, ""
+            return decision.no_candidates_proposal(fact.confidence), candidates, "", False
         llm = self.providers.llm
         if llm is None:
-            return decision.Proposal(action="ADD", confidence=fact.confidence, reason=RAW_MODE_REASON), candidates, ""
+            raw = decision.Proposal(action="ADD", confidence=fact.confidence, reason=RAW_MODE_REASON)
+            return raw, candidates, "", False
+        # The model is asked anyway: seed 000's contradiction candidates join the question, so
+        # that an ADD answers for them too and the contradiction check need not ask again.
+        candidates.update(await self._contradiction_candidates(new, vector, candidates))
         try:
             completion = await llm.complete(
                 decision.SYSTEM, decision.prompt(content.storage, fact.type, list(candidates.values())), max_tokens=256
@@ -274,6 +284,7 @@ class Decider:
                 decision.Proposal(action="ADD", confidence=fact.confidence, reason=f"{DECISION_UNAVAILABLE}: {error}"),
                 candidates,
                 "",
+                False,
             )
         proposal, warnings = decision.parse_decision(completion.text, candidates)
         for warning in warnings:
@@ -283,7 +294,27 @@ class Decider:
             proposal = decision.Proposal(
                 action="ADD", confidence=fact.confidence, reason=f"decision dropped ({dropped}); added"
             )
-        return proposal, candidates, completion.model
+            return proposal, candidates, completion.model, False
+        return proposal, candidates, completion.model, True
+
+    async def _contradiction_candidates(
+        self, new: Memory, vector: list[float], known: dict[str, decision.Candidate]
+    ) -> dict[str, decision.Candidate]:
+        """The stored memories the contradiction check will put beside ``new``, not among ``known``.
+
+        The same search as the contradiction stage's (``agents/contradiction.py``), at decision time.
+        """
+        if not contradiction.checks_contradictions(new):
+            return {}
+        nearby = await self.providers.store.search(
+            vector,
+            [new.scope_key],
+            limit=contradiction.MAX_CANDIDATES + 1,
+            max_distance=self.profile.contradiction,
+            exclude_ids=[new.id],
+        )
+        eligible = contradiction.eligible_candidates(new, [hit.memory for hit in nearby])
+        return {m.id: m for m in eligible if m.id not in known}
 
     def _memory(self, fact: Fact, content: NormalizedContent, embedding_model: str) -> Memory:
         return Memory(
@@ -314,7 +345,14 @@ class Decider:
         )
 
     def _create(
-        self, fact: Fact, new: Memory, embedded: EmbeddedFact, result: Outcome, created: HistoryRecord
+        self,
+        fact: Fact,
+        new: Memory,
+        embedded: EmbeddedFact,
+        result: Outcome,
+        created: HistoryRecord,
+        *,
+        weighed: list[str] | None = None,
     ) -> Outcome:
         result.records.append(created)
         result.ops.insert(
@@ -328,6 +366,7 @@ class Decider:
                 memory=new,
                 vector=embedded.vector,
                 entities=fact.entities,
+                weighed=weighed or [],
             ),
         )
         result.decided = new.id

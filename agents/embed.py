@@ -5,8 +5,8 @@ arrived on each partition. Embeds the facts that have arrived, up to ``MEMSTREAM
 at a time (seed 000: embeddings batched): a lone fact goes at once, and under load batches
 fill while the previous one is embedded. ``MEMSTREAM_EMBED_BATCH_WINDOW`` > 0 waits that long
 at most for more, for remote APIs that bill or limit per request.
-State: table ``embed-stats`` — per scope, texts embedded and batches. A batch spans
-partitions, so the table is written through the partitioner, not the current event.
+State: table ``embed-stats`` — per scope, texts embedded and batches, written on a timer
+(``agents/counters.py``).
 """
 
 from __future__ import annotations
@@ -18,6 +18,7 @@ import faust
 
 from memstream import metrics
 from memstream.agents.base import DeadLetters, batches, state_table
+from memstream.agents.counters import counters
 from memstream.bootstrap import Providers
 from memstream.schemas import EmbeddedFact, EmbedStats, Fact
 from memstream.topics.binding import Topics
@@ -30,7 +31,7 @@ log = logging.getLogger(__name__)
 def register(app: faust.App, topics: Topics, providers: Providers, sink: DeadLetters) -> faust.types.AgentT:
     settings = providers.settings
     embedder = providers.embedder
-    stats = state_table(app, "embed-stats", settings.partitions, use_partitioner=True)
+    stats = counters(app, state_table(app, "embed-stats", settings.partitions, use_partitioner=True), EmbedStats, STAGE)
 
     async def handle_batch(events: list[faust.types.EventT]) -> None:
         facts: list[tuple[Fact, faust.types.EventT]] = []
@@ -66,8 +67,7 @@ def register(app: faust.App, topics: Topics, providers: Providers, sink: DeadLet
                 )
             per_scope[fact.scope_key] = per_scope.get(fact.scope_key, 0) + 1
         for scope_key, count in per_scope.items():
-            current: EmbedStats = stats.get(scope_key) or EmbedStats()
-            stats[scope_key] = EmbedStats(texts=current.texts + count, batches=current.batches + 1)
+            stats.add(scope_key, EmbedStats(texts=count, batches=1))
 
     @app.agent(topics.facts, name=STAGE)
     async def embed(stream: faust.StreamT) -> None:

@@ -4,7 +4,8 @@ Consumes ``history`` (key: scope): the records the decide, store and retention s
 write for every proposal and change. Appends them, in batches, to the history store,
 where ``memstream history MEMORY_ID`` reads them. Appends are idempotent by record id, so
 a redelivery or a replay writes each record once. State: table ``history-stats`` — per
-scope, records kept and how many of them asked for a human review.
+scope, records kept and how many of them asked for a human review, written on a timer
+(``agents/counters.py``).
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ import faust
 
 from memstream import metrics
 from memstream.agents.base import DeadLetters, state_table
+from memstream.agents.counters import counters
 from memstream.bootstrap import Providers
 from memstream.schemas import HistoryRecord, HistoryStats
 from memstream.topics.binding import Topics
@@ -29,8 +31,8 @@ BATCH_WINDOW = 0.05
 
 
 def register(app: faust.App, topics: Topics, providers: Providers, sink: DeadLetters) -> faust.types.AgentT:
-    # A batch spans partitions: written through the partitioner, not the current event.
-    stats = state_table(app, "history-stats", providers.settings.partitions, use_partitioner=True)
+    table = state_table(app, "history-stats", providers.settings.partitions, use_partitioner=True)
+    stats = counters(app, table, HistoryStats, STAGE)
 
     async def append(events: list[faust.types.EventT]) -> None:
         records: list[HistoryRecord] = []
@@ -50,11 +52,7 @@ def register(app: faust.App, topics: Topics, providers: Providers, sink: DeadLet
         for record in records:
             per_scope.setdefault(record.scope_key, []).append(record)
         for scope_key, scoped in per_scope.items():
-            current: HistoryStats = stats.get(scope_key) or HistoryStats()
-            stats[scope_key] = HistoryStats(
-                records=current.records + len(scoped),
-                review_needed=current.review_needed + sum(r.review_needed for r in scoped),
-            )
+            stats.add(scope_key, HistoryStats(records=len(scoped), review_needed=sum(r.review_needed for r in scoped)))
 
     @app.agent(topics.history, name=STAGE)
     async def history(stream: faust.StreamT) -> None:

@@ -3,7 +3,8 @@
 Consumes ``memory-ops`` (key: scope). Emits ``memory-updated`` (key: scope), one event per
 change actually made, saying what changed and why, and, for changes other stages asked
 for (aging, condensation, contradiction), their audit record on ``history``. State: table
-``store-stats`` — per scope, counts of what it applied. Writes are idempotent by memory
+``store-stats`` — per scope, counts of what it applied, written on a timer
+(``agents/counters.py``). Writes are idempotent by memory
 id, so a replay or a redelivery leaves the store as it was.
 """
 
@@ -18,6 +19,7 @@ import msgspec
 from faust.types import EventT
 
 from memstream.agents.base import DeadLetters, expect, guarded, state_table
+from memstream.agents.counters import counters
 from memstream.bootstrap import Providers
 from memstream.rules import audit, provenance
 from memstream.schemas import (
@@ -109,20 +111,20 @@ def _reasserted(existing: Memory, memory: Memory) -> bool:
 
 
 def register(app: faust.App, topics: Topics, providers: Providers, sink: DeadLetters) -> faust.types.AgentT:
-    stats = state_table(app, "store-stats", providers.settings.partitions)
+    table = state_table(app, "store-stats", providers.settings.partitions, use_partitioner=True)
+    stats = counters(app, table, StoreStats, STAGE)
 
     async def handle(value: Any, event: EventT) -> None:
         op = expect(value, MemoryOp)
         with stage_span("memstream.store", op=type(op).__name__, cause=op.cause) as span:
             result = await apply(providers.store, op)  # type: ignore[arg-type]
-            current: StoreStats = stats.get(op.scope_key) or StoreStats()
             if result is None:
                 span.set_attribute("store.change", "none")
-                stats[op.scope_key] = msgspec.structs.replace(current, skipped=current.skipped + 1)
+                stats.add(op.scope_key, StoreStats(skipped=1))
                 return
             change, memory = result
             span.set_attribute("store.change", change)
-            stats[op.scope_key] = msgspec.structs.replace(current, **{change: getattr(current, change) + 1})
+            stats.add(op.scope_key, StoreStats(**{change: 1}))
             now = datetime.now(UTC)
             await topics.memory_updated.send(
                 key=op.scope_key.encode(),
@@ -132,6 +134,7 @@ def register(app: faust.App, topics: Topics, providers: Providers, sink: DeadLet
                     op_id=op.op_id,
                     cause=op.cause,
                     entities=list(getattr(op, "entities", [])),
+                    weighed=op.weighed if isinstance(op, CreateMemory) and change == "created" else [],
                     ts=now,
                 ),
             )

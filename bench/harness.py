@@ -25,7 +25,8 @@ from operator import attrgetter
 from typing import Any, TypeVar
 
 from bench import floor as bench_floor
-from bench import pipeline
+from bench import llm_calls, pipeline, raw_ingest
+from memstream.settings import Settings
 
 T = TypeVar("T")
 
@@ -58,6 +59,8 @@ async def _repeat(times: int, run: Callable[[], Awaitable[T]]) -> list[T]:
 
 async def main(quick: bool, skip_mem0: bool, skip_store: bool, repeat: int) -> None:
     rows: list[tuple[str, str, str]] = []
+    #: What is physically possible here for a row, where one exists (issue 18, point 5).
+    limits: dict[str, str] = {}
     scale = (20, 2) if quick else (100, 5)
     rate = attrgetter("turns_per_s")
 
@@ -75,10 +78,24 @@ async def main(quick: bool, skip_mem0: bool, skip_store: bool, repeat: int) -> N
             )
         )
 
+    # The bundled embedder alone on the facts the overhead run embeds: one per turn.
+    facts = [f"Fact recorded for bench-turn {s}.{t} in this project" for t in range(scale[1]) for s in range(scale[0])]
+    alone = await raw_ingest.standalone(facts, Settings().embed_batch)
+    limits["a. overhead, bundled embedder"] = f"embedder alone: {alone:,.1f} facts/s"
+
     floors = await _repeat(repeat, partial(bench_floor.measure, messages=1000 if quick else 5000))
     floor = _median(floors, attrgetter("cpu_us_per_hop"))
     fake = overhead["fake"]
     floor_ms = floor.cpu_us_per_hop * fake.events_per_turn / 1000
+    limits["a. overhead, fake embedder"] = f"Faust floor: {1000 / floor_ms:,.0f} turns/s per core"
+    rows.append(
+        (
+            "a. LLM calls per turn (synthetic)",
+            f"{fake.llm_calls_per_turn:.2f}, tokens {fake.input_tokens_per_turn:.0f} in / "
+            f"{fake.output_tokens_per_turn:.0f} out",
+            "facts differ by a number: dedup refreshes them, no decision is asked (see g.)",
+        )
+    )
     rows.append(
         (
             "f. one Faust hop, doing nothing",
@@ -100,6 +117,7 @@ async def main(quick: bool, skip_mem0: bool, skip_store: bool, repeat: int) -> N
             repeat, partial(pipeline.run, sessions=sessions, turns_per_session=turns, llm_latency=1.0, embedder="fake")
         )
         r = _median(runs, rate)
+        limits[f"b. LLM 1 s, {sessions} sessions"] = f"{sessions / 1.0:,.0f} turns/s (a 1 s call per turn, in order)"
         rows.append(
             (
                 f"b. LLM 1 s, {sessions} sessions",
@@ -109,6 +127,7 @@ async def main(quick: bool, skip_mem0: bool, skip_store: bool, repeat: int) -> N
         )
 
     lat = await pipeline.run_sequential(turns=5 if quick else 30, embedder="bundled")
+    limits["c. publish → memory-updated"] = f"LLM + embedder: {lat['llm_ms'] + lat['embed_ms']:.0f} ms"
     rows.append(
         (
             "c. publish → memory-updated",
@@ -131,6 +150,31 @@ async def main(quick: bool, skip_mem0: bool, skip_store: bool, repeat: int) -> N
         )
     )
 
+    ingest = await raw_ingest.rounds_of(4, 2 if quick else 4, 1 if quick else 2)
+    standalone_rate = sorted(p[0] for p in ingest)[(len(ingest) - 1) // 2]
+    ratio = sorted(p[1] / p[0] for p in ingest)[(len(ingest) - 1) // 2]
+    limits["a. raw ingest, bundled embedder"] = f"embedder alone: {standalone_rate:,.2f} exchanges/s"
+    rows.append(
+        (
+            "a. raw ingest, bundled embedder",
+            f"×{ratio:.2f} of the embedder alone, {_median(ingest, lambda p: p[2])[2]:.0f} ms CPU/turn",
+            "target ≥ ×0.90; conversational exchanges (bench.raw_ingest)",
+        )
+    )
+
+    calls = await llm_calls.memstream_run(1 if quick else 3)
+    stage_calls = {k: v for k, v in calls.items() if k not in ("input", "output")}
+    rows.append(
+        (
+            "g. LLM calls per turn, e2e session",
+            f"{sum(stage_calls.values()):.2f} ("
+            + ", ".join(f"{k} {v:.2f}" for k, v in sorted(stage_calls.items()))
+            + f"), {calls['input']:.0f} / {calls['output']:.0f} tokens, "
+            f"${llm_calls.cost(calls['input'], calls['output']) * 1000:.2f} per 1,000 turns",
+            "target ≤ 2 (bench.llm_calls; haiku-4-5 prices)",
+        )
+    )
+
     if not skip_store:
         from bench import store_scaling
 
@@ -140,7 +184,8 @@ async def main(quick: bool, skip_mem0: bool, skip_store: bool, repeat: int) -> N
             rows.append(
                 (
                     f"d. store at {row['size']:,}",
-                    f"upsert {row['upsert_per_s']:,.0f}/s, search p95 {row['search_p95_ms']:.1f} ms",
+                    f"upsert {row['upsert_per_s']:,.0f}/s, search p95 {row['search_p95_ms']:.1f} ms, "
+                    f"hybrid p95 {row['hybrid_p95_ms']:.1f} ms",
                     "target search p95 < 10 ms at 100k",
                 )
             )
@@ -155,10 +200,12 @@ async def main(quick: bool, skip_mem0: bool, skip_store: bool, repeat: int) -> N
 
     width = max(len(r[0]) for r in rows)
     value_width = max(len(r[1]) for r in rows)
-    print(f"memstream benchmarks, {datetime.now(UTC):%Y-%m-%d %H:%M} UTC, {machine()}")
+    limit_width = max(len(v) for v in [*limits.values(), "limit"])
+    print(f"memstream benchmarks, {datetime.now(UTC):%Y-%m-%d %H:%M} UTC, {machine()}, load {os.getloadavg()}")
     print(f"throughputs: the median of {repeat} runs (lowest–highest)" if repeat > 1 else "throughputs: one run each")
+    print(f"{'benchmark':<{width}}  {'figure':<{value_width}}  {'limit':<{limit_width}}  note")
     for name, value, note in rows:
-        print(f"{name:<{width}}  {value:<{value_width}}  {note}")
+        print(f"{name:<{width}}  {value:<{value_width}}  {limits.get(name, ''):<{limit_width}}  {note}")
 
 
 async def _side_by_side(

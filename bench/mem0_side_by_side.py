@@ -33,7 +33,7 @@ from typing import Any
 from aiohttp import web
 
 from memstream.embed.bundled import BundledEmbedder
-from tests.fakes.loopback import LoopbackFake
+from tests.fakes.loopback import LoopbackFake, text_of_blocks, word_count
 from tests.fakes.openai_server import FakeOpenAI
 
 # mem0 reads both at import time (telemetry switch; ~/.mem0, with a config.json and a migrations
@@ -269,7 +269,16 @@ async def run_mem0(turns: list[dict], *, llm_latency: float = 0.0, concurrency: 
                 for result in results:
                     for item in result.get("results", []):
                         events[item.get("event", "?")] = events.get(item.get("event", "?"), 0) + 1
-                llm_calls = len(llm.requests) - llm_before
+                asked = llm.requests[llm_before:]
+                llm_calls = len(asked)
+                # The fake counts words as tokens, the same rule as the fake Anthropic memstream asks.
+                input_tokens = sum(
+                    word_count(text_of_blocks(m.get("content")))
+                    for r in asked
+                    for m in r.body.get("messages", [])
+                    if isinstance(m, dict)
+                )
+                output_tokens = sum(word_count(mem0_responder(r.body)) for r in asked)
                 embed_requests = len(embeddings.requests) - embed_before
                 embed_texts = embeddings.texts - texts_before
                 close = getattr(memory, "close", None)
@@ -300,6 +309,8 @@ async def run_mem0(turns: list[dict], *, llm_latency: float = 0.0, concurrency: 
         "events": events,
         "llm_calls": llm_calls,
         "llm_calls_per_add": llm_calls / n if n else 0.0,
+        "input_tokens_per_add": input_tokens / n if n else 0.0,
+        "output_tokens_per_add": output_tokens / n if n else 0.0,
         "embed_requests": embed_requests,
         "embed_requests_per_add": embed_requests / n if n else 0.0,
         "embedded_texts": embed_texts,

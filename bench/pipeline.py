@@ -7,6 +7,7 @@ user/assistant turns, and follows memory-updated like a downstream service would
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import json
 import multiprocessing
@@ -16,13 +17,13 @@ import time
 import uuid
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
 import numpy as np
-from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
+from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 
 from memstream import metrics, runner
 from memstream.bootstrap import build_providers
@@ -106,18 +107,18 @@ async def start(
     data_dir: Path, llm_url: str, embedder: str, overrides: Mapping[str, Any] | None = None
 ) -> tuple[Settings, runner.Running]:
     """The pipeline under test: the fake LLM at ``llm_url``, no retries, no summary turns."""
-    settings = Settings.from_env(
-        {},
-        data_dir=data_dir,
-        topic_prefix=f"bench{uuid.uuid4().hex[:6]}",
-        http_port=free_port(),
-        anthropic_api_key="sk-bench",
-        anthropic_base_url=llm_url,
-        llm_retries=0,
-        summary_every=10_000,
-        **(overrides or {}),
-    )
-    chosen = HashEmbedder() if embedder == "fake" else BundledEmbedder()
+    values: dict[str, Any] = {
+        "data_dir": data_dir,
+        "topic_prefix": f"bench{uuid.uuid4().hex[:6]}",
+        "http_port": free_port(),
+        "anthropic_api_key": "sk-bench",
+        "anthropic_base_url": llm_url,
+        "llm_retries": 0,
+        "summary_every": 10_000,
+    }
+    # ``anthropic_api_key=""`` among the overrides runs raw mode: no LLM, exchanges stored as they are.
+    settings = Settings.from_env({}, **{**values, **(overrides or {})})
+    chosen = HashEmbedder() if embedder == "fake" else BundledEmbedder(threads=settings.embed_threads)
     return settings, await runner.start(settings, build_providers(settings, embedder=chosen), web=False)
 
 
@@ -159,6 +160,19 @@ class Result:
     cpu_ms_per_turn: float
     #: Events the stages consumed per turn: each one a Faust hop (``bench.floor``).
     events_per_turn: float
+    #: LLM calls per turn by the stage that made them, and all calls' tokens per turn (the fake
+    #: LLM counts words as tokens, as the fake OpenAI server does for mem0).
+    llm_calls_by_stage: dict[str, float] = field(default_factory=dict)
+    input_tokens_per_turn: float = 0.0
+    output_tokens_per_turn: float = 0.0
+    #: Records written per turn: every topic's records but the turns themselves, events and
+    #: table changelogs apart (each one a producer send, and each event a consumer's hop too).
+    event_records_per_turn: float = 0.0
+    changelog_records_per_turn: float = 0.0
+
+    @property
+    def llm_calls_per_turn(self) -> float:
+        return sum(self.llm_calls_by_stage.values())
 
 
 async def run(
@@ -169,24 +183,34 @@ async def run(
     embedder: str = "bundled",
     timeout: float = 600,
     overrides: Mapping[str, Any] | None = None,
+    replies: Sequence[str] = (),
 ) -> Result:
     """Publish ``sessions`` × ``turns_per_session`` assistant turns; wait for every fact's memory.
 
     ``overrides`` are settings to run with (``fetch_max_wait_ms=5``, say), to compare them.
+    ``replies``: assistant texts to cycle through, each after the turn's tag (raw-mode ingest
+    of realistic exchanges); the default reply is the tag alone.
     """
     with tempfile.TemporaryDirectory() as tmp, fake_llm(llm_latency) as llm_url:
         settings, running = await start(Path(tmp), llm_url, embedder, overrides)
-        llm_before = _sum(metrics.LLM_SECONDS), _count(metrics.LLM_SECONDS)
+        seconds_before = _sum(metrics.LLM_SECONDS), _count(metrics.LLM_SECONDS)
         embed_before = _sum(metrics.EMBED_SECONDS), _count(metrics.EMBED_SECONDS)
         cpu_before = time.process_time()
         events_before = _total(metrics.EVENTS_PROCESSED)
+        llm_before = _by_label(metrics.LLM_STAGE_CALLS, "stage"), _by_label(metrics.LLM_STAGE_TOKENS, "kind")
         try:
-            sent, seen, order = await _drive(running, settings, sessions, turns_per_session, timeout)
+            sent, seen, order = await _drive(running, settings, sessions, turns_per_session, timeout, replies)
             cpu = time.process_time() - cpu_before
             events = _total(metrics.EVENTS_PROCESSED) - events_before
+            # The stages after memory-updated (contradiction, graph, history) finish the last
+            # turns after the drive saw them: counts are read once the pipeline is quiet.
+            await _quiet()
+            stage_calls = _by_label(metrics.LLM_STAGE_CALLS, "stage")
+            tokens = _by_label(metrics.LLM_STAGE_TOKENS, "kind")
+            event_records, changelog_records = await records_written(running.bootstrap, settings.topic_prefix)
         finally:
             await running.stop()
-    llm_calls = _count(metrics.LLM_SECONDS) - llm_before[1]
+    llm_calls = _count(metrics.LLM_SECONDS) - seconds_before[1]
     embeds = _count(metrics.EMBED_SECONDS) - embed_before[1]
     latencies = [seen[key] - sent[key] for key in seen]
     total = sessions * turns_per_session
@@ -199,16 +223,62 @@ async def run(
         turns_per_s=total / span,
         p50_ms=statistics.median(latencies) * 1000,
         p99_ms=quantiles[98] * 1000,
-        llm_ms_mean=(_sum(metrics.LLM_SECONDS) - llm_before[0]) / max(1, llm_calls) * 1000,
+        llm_ms_mean=(_sum(metrics.LLM_SECONDS) - seconds_before[0]) / max(1, llm_calls) * 1000,
         embed_ms_mean=(_sum(metrics.EMBED_SECONDS) - embed_before[0]) / max(1, embeds) * 1000,
         order_kept=order,
         cpu_ms_per_turn=cpu / total * 1000,
         events_per_turn=events / total,
+        llm_calls_by_stage={
+            stage: (n - llm_before[0].get(stage, 0.0)) / total
+            for stage, n in stage_calls.items()
+            if n > llm_before[0].get(stage, 0.0)
+        },
+        input_tokens_per_turn=(tokens.get("input", 0.0) - llm_before[1].get("input", 0.0)) / total,
+        output_tokens_per_turn=(tokens.get("output", 0.0) - llm_before[1].get("output", 0.0)) / total,
+        event_records_per_turn=event_records / total,
+        changelog_records_per_turn=changelog_records / total,
     )
 
 
+async def _quiet(seconds: float = 1.0, timeout: float = 15.0) -> None:
+    """Wait until no stage has processed an event for ``seconds`` (at most ``timeout``)."""
+    deadline = time.monotonic() + timeout
+    last, since = _total(metrics.EVENTS_PROCESSED), time.monotonic()
+    while time.monotonic() - since < seconds and time.monotonic() < deadline:
+        await asyncio.sleep(0.2)
+        now = _total(metrics.EVENTS_PROCESSED)
+        if now != last:
+            last, since = now, time.monotonic()
+
+
+async def records_written(bootstrap: str, prefix: str) -> tuple[int, int]:
+    """Records in the run's topics (its prefix), turns excluded: (events, table changelogs)."""
+    consumer = AIOKafkaConsumer(bootstrap_servers=bootstrap)
+    await consumer.start()
+    try:
+        turns = topic_name(prefix, TURNS)
+        names = [t for t in await consumer.topics() if t.startswith(prefix) and t != turns]
+        partitions = [TopicPartition(t, p) for t in names for p in sorted(consumer.partitions_for_topic(t) or ())]
+        ends = await consumer.end_offsets(partitions) if partitions else {}
+    finally:
+        await consumer.stop()
+    changelogs = sum(n for tp, n in ends.items() if tp.topic.endswith("-changelog"))
+    return sum(ends.values()) - changelogs, changelogs
+
+
+def reply_text(session: int, turn: int, sessions: int, replies: Sequence[str]) -> str:
+    """The assistant's reply in turn ``turn`` of session ``session``: its tag, then a reply text if any."""
+    tagged = f"answer {_TAG} {session}.{turn} done"
+    return f"{tagged} {replies[(turn * sessions + session) % len(replies)]}" if replies else tagged
+
+
 async def _drive(
-    running: runner.Running, settings: Settings, sessions: int, turns: int, timeout: float
+    running: runner.Running,
+    settings: Settings,
+    sessions: int,
+    turns: int,
+    timeout: float,
+    replies: Sequence[str] = (),
 ) -> tuple[dict[str, float], dict[str, float], bool]:
     consumer = AIOKafkaConsumer(
         topic_name(settings.topic_prefix, MEMORY_UPDATED),
@@ -231,9 +301,8 @@ async def _drive(
                 project = f"/bench/project-{s}"
                 ts = start + timedelta(seconds=t)
                 user = make_turn(session_id=session, project=project, role="user", content=f"question {t}", ts=ts)
-                reply = make_turn(
-                    session_id=session, project=project, role="assistant", content=f"answer {_TAG} {s}.{t} done", ts=ts
-                )
+                content = reply_text(s, t, sessions, replies)
+                reply = make_turn(session_id=session, project=project, role="assistant", content=content, ts=ts)
                 await producer.send(turns_topic, encode(user), key=session.encode())
                 sent[f"{s}.{t}"] = time.monotonic()
                 await producer.send(turns_topic, encode(reply), key=session.encode())
@@ -273,6 +342,17 @@ def _sum(histogram: Any) -> float:
 
 def _total(counter: Any) -> float:
     return sum(s.value for m in counter.collect() for s in m.samples if s.name.endswith("_total"))
+
+
+def _by_label(counter: Any, label: str) -> dict[str, float]:
+    """A counter's totals summed by one of its labels."""
+    totals: dict[str, float] = {}
+    for m in counter.collect():
+        for sample in m.samples:
+            if sample.name.endswith("_total"):
+                key = sample.labels[label]
+                totals[key] = totals.get(key, 0.0) + sample.value
+    return totals
 
 
 def _count(histogram: Any) -> float:

@@ -1,14 +1,19 @@
 """Recall@5 and @10 on memstream's own labelled retrieval set (bench/retrieval/conversations.json):
-vector only, BM25 only, hybrid (seed 003's fusion at MEMSTREAM_RECALL_ALPHA) and hybrid + rerank.
+vector only, BM25 only, hybrid as recall ranks (seed 003's weighted sum over per-query min-max scaled
+legs, MEMSTREAM_RECALL_ALPHA), hybrid + rerank, and the seed's raw-score fusion for comparison.
 
 Every exchange (a user turn and the reply) is stored as raw mode stores it, one conversation memory,
-all in one project: the haystack is every exchange of every conversation. A question counts as found
-at k when one of the exchanges that answer it is among the top k. The embedder is the bundled one
-(multilingual-e5-small), the store Qdrant Edge, searched through the same ``store.search`` and
-``store.hybrid_search`` that recall uses. The reranker is a deterministic fake (query-term overlap),
-through the same ``rerank_top`` (top 20) as the real ones: it measures the plumbing, not a model.
+all in one project. The haystack is every exchange of the labelled set plus ChatterBot's English
+dialogue corpus (chatterbot-corpus 1.3.3, BSD-3-Clause, read from the installed package) as unlabelled
+distractors. A question counts as found at k when one of the exchanges that answer it is among the top k.
 
-    .venv/bin/python -m bench.retrieval [--alphas 0.3,0.5,0.6,0.7,0.8,0.9]
+The questions are split: ``dev`` may be tuned on (the alpha sweeps and other fusions are printed for it
+alone); ``test`` is only reported. The embedder is the bundled one (multilingual-e5-small), the store
+Qdrant Edge, searched through the same ``store.search`` and ``store.hybrid_search`` that recall uses.
+The reranker is a deterministic fake (query-term overlap) through the same ``rerank_top`` (top 20) as
+the real ones: it measures the plumbing, not a model.
+
+    .venv/bin/python -m bench.retrieval [--alphas 0.3,0.4,0.5,0.6,0.7,0.8,0.9] [--no-distractors]
 """
 
 from __future__ import annotations
@@ -21,17 +26,20 @@ import tempfile
 from collections.abc import Sequence
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
 from memstream.embed.bundled import BundledEmbedder
 from memstream.identity import memory_id, normalize_content
 from memstream.rerank import rerank_top
 from memstream.schemas import Memory
 from memstream.settings import Settings
+from memstream.store.base import Fusion
 from memstream.store.edge import EdgeStore
 
 SET = Path(__file__).parent / "retrieval" / "conversations.json"
 SCOPE = "p_retrieval"
 KS = (5, 10)
+SPLITS = ("dev", "test")
 _WORD = re.compile(r"[a-z0-9_]{3,}")
 
 
@@ -47,6 +55,21 @@ class OverlapReranker:
 
     async def close(self) -> None:
         return None
+
+
+def distractors() -> list[tuple[str, str, str]]:
+    """ChatterBot's English corpus as (key, user, reply) exchanges: each conversation's turns paired in order."""
+    import chatterbot_corpus
+    import yaml
+
+    root = Path(chatterbot_corpus.__file__).parent / "data" / "english"
+    out: list[tuple[str, str, str]] = []
+    for path in sorted(root.glob("*.yml")):
+        data = yaml.safe_load(path.read_text(encoding="utf-8"))
+        turns = [[str(t) for t in conversation] for conversation in data["conversations"]]
+        pairs = [(c[i], c[i + 1]) for c in turns for i in range(0, len(c) - 1, 2)]
+        out.extend((f"chatterbot-{path.stem}:{n}", user, reply) for n, (user, reply) in enumerate(pairs))
+    return out
 
 
 def exchange_memory(key: str, user: str, assistant: str, model: str) -> Memory:
@@ -67,43 +90,25 @@ def exchange_memory(key: str, user: str, assistant: str, model: str) -> Memory:
     )
 
 
-def recall_at(ranked: list[list[str]], answers: list[set[str]], k: int) -> float:
+def recall_at(ranked: Sequence[Sequence[str]], answers: Sequence[set[str]], k: int) -> float:
     return sum(1 for ids, good in zip(ranked, answers, strict=True) if good & set(ids[:k])) / len(answers)
 
 
-def minmax_score(leg: dict[str, tuple[float, float]], memory: str, alpha: float) -> float:
-    """Each leg rescaled to [0, 1] over this query's candidates, then weighted."""
-
-    def scaled(values: list[float], value: float) -> float:
-        low, high = min(values), max(values)
-        return (value - low) / (high - low) if high > low else 0.0
-
-    vectors, lexical = [v for v, _ in leg.values()], [b for _, b in leg.values()]
-    v, b = leg[memory]
-    return alpha * scaled(vectors, v) + (1 - alpha) * scaled(lexical, b)
-
-
-def zero_filled(leg: dict[str, tuple[float, float]], alpha: float) -> list[str]:
-    """Candidates by the weighted sum of both legs' scores, a missing leg counting 0."""
-    return sorted(leg, key=lambda i: -(alpha * leg[i][0] + (1 - alpha) * leg[i][1]))
-
-
-def min_max(leg: dict[str, tuple[float, float]], alpha: float) -> list[str]:
-    """Candidates by :func:`minmax_score`."""
-    return sorted(leg, key=lambda i: -minmax_score(leg, i, alpha))
-
-
-def rrf(leg: dict[str, tuple[float, float]], k: int) -> list[str]:
-    by_vector = sorted(leg, key=lambda i: -leg[i][0])
-    by_bm25 = [i for i in sorted(leg, key=lambda i: -leg[i][1]) if leg[i][1] > 0]
-    score = {i: 1 / (k + by_vector.index(i) + 1) + (1 / (k + by_bm25.index(i) + 1) if i in by_bm25 else 0) for i in leg}
-    return sorted(leg, key=lambda i: -score[i])
+def rrf(vector: Sequence[str], bm25: Sequence[str], k: int) -> list[str]:
+    """Reciprocal rank fusion of two ranked id lists."""
+    score: dict[str, float] = {}
+    for ranking in (vector, bm25):
+        for rank, memory in enumerate(ranking):
+            score[memory] = score.get(memory, 0.0) + 1 / (k + rank + 1)
+    return sorted(score, key=lambda i: (-score[i], i))
 
 
 async def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--alphas", default="0.3,0.4,0.5,0.6,0.7,0.8,0.9")
+    parser.add_argument("--no-distractors", action="store_true", help="the labelled exchanges alone")
     args = parser.parse_args()
+    alphas = [float(x) for x in args.alphas.split(",")]
     alpha = Settings.from_env({}).recall_alpha
     data = json.loads(SET.read_text())
     embedder = BundledEmbedder()
@@ -111,66 +116,74 @@ async def main() -> None:
         store = EdgeStore(Path(root), embedder.model, embedder.dim)
         await store.open()
         try:
-            ids: dict[str, str] = {}
             exchanges = [
                 (f"{name}:{i}", user, assistant)
                 for name, turns in data["conversations"].items()
                 for i, (user, assistant) in enumerate(turns)
             ]
+            labelled = len(exchanges)
+            if not args.no_distractors:
+                exchanges += distractors()
             memories = [exchange_memory(key, u, a, embedder.model) for key, u, a in exchanges]
             vectors = await embedder.embed_documents([m.text for m in memories])
+            ids: dict[str, str] = {}
             for (key, _, _), memory, vector in zip(exchanges, memories, vectors, strict=True):
                 ids[key] = memory.id
                 await store.upsert(memory, vector)
             questions = data["questions"]
-            answers = [{ids[a] for a in q["answers"]} for q in questions]
             queries = [await embedder.embed_query(q["q"]) for q in questions]
 
-            async def ranked(alpha: float, *, rerank: bool = False) -> list[list[str]]:
+            async def ranked(a: float, fusion: Fusion, *, rerank: bool = False) -> list[list[str]]:
                 out = []
                 for q, vector in zip(questions, queries, strict=True):
-                    hits = await store.hybrid_search(q["q"], vector, [SCOPE], limit=20, alpha=alpha, min_score=0.0)
+                    hits = await store.hybrid_search(
+                        q["q"], vector, [SCOPE], limit=20, alpha=a, min_score=0.0, fusion=fusion
+                    )
                     if rerank:
                         hits = await rerank_top(q["q"], hits, OverlapReranker(), top_n=20)
                     out.append([h.memory.id for h in hits])
                 return out
 
-            vector_only = [[h.memory.id for h in await store.search(v, [SCOPE], limit=20)] for v in queries]
-            rows = {
+            vector_only = [[h.memory.id for h in await store.search(v, [SCOPE], limit=50)] for v in queries]
+            bm25_only = await ranked(0.0, "weighted")
+            rows: dict[str, list[list[str]]] = {
                 "vector": vector_only,
-                "BM25": await ranked(0.0),
-                f"hybrid (alpha {alpha})": await ranked(alpha),
-                f"hybrid (alpha {alpha}) + rerank (fake)": await ranked(alpha, rerank=True),
+                "BM25": bm25_only,
+                f"hybrid (alpha {alpha}, legs scaled per query)": await ranked(alpha, "normalized"),
+                f"hybrid (alpha {alpha}, scaled) + rerank (fake)": await ranked(alpha, "normalized", rerank=True),
+                "hybrid, seed's raw scores, alpha 0.7": await ranked(0.7, "weighted"),
+                "hybrid, seed's raw scores, alpha 0.9": await ranked(0.9, "weighted"),
             }
-            print(f"{len(memories)} exchanges, {len(questions)} questions, embedder {embedder.model}")
-            print(f"{'ranking':<36} " + " ".join(f"{'recall@' + str(k):>10}" for k in KS))
-            for name, lists in rows.items():
-                print(f"{name:<36} " + " ".join(f"{recall_at(lists, answers, k):>10.3f}" for k in KS))
-            print("alpha sweep (hybrid, seed 003's fusion):")
-            for a in (float(x) for x in args.alphas.split(",")):
-                lists = await ranked(a)
-                print(f"  alpha {a:.1f}: " + "  ".join(f"@{k} {recall_at(lists, answers, k):.3f}" for k in KS))
-            # Other fusions tried, from both legs' normalized scores (alpha 0.5 runs both legs in full).
-            legs = []
-            for q, vector in zip(questions, queries, strict=True):
-                hits = await store.hybrid_search(q["q"], vector, [SCOPE], limit=60, alpha=0.5, min_score=0.0)
-                legs.append({h.memory.id: (h.vector_score or 0.0, h.bm25_score or 0.0) for h in hits})
-            print("other fusions tried (not used):")
-            for a in (float(x) for x in args.alphas.split(",")):
-                zero = [zero_filled(leg, a) for leg in legs]
-                scaled = [min_max(leg, a) for leg in legs]
-                print(
-                    f"  alpha {a:.1f}: missing leg = 0 "
-                    + " ".join(f"@{k} {recall_at(zero, answers, k):.3f}" for k in KS)
-                    + "   min-max per query "
-                    + " ".join(f"@{k} {recall_at(scaled, answers, k):.3f}" for k in KS)
-                )
-            for kk in (10, 60):
-                fused = [rrf(leg, kk) for leg in legs]
-                print(
-                    f"  reciprocal rank fusion k={kk}: "
-                    + " ".join(f"@{k} {recall_at(fused, answers, k):.3f}" for k in KS)
-                )
+
+            def table(title: str, rows: dict[str, list[list[str]]], splits: Sequence[str]) -> None:
+                print(title)
+                head = " ".join(f"{s + ' @' + str(k):>10}" for s in splits for k in KS)
+                print(f"  {'ranking':<48} {head}")
+                for name, lists in rows.items():
+                    cells = []
+                    for split in splits:
+                        chosen = [i for i, q in enumerate(questions) if q["split"] == split]
+                        picked = [lists[i] for i in chosen]
+                        good = [{ids[a] for a in questions[i]["answers"]} for i in chosen]
+                        cells += [f"{recall_at(picked, good, k):>10.3f}" for k in KS]
+                    print(f"  {name:<48} " + " ".join(cells))
+
+            counts = {s: sum(1 for q in questions if q["split"] == s) for s in SPLITS}
+            print(
+                f"{len(memories)} exchanges ({labelled} labelled, {len(memories) - labelled} distractors), "
+                f"{len(questions)} questions (dev {counts['dev']}, test {counts['test']}), embedder {embedder.model}"
+            )
+            table("recall@k: dev may be tuned on, test is only reported (never tuned on)", rows, SPLITS)
+            sweep: dict[str, Any] = {}
+            for a in alphas:
+                sweep[f"scaled legs, alpha {a:.1f}"] = await ranked(a, "normalized")
+            for a in alphas:
+                sweep[f"seed's raw scores, alpha {a:.1f}"] = await ranked(a, "weighted")
+            for k in (10, 60):
+                sweep[f"reciprocal rank fusion, k={k}"] = [
+                    rrf(v, b, k) for v, b in zip(vector_only, bm25_only, strict=True)
+                ]
+            table("fusions compared, dev only (what alpha and the fusion were chosen on)", sweep, ("dev",))
         finally:
             await store.close()
             await embedder.close()

@@ -1,7 +1,7 @@
 """How EdgeStore (the embedded Qdrant Edge shard) scales: load rate, single-upsert latency and
 filtered search latency at 10k and 100k synthetic memories.
 
-    .venv/bin/python -m bench.store_scaling [--sizes 10000 100000] [--searches 200]
+    .venv/bin/python -m bench.store_scaling [--sizes 10000 100000] [--searches 200] [--projects 20]
 
 Target: filtered search p95 < 10 ms at 100k.
 
@@ -90,6 +90,10 @@ def _memories(rng: np.random.Generator, start: int, n: int, scopes: Sequence[str
     return out
 
 
+def _disk_mb(root: Path) -> float:
+    return sum(f.stat().st_size for f in root.rglob("*") if f.is_file()) / 1e6
+
+
 def _pct(samples_s: Sequence[float], q: float) -> float:
     return float(np.percentile(np.asarray(samples_s) * 1000.0, q))
 
@@ -100,9 +104,9 @@ def _peak_rss_mb() -> float:
     return peak / (1024 * 1024) if platform.system() == "Darwin" else peak / 1024
 
 
-async def _measure_one(size: int, dim: int, searches: int, seed: int, root: Path) -> dict[str, Any]:
+async def _measure_one(size: int, dim: int, searches: int, seed: int, root: Path, projects: int) -> dict[str, Any]:
     rng = np.random.default_rng([seed, size])
-    scopes = [project_key(f"/bench/project-{k}") for k in range(SCOPES)]
+    scopes = [project_key(f"/bench/project-{k}") for k in range(projects)]
     store = EdgeStore(root, MODEL, dim)
     await store.open()
     try:
@@ -130,7 +134,7 @@ async def _measure_one(size: int, dim: int, searches: int, seed: int, root: Path
         search_lat: list[float] = []
         hits = 0
         for q_i, query in enumerate(queries):
-            scope = scopes[int(rng.integers(0, SCOPES))]
+            scope = scopes[int(rng.integers(0, projects))]
             types = None
             if q_i % 2 == 1:
                 picked = rng.choice(len(MEMORY_TYPES), size=3, replace=False)
@@ -144,7 +148,19 @@ async def _measure_one(size: int, dim: int, searches: int, seed: int, root: Path
             if any(r.memory.scope_key != scope or not r.memory.active for r in found):
                 raise AssertionError("filtered search returned a memory outside its filter")
 
+        # -- filtered hybrid search (BM25 + vector, seed 003's decision query) ----------------
+        hybrid_lat: list[float] = []
+        for q_i, query in enumerate(_unit_vectors(rng, WARMUP_SEARCHES + searches, dim).tolist()):
+            scope = scopes[int(rng.integers(0, projects))]
+            text = f"how is module m{int(rng.integers(0, 997))} built with target t{int(rng.integers(0, 101))}"
+            began = time.perf_counter()
+            await store.hybrid_search(text, query, [scope], limit=SEARCH_LIMIT, min_score=0.0)
+            if q_i >= WARMUP_SEARCHES:
+                hybrid_lat.append(time.perf_counter() - began)
+
         info = await store._run(lambda s: s.info())  # read-only: what the search ran on
+        await store._run(lambda s: s.flush())
+        disk_mb = await asyncio.to_thread(_disk_mb, root)
     finally:
         await store.close()
 
@@ -156,6 +172,10 @@ async def _measure_one(size: int, dim: int, searches: int, seed: int, root: Path
         "search_p50_ms": _pct(search_lat, 50),
         "search_p95_ms": _pct(search_lat, 95),
         "search_p99_ms": _pct(search_lat, 99),
+        "hybrid_p50_ms": _pct(hybrid_lat, 50),
+        "hybrid_p95_ms": _pct(hybrid_lat, 95),
+        "disk_mb": disk_mb,
+        "projects": projects,
         "peak_rss_mb": _peak_rss_mb(),
         "load_s": load_s,
         "points": info.points_count,
@@ -166,7 +186,11 @@ async def _measure_one(size: int, dim: int, searches: int, seed: int, root: Path
 
 
 async def measure(
-    sizes: Sequence[int] = (10_000, 100_000), dim: int = 384, searches: int = 200, seed: int = 0
+    sizes: Sequence[int] = (10_000, 100_000),
+    dim: int = 384,
+    searches: int = 200,
+    seed: int = 0,
+    projects: int = SCOPES,
 ) -> list[dict[str, Any]]:
     """One row per size, each on a fresh shard in its own temporary directory.
 
@@ -176,7 +200,7 @@ async def measure(
     rows = []
     for size in sizes:
         with tempfile.TemporaryDirectory(prefix="memstream-bench-") as tmp:
-            rows.append(await _measure_one(size, dim, searches, seed, Path(tmp)))
+            rows.append(await _measure_one(size, dim, searches, seed, Path(tmp), projects))
     return rows
 
 
@@ -188,7 +212,10 @@ COLUMNS = (
     ("search_p50_ms", "{:>13.3f}"),
     ("search_p95_ms", "{:>13.3f}"),
     ("search_p99_ms", "{:>13.3f}"),
+    ("hybrid_p50_ms", "{:>13.3f}"),
+    ("hybrid_p95_ms", "{:>13.3f}"),
     ("peak_rss_mb", "{:>11.0f}"),
+    ("disk_mb", "{:>8.0f}"),
     ("segments", "{:>8}"),
     ("indexed_vectors", "{:>15,}"),
 )
@@ -207,20 +234,28 @@ def main() -> None:
     parser.add_argument("--dim", type=int, default=384)
     parser.add_argument("--searches", type=int, default=200)
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--projects", type=int, default=SCOPES, help="project scopes the memories spread over")
     args = parser.parse_args()
 
-    rows = asyncio.run(measure(tuple(args.sizes), args.dim, args.searches, args.seed))
+    rows = asyncio.run(measure(tuple(args.sizes), args.dim, args.searches, args.seed, args.projects))
     print(
         f"machine: {platform.platform()}, {platform.processor() or platform.machine()}, "
         f"{os.cpu_count()} CPUs, Python {platform.python_version()}"
     )
     print(
-        f"EdgeStore, dim={args.dim}, {SCOPES} project scopes, {len(MEMORY_TYPES)} types, "
+        f"EdgeStore, dim={args.dim}, {args.projects} project scopes, {len(MEMORY_TYPES)} types, "
         f"~{SUPERSEDED_FRACTION:.0%} superseded; load window {LOAD_WINDOW}, "
         f"{EXTRA_UPSERTS} timed single upserts, {args.searches} searches "
         f"(scope + active, types on half, limit {SEARCH_LIMIT}) after {WARMUP_SEARCHES} warm-up"
     )
     print(format_table(rows))
+    for row in rows:
+        per_million = 1_000_000 / (row["size"] + EXTRA_UPSERTS)
+        print(
+            f"  {row['size']:,}: linear extrapolation to a million memories: "
+            f"disk {row['disk_mb'] * per_million:,.0f} MB,"
+            f" peak RSS {row['peak_rss_mb'] * per_million:,.0f} MB (an upper bound: RSS includes the interpreter)"
+        )
     print(f"target: {TARGET}")
     at_100k = [r for r in rows if r["size"] >= 100_000]
     if at_100k:

@@ -77,7 +77,7 @@ def build_embedder(settings: Settings) -> Embedder:
         )
     from memstream.embed.bundled import BundledEmbedder
 
-    return BundledEmbedder()
+    return BundledEmbedder(threads=settings.embed_threads)
 
 
 def active_collection(settings: Settings, embedding_model: str) -> str | None:

@@ -6,6 +6,8 @@ dashboard in deploy/grafana and the autoscalers in helm/: change them together.
 
 from __future__ import annotations
 
+from functools import cache
+
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 
 REGISTRY = CollectorRegistry(auto_describe=True)
@@ -43,6 +45,18 @@ LLM_CALLS = Counter(
     "memstream_llm_calls", "LLM calls by provider and outcome", ["provider", "outcome"], registry=REGISTRY
 )
 LLM_TOKENS = Counter("memstream_llm_tokens", "LLM tokens by provider and kind", ["provider", "kind"], registry=REGISTRY)
+LLM_STAGE_CALLS = Counter(
+    "memstream_llm_stage_calls",
+    "LLM calls by the stage that made them (each provider tried)",
+    ["stage"],
+    registry=REGISTRY,
+)
+LLM_STAGE_TOKENS = Counter(
+    "memstream_llm_stage_tokens",
+    "LLM tokens by the stage that spent them and kind",
+    ["stage", "kind"],
+    registry=REGISTRY,
+)
 LLM_COST = Counter("memstream_llm_cost_usd", "Estimated LLM cost in US dollars", ["provider"], registry=REGISTRY)
 RETENTION_PURGED = Counter(
     "memstream_retention_purged",
@@ -72,14 +86,46 @@ PRICES_PER_MILLION: dict[str, tuple[float, float]] = {
 }
 
 
+@cache
+def _prompt_stages() -> dict[str, str]:
+    """Each stage asks with a system prompt of its own: it names the stage that made a call."""
+    from memstream.rules import contradiction, decision, phase1, phase2, prompts
+
+    return {
+        prompts.NORMAL_SYSTEM: "extract",
+        prompts.SUMMARY_SYSTEM: "extract-summary",
+        prompts.INIT_SYSTEM: "extract-init",
+        prompts.CONDENSE_SYSTEM: "age",
+        decision.SYSTEM: "decide",
+        contradiction.SYSTEM: "contradiction",
+        phase1.SYSTEM: "rollout",
+        phase2.SYSTEM: "consolidate",
+    }
+
+
+def llm_stage(system: str) -> str:
+    """The stage whose system prompt ``system`` is; ``other`` for one no stage uses."""
+    return _prompt_stages().get(system, "other")
+
+
 def record_llm_call(
-    provider: str, model: str, outcome: str, input_tokens: int = 0, output_tokens: int = 0, *, seconds: float = 0.0
+    provider: str,
+    model: str,
+    outcome: str,
+    input_tokens: int = 0,
+    output_tokens: int = 0,
+    *,
+    seconds: float = 0.0,
+    stage: str = "other",
 ) -> None:
     LLM_CALLS.labels(provider, outcome).inc()
+    LLM_STAGE_CALLS.labels(stage).inc()
     LLM_SECONDS.labels(provider).observe(seconds)
     if input_tokens or output_tokens:
         LLM_TOKENS.labels(provider, "input").inc(input_tokens)
         LLM_TOKENS.labels(provider, "output").inc(output_tokens)
+        LLM_STAGE_TOKENS.labels(stage, "input").inc(input_tokens)
+        LLM_STAGE_TOKENS.labels(stage, "output").inc(output_tokens)
         price = next((p for name, p in PRICES_PER_MILLION.items() if model.startswith(name)), (0.0, 0.0))
         LLM_COST.labels(provider).inc((input_tokens * price[0] + output_tokens * price[1]) / 1_000_000)
 

@@ -88,9 +88,13 @@ async def search(
 ) -> list[HybridHit]:
     """The memories that best match the query, best first.
 
-    Seed 003's recall: the same BM25 + vector fusion the decision stage uses (``store.hybrid_search``,
-    ``alpha`` = MEMSTREAM_RECALL_ALPHA, nothing dropped by a minimum score), the graph boost added to
-    the fused score when the graph is enabled, then, when a reranker is given, its order for the top N.
+    Seed 003's recall: the same BM25 + vector search and weighted sum the decision stage uses
+    (``store.hybrid_search``, ``alpha`` = MEMSTREAM_RECALL_ALPHA, nothing dropped by a minimum score),
+    over each leg's scores min-max scaled to this query's candidates (``fusion="normalized"``): the
+    decision stage keeps the raw scores because its calibrated minimum score must mean "similar
+    enough", which a per-query scale cannot; recall only needs the order, and the raw sum ranked
+    below the vector leg alone (bench/retrieval.py). The graph boost is added to the fused score when
+    the graph is enabled, then, when a reranker is given, its order for the top N.
     ``documents``: ``include`` searches document chunks with the memories, ``exclude`` leaves them
     out, ``only`` searches nothing else.
     """
@@ -111,7 +115,14 @@ async def search(
     try:
         vector = await providers.embedder.embed_query(query)
         hits = await providers.store.hybrid_search(
-            query, vector, keys, limit=pool, alpha=settings.recall_alpha, min_score=0.0, types=types
+            query,
+            vector,
+            keys,
+            limit=pool,
+            alpha=settings.recall_alpha,
+            min_score=0.0,
+            types=types,
+            fusion="normalized",
         )
     except BaseException:
         if boost is not None:

@@ -126,6 +126,9 @@ class Settings:
     #: MEMSTREAM_EMBED_BATCH_WINDOW: seconds the embed agent waits at most for more facts to fill a
     #: batch. 0: embed the facts that have arrived at once (batches still grow under load).
     embed_batch_window: float = field(default=0.0, metadata=_env("MEMSTREAM_EMBED_BATCH_WINDOW"))
+    #: MEMSTREAM_EMBED_THREADS: the bundled embedder's OpenMP threads. 0: one per core, the engine's
+    #: default (bench/raw_ingest.py measures the choice on a machine).
+    embed_threads: int = field(default=0, metadata=_env("MEMSTREAM_EMBED_THREADS"))
 
     # --- memory lifecycle (seed 003) ------------------------------------------------------
     #: MEMSTREAM_SHADOW_MODE: decide and audit every fact, write nothing (seed 003's shadowMode).
@@ -253,9 +256,10 @@ class Settings:
     #: MEMSTREAM_BLOCK_MAX_TOKENS: token budget of the [MEMORY] block (about 4 characters a token);
     #: sections are trimmed by priority to fit (see memstream.recall.TRIM_ORDER).
     block_max_tokens: int = field(default=2000, metadata=_env("MEMSTREAM_BLOCK_MAX_TOKENS"))
-    #: MEMSTREAM_RECALL_ALPHA: weight of the vector leg in search's hybrid score (the BM25 leg gets 1 - alpha);
-    #: 0.9 was best of 0.3-0.9 on bench/retrieval (the decision stage keeps its own 0.7).
-    recall_alpha: float = field(default=0.9, metadata=_env("MEMSTREAM_RECALL_ALPHA"))
+    #: MEMSTREAM_RECALL_ALPHA: weight of the vector leg in search's hybrid score (the BM25 leg gets 1 - alpha),
+    #: both legs min-max scaled per query; 0.5 weighs them equally (bench/retrieval's dev half: 0.5-0.7 within
+    #: one or two questions of each other). The decision stage keeps its own 0.7 over raw scores.
+    recall_alpha: float = field(default=0.5, metadata=_env("MEMSTREAM_RECALL_ALPHA"))
     #: MEMSTREAM_RERANKER: rerank search's top results: none (default), voyage or llm (the configured LLM chain).
     reranker: str = field(default="none", metadata=_env("MEMSTREAM_RERANKER"))
     #: MEMSTREAM_RERANKER_MODEL: the Voyage rerank model.
@@ -350,7 +354,7 @@ class Settings:
                 raise SettingsError(f"{_var(name)} must be between 0 and 1, got {getattr(self, name)}")
         if not 50 <= self.graph_boost_timeout_ms <= 5000:
             raise SettingsError(f"{_var('graph_boost_timeout_ms')} must be between 50 and 5000")
-        for name in ("tombstone_retention_days", "history_retention_days", "embed_batch_window"):
+        for name in ("tombstone_retention_days", "history_retention_days", "embed_batch_window", "embed_threads"):
             if getattr(self, name) < 0:
                 raise SettingsError(f"{_var(name)} must not be negative")
         if self.watch_sweep <= 0:

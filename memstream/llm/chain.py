@@ -45,6 +45,7 @@ class ProviderChain:
 
     async def complete(self, system: str, prompt: str, *, max_tokens: int = 1024) -> Completion:
         failures: list[str] = []
+        stage = metrics.llm_stage(system)
         for llm in self.providers:
             started = time.monotonic()
             with stage_span("memstream.llm.call", **{"llm.provider": llm.provider, "llm.model": llm.model}) as span:
@@ -55,7 +56,9 @@ class ProviderChain:
                     span.set_attribute("llm.error", str(err)[:500])
                     span.set_attribute("llm.latency_ms", round((time.monotonic() - started) * 1000, 1))
                     failures.append(str(err))
-                    metrics.record_llm_call(llm.provider, llm.model, "error", seconds=time.monotonic() - started)
+                    metrics.record_llm_call(
+                        llm.provider, llm.model, "error", seconds=time.monotonic() - started, stage=stage
+                    )
                     continue
                 span.set_attribute("llm.outcome", "ok")
                 span.set_attribute("llm.latency_ms", round((time.monotonic() - started) * 1000, 1))
@@ -68,6 +71,7 @@ class ProviderChain:
                     completion.input_tokens,
                     completion.output_tokens,
                     seconds=time.monotonic() - started,
+                    stage=stage,
                 )
                 return completion
         raise LLMUnavailable("all LLM providers failed: " + " | ".join(failures))

@@ -26,9 +26,31 @@ def checks_contradictions(memory: Memory) -> bool:
 
 
 def eligible_candidates(new: Memory, nearby: Sequence[Memory]) -> list[Memory]:
+    """The nearby memories ``new`` may supersede: active, not exempt, and not stated after it.
+
+    A memory stated later cannot be superseded by an earlier one; their pair is the later
+    one's own check, which runs after the earlier one is stored (one scope's memories are
+    stored in order). Checked in a backlog, an early memory would otherwise be asked about
+    every later one already stored (issue 18: a call per pair, twice).
+    """
     return [
-        m for m in nearby if m.id != new.id and m.superseded_by is None and m.type not in CONTRADICTION_EXEMPT_TYPES
+        m
+        for m in nearby
+        if m.id != new.id
+        and m.superseded_by is None
+        and m.type not in CONTRADICTION_EXEMPT_TYPES
+        and m.updated_at <= new.updated_at
     ][:MAX_CANDIDATES]
+
+
+def unweighed(candidates: Sequence[Memory], weighed: Sequence[str]) -> list[Memory]:
+    """The candidates the decision stage did not already put to the LLM beside the new memory.
+
+    The decision's LLM was shown those and chose ADD: the new fact replaces none of them, the
+    same question this check asks. Any candidate it did not see keeps the whole check.
+    """
+    seen = set(weighed)
+    return [m for m in candidates if m.id not in seen]
 
 
 def prompt(new: Memory, candidates: Sequence[Memory]) -> str:

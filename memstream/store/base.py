@@ -13,7 +13,7 @@ import re
 from abc import ABC, abstractmethod
 from collections.abc import Iterable, Mapping, Sequence
 from datetime import UTC, datetime
-from typing import Any, Final, NamedTuple, Protocol
+from typing import Any, Final, Literal, NamedTuple, Protocol
 
 import msgspec
 from qdrant_edge import Bm25, Bm25Config, TokenizerType
@@ -43,6 +43,13 @@ AVG_MEMORY_TERMS: Final = 12.0
 #: Candidates each leg of a hybrid search fetches per hit asked for: a memory just past
 #: ``limit`` in one leg can still make the top ``limit`` once both scores are combined.
 HYBRID_POOL_FACTOR: Final = 4
+
+#: The least each leg fetches under ``fusion="normalized"``: the pool's lowest score is the
+#: leg's 0, so it must sit well below the top ``limit`` (bench/retrieval.py, dev half).
+NORMALIZED_POOL: Final = 50
+
+#: How hybrid search turns the two legs' scores into one (see :func:`fuse` and :func:`fuse_normalized`).
+Fusion = Literal["weighted", "normalized"]
 
 # Qdrant's own BM25 tokenization (English stopwords and stemmer; a term's id is the murmur3
 # hash of its stem, stable across processes and the same as Qdrant's server-side BM25).
@@ -131,6 +138,53 @@ def fuse(
             score = alpha * v + (1.0 - alpha) * b
         if score >= min_score:
             hits.append(HybridHit(memory, score, v, b))
+    hits.sort(key=lambda h: (-h.score, h.memory.id))
+    return hits[:limit]
+
+
+def leg_scaled(scores: Mapping[str, float]) -> dict[str, float]:
+    """One leg's scores rescaled over its own candidates: the best 1, the lowest 0 (min-max).
+
+    A leg with a single candidate, or all equal, scores them 1: each is that leg's best match.
+    """
+    if not scores:
+        return {}
+    low, high = min(scores.values()), max(scores.values())
+    if high <= low:
+        return dict.fromkeys(scores, 1.0)
+    return {key: (value - low) / (high - low) for key, value in scores.items()}
+
+
+def fuse_normalized(
+    dense: Sequence[tuple[Memory, float]],
+    lexical: Sequence[tuple[Memory, float]],
+    *,
+    alpha: float,
+    min_score: float,
+    limit: int,
+) -> list[HybridHit]:
+    """Seed 003's weighted sum over scores each leg first rescales to its own candidates, best first.
+
+    Each leg is min-max scaled over the top candidates it returned (:func:`leg_scaled`), then
+    ``alpha × vector + (1 - alpha) × bm25``. A memory one leg did not return scores 0 in that leg:
+    the leg ranks it below its lowest candidate, which already scales to 0. Why not the raw scores:
+    the bundled e5 puts every passage's cosine within ~0.79–0.93 of a query, while BM25's
+    ``|s| / (1 + |s|)`` spreads over 0–0.97, so a raw weighted sum is decided by whichever keyword
+    overlap there is and the single-score rule lets an unmatched memory outrank a matched one
+    (bench/retrieval.py). Scaled, both legs span [0, 1] for every query and ``alpha`` means what it
+    says. The hits keep their raw ``vector_score`` and ``bm25_score``; ``score`` is the fused one,
+    relative to this query's candidates, so ``min_score`` here is no absolute similarity bar.
+    Ties go by id.
+    """
+    raw_vector = {m.id: min(1.0, max(0.0, score)) for m, score in dense}
+    raw_bm25 = {m.id: bm25_score(score) for m, score in lexical}
+    vector, bm25 = leg_scaled(raw_vector), leg_scaled(raw_bm25)
+    memories = {m.id: m for m, _ in (*dense, *lexical)}
+    hits: list[HybridHit] = []
+    for memory_id, memory in memories.items():
+        score = alpha * vector.get(memory_id, 0.0) + (1.0 - alpha) * bm25.get(memory_id, 0.0)
+        if score >= min_score:
+            hits.append(HybridHit(memory, score, raw_vector.get(memory_id), raw_bm25.get(memory_id)))
     hits.sort(key=lambda h: (-h.score, h.memory.id))
     return hits[:limit]
 
@@ -314,11 +368,15 @@ class MemoryStore(Protocol):
         min_score: float = 0.3,
         types: Sequence[str] | None = None,
         exclude_ids: Sequence[str] = (),
+        fusion: Fusion = "weighted",
     ) -> list[HybridHit]:
-        """Active memories by seed 003's BM25 + vector score (see :func:`fuse`), best first.
+        """Active memories by seed 003's BM25 + vector score, best first.
 
         ``text`` is the BM25 query and ``vector`` its embedding; ``alpha`` weighs the vector
-        leg. Each leg fetches ``limit × HYBRID_POOL_FACTOR`` candidates.
+        leg. ``fusion="weighted"`` (:func:`fuse`, the decision stage's: absolute scores, so a
+        calibrated ``min_score`` means "similar enough") fetches ``limit × HYBRID_POOL_FACTOR``
+        candidates per leg; ``"normalized"`` (:func:`fuse_normalized`, recall's: the best order)
+        at least ``NORMALIZED_POOL``.
         """
 
     async def list(
@@ -458,10 +516,11 @@ class QdrantMemories(ABC):
         min_score: float = 0.3,
         types: Sequence[str] | None = None,
         exclude_ids: Sequence[str] = (),
+        fusion: Fusion = "weighted",
     ) -> list[HybridHit]:
         run_dense, run_bm25 = hybrid_legs(alpha)
         select = memory_select(scope_keys, types, include_superseded=False, exclude_ids=exclude_ids)
-        pool = limit * HYBRID_POOL_FACTOR
+        pool = limit * HYBRID_POOL_FACTOR if fusion == "weighted" else max(limit * HYBRID_POOL_FACTOR, NORMALIZED_POOL)
         legs: list[Leg] = []
         if run_dense:
             legs.append(Leg(DENSE_VECTOR, [float(x) for x in vector], select, pool))
@@ -475,7 +534,8 @@ class QdrantMemories(ABC):
         def scored(using: str) -> list[tuple[Memory, float]]:
             return [(memory_from_payload(p), score) for p, score in results.get(using, [])]
 
-        return fuse(scored(DENSE_VECTOR), scored(BM25_VECTOR), alpha=alpha, min_score=min_score, limit=limit)
+        merge = fuse if fusion == "weighted" else fuse_normalized
+        return merge(scored(DENSE_VECTOR), scored(BM25_VECTOR), alpha=alpha, min_score=min_score, limit=limit)
 
     async def count(self, scope_keys: Sequence[str] | None = None, *, include_superseded: bool = True) -> int:
         return await self._count(memory_select(scope_keys, include_superseded=include_superseded))

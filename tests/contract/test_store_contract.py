@@ -369,6 +369,22 @@ async def test_hybrid_ranks_an_exact_lexical_match_above_an_unrelated_one(store:
     assert second.bm25_score is None and second.score == second.vector_score
 
 
+async def test_normalized_hybrid_scales_each_leg_and_keeps_raw_scores(store: MemoryStore) -> None:
+    lexical, unrelated = memory("pin aiokafka below 0.13 for faust"), memory("prefers tabs over spaces")
+    await store.upsert(lexical, AT_04)
+    await store.upsert(unrelated, AT_02)
+
+    first, second = await store.hybrid_search(lexical.text, E0, ["p_alpha"], alpha=0.5, fusion="normalized")
+    # Vector leg: unrelated 0.8 -> 1, lexical 0.6 -> 0; BM25 leg: only lexical -> 1. A tie, broken by id.
+    assert first.score == second.score == pytest.approx(0.5)
+    assert ids([first, second]) == sorted([lexical.id, unrelated.id])
+    by_id = {h.memory.id: h for h in (first, second)}
+    assert by_id[lexical.id].vector_score == pytest.approx(0.6, abs=1e-6)
+    assert by_id[lexical.id].bm25_score is not None and by_id[unrelated.id].bm25_score is None
+    [best] = await store.hybrid_search(lexical.text, E0, ["p_alpha"], alpha=0.4, limit=1, fusion="normalized")
+    assert best.memory == lexical
+
+
 async def test_hybrid_with_alpha_one_is_vector_order(store: MemoryStore) -> None:
     fan = await _seed_fan(store)
     nearest = await store.search(E0, ["p_alpha"])

@@ -156,7 +156,7 @@ async def test_triples_become_canonical_entities_and_averaged_relations(run: Run
     assert len({m.id for m in stored.values()}) == 4
 
 
-async def test_search_ranks_a_memory_linked_to_a_named_entity_first(run: Run, stored: dict[str, Memory]) -> None:
+async def test_search_adds_the_graph_boost_to_linked_memories(run: Run, stored: dict[str, Memory]) -> None:
     providers = run.running.providers
     assert providers.graph is not None
     linked = {stored[BROKER].id, stored[BACKUPS].id}
@@ -169,12 +169,24 @@ async def test_search_ranks_a_memory_linked_to_a_named_entity_first(run: Run, st
     vector = await providers.embedder.embed_query(QUERY)
     nearest = await providers.store.search(vector, [run.scope], limit=4)
     assert nearest[0].memory.text == RETENTION
-    # ... with the graph boost on top of the hybrid score a memory about Tansu comes first, nothing is
-    # dropped, and no score is rewritten.
+    # ... and it matches two of the query's words: best in both legs, it scores 1 on recall's scaled
+    # legs, a lead over the others larger than the boost (0.15), so it stays first. (On raw e5 cosines,
+    # all within a few hundredths, the boost put any linked memory first.) Behind it, the boosted ones in
+    # order of boosted score; nothing is dropped and no score is rewritten.
     plain = await providers.store.hybrid_search(
-        QUERY, vector, [run.scope], limit=4 * recall.BOOST_POOL, alpha=providers.settings.recall_alpha, min_score=0.0
+        QUERY,
+        vector,
+        [run.scope],
+        limit=4 * recall.BOOST_POOL,
+        alpha=providers.settings.recall_alpha,
+        min_score=0.0,
+        fusion="normalized",
     )
     hits = await recall.search(providers, QUERY, run.scope, limit=4)
-    assert hits[0].memory.id in linked
+    assert hits[0].memory.text == RETENTION and hits[0].score == pytest.approx(1.0)
+    weight = providers.settings.graph_boost_weight
+    boosted_score = {h.memory.id: h.score + (weight if h.memory.id in boosted else 0.0) for h in plain}
+    assert [h.memory.id for h in hits] == sorted(boosted_score, key=lambda i: -boosted_score[i])[:4]
+    assert {h.memory.id for h in hits[1:]} == boosted
     assert {h.memory.id for h in hits} <= {h.memory.id for h in plain}
     assert {h.memory.id: h.score for h in hits}.items() <= {h.memory.id: h.score for h in plain}.items()

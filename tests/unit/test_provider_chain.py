@@ -296,3 +296,33 @@ def test_delay_is_capped_at_max_delay_and_jittered() -> None:
     assert min(delays) >= 0.0
     assert len(set(delays)) > 1  # jittered, not a constant
     assert max(delays) > 1.5  # and spread over the interval
+
+
+def _sample(name: str, labels: dict[str, str]) -> float:
+    from memstream import metrics
+
+    return metrics.REGISTRY.get_sample_value(name, labels) or 0.0
+
+
+async def test_calls_and_tokens_are_counted_per_stage_by_their_system_prompt() -> None:
+    from memstream.rules import decision, prompts
+
+    calls = {stage: _sample("memstream_llm_stage_calls_total", {"stage": stage}) for stage in ("decide", "extract")}
+    tokens_in = _sample("memstream_llm_stage_tokens_total", {"stage": "decide", "kind": "input"})
+    tokens_out = _sample("memstream_llm_stage_tokens_total", {"stage": "decide", "kind": "output"})
+    chain = ProviderChain([FailingLLM("anthropic", "down"), FakeLLM("xai", tokens=(40, 9))])
+
+    await chain.complete(decision.SYSTEM, "a fact and its candidates")
+    await chain.complete(prompts.NORMAL_SYSTEM, "a snapshot")
+
+    # Both providers tried count: the decision cost two calls, and the tokens of the one that answered.
+    assert _sample("memstream_llm_stage_calls_total", {"stage": "decide"}) == calls["decide"] + 2
+    assert _sample("memstream_llm_stage_calls_total", {"stage": "extract"}) == calls["extract"] + 2
+    assert _sample("memstream_llm_stage_tokens_total", {"stage": "decide", "kind": "input"}) == tokens_in + 40
+    assert _sample("memstream_llm_stage_tokens_total", {"stage": "decide", "kind": "output"}) == tokens_out + 9
+
+
+def test_a_system_prompt_no_stage_uses_is_other() -> None:
+    from memstream import metrics
+
+    assert metrics.llm_stage("You are a helpful assistant.") == "other"
