@@ -4,7 +4,7 @@ VENV ?= .venv
 PYTHON ?= python3
 STAMP := $(VENV)/.installed-stamp
 
-.PHONY: up check test bench clean
+.PHONY: up check test bench chaos clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -31,6 +31,10 @@ test: check
 bench: $(STAMP)
 	$(VENV)/bin/python -m pip install --quiet -e '.[test,bench]'
 	$(VENV)/bin/python -m bench.harness
+
+## Fault injection, heavy: 10,000 records, 10 kill -9 of the worker; prints lost/duplicated/mispaired.
+chaos: $(STAMP)
+	$(VENV)/bin/python -m bench.chaos --sessions 500 --exchanges 10 --kills 10 --poison 10000 --outage 300
 
 clean:
 	rm -rf $(VENV) .memstream *.egg-info

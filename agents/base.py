@@ -11,11 +11,13 @@ from datetime import UTC, datetime
 from typing import Any, TypeVar
 
 import faust
+import msgspec
 from faust.types import EventT, Message
 from opentelemetry import trace
 
 from memstream import metrics
 from memstream.codec import CODEC_NAME
+from memstream.limits import DEAD_LETTER_PAYLOAD_MAX_BYTES, DEAD_LETTER_REASON_MAX_CHARS
 from memstream.redrive import ATTEMPTS_HEADER, REDRIVEN_FROM_HEADER, header
 from memstream.schemas import DeadLetter
 
@@ -25,7 +27,13 @@ T = TypeVar("T")
 
 
 class DeadLetters:
-    """Sends events a stage could not process to the dead-letter topic, with the reason."""
+    """Sends events a stage could not process to the dead-letter topic, with the reason.
+
+    Never raises: the decode-error hook calls it from inside Faust's fetcher, where an
+    exception would stop every stage. The payload is cut to fit a record (the record's
+    topic, partition and offset point at the whole); if even that cannot be sent, the
+    pointer alone is, and if that fails too, the pointer is logged as an error.
+    """
 
     def __init__(self, topic: faust.TopicT):
         self.topic = topic
@@ -34,23 +42,40 @@ class DeadLetters:
     async def dead_letter(self, stage: str, reason: str, message: Message | None) -> None:
         self.count += 1
         metrics.DEAD_LETTERS.labels(stage).inc()
-        log.warning("dead-lettered by %s: %s", stage, reason)
+        where = f"{message.topic}[{message.partition}]@{message.offset}" if message else "-"
+        log.warning("dead-lettered by %s at %s: %s", stage, where, reason[:500])
+        original = message.value if message and isinstance(message.value, bytes) else b""
+        key = message.key if message and isinstance(message.key, bytes) else None
         # A re-driven event carries how often it was dead-lettered before, and from where.
-        headers = message.headers if message else None
-        previous = header(headers, ATTEMPTS_HEADER)
+        try:
+            headers = message.headers if message else None
+            previous = header(headers, ATTEMPTS_HEADER)
+            redriven_from = (header(headers, REDRIVEN_FROM_HEADER) or b"").decode(errors="replace")
+        except Exception:  # a poison record's headers too: never let them stop dead-lettering
+            previous, redriven_from = None, ""
         record = DeadLetter(
             stage=stage,
-            reason=reason[:2000],
+            reason=reason[:DEAD_LETTER_REASON_MAX_CHARS],
             topic=message.topic if message else "",
             partition=message.partition if message else -1,
             offset=message.offset if message else -1,
-            key=message.key if message else None,
-            payload=message.value if message and isinstance(message.value, bytes) else b"",
+            key=key[:DEAD_LETTER_PAYLOAD_MAX_BYTES] if key else key,
+            payload=original[:DEAD_LETTER_PAYLOAD_MAX_BYTES],
+            payload_bytes=len(original),
+            truncated=len(original) > DEAD_LETTER_PAYLOAD_MAX_BYTES,
             ts=datetime.now(UTC),
             attempts=int(previous) + 1 if previous and previous.isdigit() else 1,
-            redriven_from=(header(headers, REDRIVEN_FROM_HEADER) or b"").decode(errors="replace"),
+            redriven_from=redriven_from,
         )
-        await self.topic.send(key=stage.encode(), value=record)
+        for attempt in (record, msgspec.structs.replace(record, payload=b"", key=None, truncated=bool(original))):
+            try:
+                await self.topic.send(key=stage.encode(), value=attempt)
+                return
+            except asyncio.CancelledError:
+                raise
+            except Exception:
+                log.warning("could not send the dead letter for %s", where, exc_info=True)
+        log.error("LOST POINTER: dead letter for %s by %s could not be sent: %s", where, stage, reason[:500])
 
 
 def expect(value: Any, kind: type[T] | tuple[type, ...]) -> T:

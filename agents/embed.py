@@ -5,6 +5,8 @@ arrived on each partition. Embeds the facts that have arrived, up to ``MEMSTREAM
 at a time (seed 000: embeddings batched): a lone fact goes at once, and under load batches
 fill while the previous one is embedded. ``MEMSTREAM_EMBED_BATCH_WINDOW`` > 0 waits that long
 at most for more, for remote APIs that bill or limit per request.
+An outage of the embedding API holds the batch and retries it with capped backoff for up
+to ``MEMSTREAM_RETRY_BUDGET`` before its facts are dead-lettered.
 State: table ``embed-stats`` — per scope, texts embedded and batches, written on a timer
 (``agents/counters.py``).
 """
@@ -13,13 +15,16 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 
 import faust
 
 from memstream import metrics
 from memstream.agents.base import DeadLetters, batches, state_table
 from memstream.agents.counters import counters
+from memstream.agents.extract import park_delay
 from memstream.bootstrap import Providers
+from memstream.embed.base import EmbeddingOutage
 from memstream.schemas import EmbeddedFact, EmbedStats, Fact
 from memstream.topics.binding import Topics
 from memstream.tracing import span_from_headers, stage_span
@@ -33,6 +38,34 @@ def register(app: faust.App, topics: Topics, providers: Providers, sink: DeadLet
     embedder = providers.embedder
     stats = counters(app, state_table(app, "embed-stats", settings.partitions, use_partitioner=True), EmbedStats, STAGE)
 
+    async def embed_through_outages(texts: list[str]) -> list[list[float]]:
+        """Embed, waiting out an outage of the embedding API (seed 003's backoff, 1 s doubling
+        to 30 s plus jitter) for up to ``MEMSTREAM_RETRY_BUDGET``; then its error is raised.
+        The batch stays unacked meanwhile, so a restart retries it (and its budget anew)."""
+        failing_since: float | None = None
+        failures = 0
+        oldest = metrics.PARKED_OLDEST_SECONDS.labels(STAGE)
+        while True:
+            try:
+                with (
+                    stage_span("memstream.embed.batch", size=len(texts), model=embedder.model),
+                    metrics.EMBED_SECONDS.time(),
+                ):
+                    vectors = await embedder.embed_documents(texts)
+                oldest.set(0)
+                return vectors
+            except (EmbeddingOutage, OSError, TimeoutError) as exc:
+                now = time.monotonic()
+                failing_since = failing_since or now
+                failures += 1
+                if now - failing_since >= settings.retry_budget:
+                    oldest.set(0)
+                    raise
+                delay = park_delay(failures, settings.park_delay, settings.park_delay_max)
+                oldest.set(now - failing_since)
+                log.warning("embedding unavailable (%s); batch of %d held, retry in %.1fs", exc, len(texts), delay)
+                await asyncio.sleep(min(delay, max(0.0, failing_since + settings.retry_budget - now)))
+
     async def handle_batch(events: list[faust.types.EventT]) -> None:
         facts: list[tuple[Fact, faust.types.EventT]] = []
         for event in events:
@@ -45,11 +78,7 @@ def register(app: faust.App, topics: Topics, providers: Providers, sink: DeadLet
         if not facts:
             return
         try:
-            with (
-                stage_span("memstream.embed.batch", size=len(facts), model=embedder.model),
-                metrics.EMBED_SECONDS.time(),
-            ):
-                vectors = await embedder.embed_documents([fact.text for fact, _ in facts])
+            vectors = await embed_through_outages([fact.text for fact, _ in facts])
         except asyncio.CancelledError:
             raise
         except Exception as exc:

@@ -2,8 +2,10 @@
 
 Consumes ``snapshots`` (key: session id). Emits ``facts`` (key: scope — the project, or
 the user for personal preferences), with confidence and entity triples; and ``parked``
-(key: session id) when every provider failed: the snapshot waits there for a retry and is
-dead-lettered with its reason only after ``MEMSTREAM_EXTRACT_ATTEMPTS`` attempts. State:
+(key: session id) when every provider failed: the snapshot waits there for a retry (seed
+003's backoff: 1 s doubling to 30 s plus jitter, then steady at the cap) and is
+dead-lettered with its reason only once it has been failing for ``MEMSTREAM_RETRY_BUDGET``
+(6 h). The parked topic holds it, so a restart loses none. State:
 table ``extract-sessions`` — per session, the snapshots already extracted (bounded), so a
 redelivery is not extracted twice while a parked one still is.
 """
@@ -84,16 +86,22 @@ def register(app: faust.App, topics: Topics, providers: Providers, sink: DeadLet
 
     async def park(snapshot: Snapshot, error: LLMError, event: EventT) -> None:
         attempt = snapshot.attempt + 1
-        if attempt >= settings.extract_attempts:
-            await sink.dead_letter(STAGE, f"extraction failed {attempt} times; last: {error}", event.message)
+        now = datetime.now(UTC)
+        # A snapshot re-driven from the dead letters keeps its first failure: if its provider
+        # still fails, it goes straight back with one attempt more (memstream redrive).
+        since = snapshot.parked_since or now
+        failing = (now - since).total_seconds()
+        if failing >= settings.retry_budget or not error.retryable:
+            why = "not retryable" if not error.retryable else f"for {failing:.0f}s, {attempt} attempts"
+            await sink.dead_letter(STAGE, f"extraction failed ({why}); last: {error}", event.message)
             return
         delay = park_delay(attempt, settings.park_delay, settings.park_delay_max)
         log.warning("parking snapshot %s (attempt %d) for %.1fs: %s", snapshot.snapshot_id, attempt, delay, error)
         await topics.parked.send(
             key=snapshot.session_id.encode(),
             value=ParkedSnapshot(
-                snapshot=msgspec.structs.replace(snapshot, attempt=attempt),
-                not_before=datetime.now(UTC) + timedelta(seconds=delay),
+                snapshot=msgspec.structs.replace(snapshot, attempt=attempt, parked_since=since),
+                not_before=now + timedelta(seconds=delay),
                 reason=str(error)[:1000],
             ),
         )

@@ -15,6 +15,7 @@ from typing import Any
 import faust
 from faust.types import EventT
 
+from memstream import metrics
 from memstream.agents.base import DeadLetters, expect, guarded, state_table
 from memstream.bootstrap import Providers
 from memstream.schemas import ParkedSnapshot, ParkStats
@@ -30,12 +31,17 @@ def register(app: faust.App, topics: Topics, providers: Providers, sink: DeadLet
 
     async def handle(value: Any, event: EventT) -> None:
         parked = expect(value, ParkedSnapshot)
-        wait = (parked.not_before - datetime.now(UTC)).total_seconds()
+        now = datetime.now(UTC)
+        since = parked.snapshot.parked_since or now
+        oldest = metrics.PARKED_OLDEST_SECONDS.labels("extract")
+        oldest.set((now - since).total_seconds())  # the parked topic is roughly oldest first
+        wait = (parked.not_before - now).total_seconds()
         # Never longer than the configured cap (plus jitter): a clock jump must not stall retries.
         await asyncio.sleep(min(max(0.0, wait), settings.park_delay_max + 1.0))
         snapshot = parked.snapshot
         with stage_span("memstream.park", attempt=snapshot.attempt):
             await topics.snapshots.send(key=snapshot.session_id.encode(), value=snapshot)
+        oldest.set(0)
         current: ParkStats = stats.get(snapshot.session_id) or ParkStats()
         stats[snapshot.session_id] = ParkStats(retried=current.retried + 1)
 

@@ -1,12 +1,15 @@
 """Snapshot agent: the last 8 messages of a session after every assistant turn.
 
 Consumes ``turns`` (key: session id). Emits ``snapshots`` (key: session id).
-State: table ``snapshot-sessions`` — per session, its last public messages and the count
-of assistant turns. A timer stores the user turns a session ended on: once no turn has
+State: table ``snapshot-sessions`` — per session, its last applied turns (with their
+partition and offset) and the count of assistant turns. A turn redelivered after a crash
+re-emits the snapshot it made the first time (rules.snapshot.apply_turn), so kill -9
+neither duplicates nor mispairs an exchange. A timer stores the user turns a session ended on: once no turn has
 arrived for ``MEMSTREAM_PHASE1_IDLE_SECONDS`` (processing time), they go out as a snapshot
 of their own, so every turn reaches memory; its id derives from the session and the turn
 count, so a redelivery or a replay stores the same memory again, not a second one.
-Relies on the turns of one session arriving in order, which their shared key guarantees.
+Relies on the turns of one session arriving in order, which their shared key guarantees;
+a turn that arrives without it is re-published keyed.
 Private spans are stripped and secrets redacted here, before anything leaves the stage.
 The first turn of a session in a project with no memories yet also emits an init
 snapshot of the project's files, when this worker can read them.
@@ -30,13 +33,14 @@ from memstream.project_files import read_project_files
 from memstream.rules.explicit import explicit_requests
 from memstream.rules.secrets import redact
 from memstream.rules.snapshot import (
+    apply_turn,
+    current_window,
     exchange_sources,
     exchange_start,
     format_snapshot,
     last_exchange,
     pending_is_due,
     snapshot_modes,
-    window,
 )
 from memstream.schemas import Message, SessionState, Snapshot, Turn
 from memstream.topics.binding import Topics
@@ -78,22 +82,38 @@ def register(app: faust.App, topics: Topics, providers: Providers, sink: DeadLet
 
     async def handle(value: Any, event: EventT) -> None:
         turn = expect(value, Turn)
+        key = turn.session_id.encode()
+        if event.message.key != key:
+            # Published without its session key: its partition is not its session's, so
+            # it would be applied out of order (an answer without its question). Re-keyed.
+            await topics.turns.send(key=key, value=turn)
+            return
         state: SessionState | None = sessions.get(turn.session_id)
         if state is None:
             await maybe_init(turn)
             state = SessionState()
-        messages = window(state.messages, Message(turn.role, turn.content, turn.provenance), settings.snapshot_messages)
-        turns = state.assistant_turns + (1 if turn.role == "assistant" else 0)
-        sessions[turn.session_id] = SessionState(
-            messages=messages,
-            assistant_turns=turns,
-            project=turn.project,
-            user=turn.user,
-            last_ts=turn.ts,
-            last_seen=time.time(),
+        applied = apply_turn(
+            state,
             partition=event.message.partition,
+            offset=event.message.offset,
+            role=turn.role,
+            content=turn.content,
+            size=settings.snapshot_messages,
+            message_max_chars=settings.message_max_chars,
+            provenance=turn.provenance,
         )
-        if turn.role != "assistant" or not messages:
+        if not applied.redelivered:
+            sessions[turn.session_id] = msgspec.structs.replace(
+                applied.state,
+                project=turn.project,
+                user=turn.user,
+                last_ts=turn.ts,
+                last_seen=time.time(),
+                partition=event.message.partition,
+                pending_flushed=False,
+            )
+        messages, turns = applied.messages, applied.assistant_turns
+        if messages is None:
             return
         with stage_span("memstream.snapshot", session=turn.session_id, turn=turns):
             await emit(turn.session_id, turn.project, turn.user, turn.ts, messages, turns, mark="")
@@ -137,19 +157,20 @@ def register(app: faust.App, topics: Topics, providers: Providers, sink: DeadLet
 
     async def flush(session_id: str, state: SessionState) -> None:
         """Store the user turns the session ended on, then remember that they were stored."""
-        pending = len(state.messages) - exchange_start(state.messages)
+        messages = current_window(state, settings.snapshot_messages)
+        pending = len(messages) - exchange_start(messages)
         with stage_span("memstream.snapshot", session=session_id, turn=state.assistant_turns, pending=pending):
             await emit(
                 session_id,
                 state.project,
                 state.user,
                 state.last_ts,
-                state.messages,
+                messages,
                 state.assistant_turns,
-                mark=f"pending:{len(state.messages)}:{state.messages[-1].content[:64]}",
+                mark=f"pending:{len(messages)}:{messages[-1].content[:64]}",
             )
         current: SessionState | None = sessions.get(session_id)
-        if current is not None and current.messages == state.messages:  # no turn arrived meanwhile
+        if current is not None and current.applied == state.applied:  # no turn arrived meanwhile
             sessions[session_id] = msgspec.structs.replace(current, pending_flushed=True)
 
     @app.agent(topics.turns, name=STAGE)
@@ -167,7 +188,8 @@ def register(app: faust.App, topics: Topics, providers: Providers, sink: DeadLet
         for session_id, state in list(sessions.items()):
             if state is None or state.partition not in owned or state.last_ts is None:
                 continue
-            if pending_is_due(state.messages, state.last_seen, state.pending_flushed, now, idle):
+            messages = current_window(state, settings.snapshot_messages)
+            if pending_is_due(messages, state.last_seen, state.pending_flushed, now, idle):
                 await flush(session_id, state)
 
     return snapshot

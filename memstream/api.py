@@ -1,6 +1,7 @@
 """The HTTP API: a Starlette (ASGI) app built from an explicit context, no Faust in sight.
 
-GET /health             what runs, with which providers
+GET /health             readiness (200 ready; 503 starting or unhealthy, with the problems), what runs
+GET /health/live        liveness (503 once a Faust service crashed: restart the worker)
 GET /search?q=&project= hybrid search over a project's (and the user's) memories
 GET /block?project=&q=[&max_tokens=]  the [MEMORY] block, as text, within its token budget
 GET /memories           every stored memory, superseded ones included (or ?project=[&type=]:
@@ -39,6 +40,7 @@ from starlette.routing import BaseRoute, Route
 from starlette.types import ASGIApp
 
 from memstream import documents_api, metrics, recall
+from memstream.health import Status as HealthStatus
 from memstream.identity import derived_id, project_key, user_key
 from memstream.remember import RememberError, expected_memory_id, make_fact
 from memstream.schemas import (
@@ -77,6 +79,11 @@ def _no_lag() -> None:
     return None
 
 
+def _no_pipeline() -> HealthStatus:
+    """A process without a pipeline (the query-only API) is ready once it serves."""
+    return HealthStatus(live=True, ready=True, problems=[])
+
+
 async def _no_documents(request: DocumentIngest | DocumentRemove) -> None:
     raise ApiError("document ingest needs a running pipeline (memstream up)")
 
@@ -90,6 +97,8 @@ class ApiContext:
     record_usage: UsageSink = _no_usage
     #: Refreshes the consumer-lag gauges before /metrics is served; a no-op without a consumer.
     update_lag: Callable[[], None] = _no_lag
+    #: The pipeline's liveness and readiness (memstream.health); always ready without a pipeline.
+    health: Callable[[], HealthStatus] = _no_pipeline
     #: Sends facts (POST /memories); None in a process that cannot write.
     send_fact: FactSink | None = None
     #: Sends memory operations (forgetting); None in a process that cannot write.
@@ -202,16 +211,27 @@ def create_app(ctx: ApiContext) -> ASGIApp:
     """The API over ``ctx``; serve it with any ASGI server."""
     providers = ctx.providers
 
+    async def live(request: Request) -> Response:
+        """Liveness: 200 unless a Faust service crashed (then the worker must be restarted)."""
+        status = ctx.health()
+        return JSON({"live": status.live, "problems": status.problems}, status_code=200 if status.live else 503)
+
     async def health(request: Request) -> Response:
+        """Readiness: 200 once started and while every consumer, agent and partition moves; else 503."""
         llm = providers.llm
+        status = ctx.health()
         return JSON(
             {
-                "status": "ok",
+                "status": status.label,
+                "live": status.live,
+                "ready": status.ready,
+                "problems": status.problems,
                 "raw_mode": providers.raw_mode,
                 "llm": [f"{one.provider}/{one.model}" for one in getattr(llm, "providers", [llm])] if llm else None,
                 "embedding_model": providers.embedder.model,
                 "memories": await providers.store.count(),
-            }
+            },
+            status_code=200 if status.ready else 503,
         )
 
     async def prometheus(request: Request) -> Response:
@@ -432,6 +452,7 @@ def create_app(ctx: ApiContext) -> ASGIApp:
 
     routes: list[BaseRoute] = [
         Route("/health", health),
+        Route("/health/live", live),
         Route("/documents", documents, methods=["GET", "POST", "DELETE"]),
         Route("/maintenance", maintenance, methods=["GET", "POST"]),
         Route("/metrics", prometheus),

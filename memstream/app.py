@@ -18,11 +18,11 @@ from faust.contrib.asgi import AsgiService
 from faust.contrib.opentelemetry import sdk_is_configured, setup_opentelemetry
 
 import memstream.agents as agents
-from memstream import api
+from memstream import api, health, limits
 from memstream.agents.base import DeadLetters
 from memstream.bootstrap import Providers
 from memstream.codec import register_codec
-from memstream.metrics import CONSUMER_LAG
+from memstream.metrics import CONSUMER_LAG, PARKED
 from memstream.schemas import DocumentIngest, DocumentRemove, Fact, MemoryOp, MemoryUsage
 from memstream.settings import Settings
 from memstream.topics.binding import Topics, bind_topics
@@ -70,6 +70,9 @@ def build_app(settings: Settings, providers: Providers, bootstrap: str, *, web: 
         web_bind=settings.http_host,
         web_port=settings.http_port,
         autodiscover=False,
+        processing_guarantee=settings.processing_guarantee,
+        producer_max_request_size=limits.RECORD_MAX_BYTES,
+        consumer_max_fetch_size=limits.FETCH_PARTITION_MAX_BYTES,
     )
     app.fetch_max_wait_ms = settings.effective_fetch_max_wait_ms
     app.prefetch_backoff_ms = settings.prefetch_backoff_ms
@@ -85,6 +88,7 @@ def build_app(settings: Settings, providers: Providers, bootstrap: str, *, web: 
             providers=providers,
             record_usage=_usage_sink(topics),
             update_lag=lambda: update_lag(app),
+            health=lambda: _health(app),
             send_fact=_fact_sink(topics),
             send_memory_op=_op_sink(topics),
             send_document=_document_sink(topics),
@@ -106,6 +110,14 @@ class ApiService(AsgiService):
             if serving is not None and serving.done():
                 raise RuntimeError(f"the HTTP API could not listen on {self.host}:{self.port}")
             await asyncio.sleep(0.01)
+
+
+def _health(app: MemstreamApp) -> health.Status:
+    """What the runner installed on the app; "starting" until it has."""
+    if app.health is None:
+        return health.Status(live=True, ready=False, problems=["starting: the worker is not started yet"])
+    status: health.Status = app.health()
+    return status
 
 
 def _usage_sink(topics: Topics) -> api.UsageSink:
@@ -140,6 +152,7 @@ def update_lag(app: faust.App) -> None:
     """Consumer lag per assigned partition: the partition's end minus the next offset to read."""
     try:
         consumer = app.consumer
+        parked = 0
         for tp in consumer.assignment():
             if tp.topic.endswith("-changelog"):  # table changelogs are only read on recovery
                 continue
@@ -149,5 +162,8 @@ def update_lag(app: faust.App) -> None:
                 continue
             lag = max(0, highwater - (read + 1 if read is not None else 0))
             CONSUMER_LAG.labels(tp.topic, str(tp.partition)).set(lag)
+            if tp.topic.endswith(".parked"):  # parked snapshots not taken for a retry yet
+                parked += lag
+        PARKED.set(parked)
     except Exception:  # metrics never break serving
         logging.getLogger(__name__).debug("could not read the consumer lag", exc_info=True)

@@ -40,8 +40,8 @@ def main(argv: list[str] | None = None) -> int:
             return 0
         print(f"memstream: {exc}", file=sys.stderr)
         return 2
-    except KeyboardInterrupt:
-        return 130
+    except KeyboardInterrupt:  # before `up` installed its handlers: still a stop asked for
+        return 0 if args.run == "pipeline:cmd_up" else 130
 
 
 def _verb(where: str) -> Callable[[argparse.Namespace, Settings], Any]:

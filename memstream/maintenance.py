@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Any
 import msgspec
 from aiokafka import AIOKafkaConsumer, TopicPartition
 
-from memstream import metrics
+from memstream import metrics, offsets
 from memstream.redrive import RedriveFilter, dead_letters, redrive, redriven
 from memstream.rules import maintenance as rules
 from memstream.rules.maintenance import Diagnostics, HaltTracker, Limit, QueueHealth, Recommendation, StoreHealth
@@ -102,7 +102,8 @@ class Maintenance:
         try:
             await consumer.topics()
             tps = [TopicPartition(n, p) for n in names for p in sorted(consumer.partitions_for_topic(n) or ())]
-            ends_by_tp: dict[TopicPartition, int] = await consumer.end_offsets(tps) if tps else {}
+            # The true ends: Tansu's ListOffsets is short of them (memstream.offsets).
+            ends_by_tp: dict[TopicPartition, int] = await offsets.end_offsets(consumer, tps) if tps else {}
             committed: dict[str, int] = {}
             ends: dict[str, int] = {}
             for tp in tps:

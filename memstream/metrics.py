@@ -31,6 +31,17 @@ EMBED_SECONDS = Histogram(
     registry=REGISTRY,
 )
 IN_FLIGHT = Gauge("memstream_in_flight", "Events a stage has read and not finished", ["stage"], registry=REGISTRY)
+PARKED = Gauge(
+    "memstream_parked",
+    "Snapshots parked for a retry after an LLM outage, not yet retried (this worker's)",
+    registry=REGISTRY,
+)
+PARKED_OLDEST_SECONDS = Gauge(
+    "memstream_parked_oldest_seconds",
+    "How long the oldest parked snapshot (or held embedding batch) has been failing",
+    ["stage"],
+    registry=REGISTRY,
+)
 CONSUMER_LAG = Gauge(
     "memstream_consumer_lag", "Messages behind the partition's end", ["topic", "partition"], registry=REGISTRY
 )

@@ -12,10 +12,14 @@ from pathlib import Path
 import msgspec
 from aiokafka import AIOKafkaProducer
 
+from memstream.limits import RECORD_MAX_BYTES, TURN_CONTENT_MAX_CHARS
 from memstream.logs import quiet_payload_loggers
 from memstream.schemas import ROLES, Provenance, Turn, encode, universal_turn
 from memstream.topics import TURNS, TopicSpec, topic_name
 from memstream.tracing import stage_span
+
+#: Ends a turn's content cut to memstream.limits.TURN_CONTENT_MAX_CHARS.
+TRUNCATION_MARK = " …[truncated]"
 
 
 class TurnError(ValueError):
@@ -54,6 +58,8 @@ def make_turn(
         raise TurnError(f"unknown role {role!r} (expected one of: {', '.join(ROLES)})")
     if not content.strip():
         raise TurnError("content is empty")
+    if len(content) > TURN_CONTENT_MAX_CHARS:  # a tool output of megabytes: its head is what counts
+        content = content[: TURN_CONTENT_MAX_CHARS - len(TRUNCATION_MARK)] + TRUNCATION_MARK
     turn = Turn(
         session_id=session_id,
         project=project,
@@ -133,11 +139,11 @@ async def publish_events(
     spec: TopicSpec,
     events: Sequence[tuple[str, msgspec.Struct]],
     *,
-    max_request_size: int = 1_048_576,
+    max_request_size: int = RECORD_MAX_BYTES,
 ) -> int:
     """Send (key, event) pairs to one catalog topic, in order; each send starts a trace.
 
-    ``max_request_size``: the largest request the producer sends (aiokafka's default, 1 MiB);
+    ``max_request_size``: the largest request the producer sends (memstream.limits.RECORD_MAX_BYTES);
     a document's content needs more.
     """
     quiet_payload_loggers()

@@ -21,6 +21,7 @@ from typing import Any
 
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 
+from memstream import offsets
 from memstream.logs import quiet_payload_loggers
 from memstream.schemas import DeadLetter, DecodeError, Redriven, dead_letter_id, decode, encode
 from memstream.topics.catalog import DEAD_LETTERS, REDRIVEN, topic_name
@@ -153,7 +154,8 @@ async def read_topic(bootstrap: str, topic: str) -> list[tuple[int, int, bytes |
             return []
         consumer.assign(tps)
         await consumer.seek_to_beginning(*tps)
-        ends: dict[TopicPartition, int] = await consumer.end_offsets(tps)
+        # The true ends: Tansu's ListOffsets is short of them (memstream.offsets).
+        ends: dict[TopicPartition, int] = await offsets.end_offsets(consumer, tps)
         pending = {tp for tp in tps if ends[tp] > 0}
         records: list[tuple[int, int, bytes | None]] = []
         while pending:
@@ -192,6 +194,25 @@ async def dead_letters(bootstrap: str, prefix: str) -> list[Letter]:
     return letters
 
 
+async def original_record(bootstrap: str, letter: DeadLetter) -> tuple[bytes | None, bytes] | None:
+    """The (key, value) of the record a dead letter points at, or None when it is gone."""
+    consumer = AIOKafkaConsumer(
+        bootstrap_servers=bootstrap, enable_auto_commit=False, max_partition_fetch_bytes=8 * 1024 * 1024
+    )
+    await consumer.start()
+    try:
+        tp = TopicPartition(letter.topic, letter.partition)
+        consumer.assign([tp])
+        consumer.seek(tp, letter.offset)
+        batch = await consumer.getmany(tp, timeout_ms=5000)
+        for message in batch.get(tp, []):
+            if message.offset == letter.offset and message.value is not None:
+                return message.key, message.value
+        return None
+    finally:
+        await consumer.stop()
+
+
 async def redriven(bootstrap: str, prefix: str) -> set[str]:
     """The ids of the dead letters re-driven so far."""
     records = await read_topic(bootstrap, topic_name(prefix, REDRIVEN))
@@ -218,12 +239,19 @@ async def redrive(
     producer = AIOKafkaProducer(bootstrap_servers=bootstrap, client_id=f"{prefix}-redrive", acks="all")
     await producer.start()
     try:
-        for item in report.selection.chosen:
+        for item in list(report.selection.chosen):
             letter = item.letter
+            key, payload = letter.key, letter.payload
+            if letter.truncated:  # the dead letter keeps the head only: the whole is at its offset
+                original = await original_record(bootstrap, letter)
+                if original is None:
+                    report.selection.chosen.remove(item)
+                    continue
+                key, payload = original
             sent = await producer.send_and_wait(
                 letter.topic,
-                letter.payload,
-                key=letter.key,
+                payload,
+                key=key,
                 headers=[
                     (ATTEMPTS_HEADER, str(letter.attempts).encode()),
                     (REDRIVEN_FROM_HEADER, item.id.encode()),

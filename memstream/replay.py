@@ -23,7 +23,7 @@ from typing import Any
 import msgspec
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 
-from memstream import metrics, runner
+from memstream import metrics, offsets, runner
 from memstream.bootstrap import active_collection, build_embedder, build_providers, build_store
 from memstream.logs import quiet_payload_loggers
 from memstream.schemas import Memory
@@ -124,7 +124,7 @@ async def copy_turns(bootstrap: str, source: str, target: str, start: Start, rep
         if not tps:
             raise ReplayError(f"topic {source} does not exist or has no partitions")
         consumer.assign(tps)
-        ends = await consumer.end_offsets(tps)
+        ends = await offsets.end_offsets(consumer, tps)  # ListOffsets is short of the end on Tansu
         begins = await consumer.beginning_offsets(tps)
         firsts = await _first_offsets(consumer, tps, begins, ends, start)
         for tp in tps:
@@ -163,7 +163,8 @@ async def _first_offsets(
 
 
 async def drained(running: runner.Running, copied: int, report: Callable[[int, int], None], timeout: float) -> None:
-    """Wait until the shadow pipeline has taken every copied turn and has nothing left to read."""
+    """Wait until every stage of the shadow pipeline has processed everything it was given:
+    every copied turn taken, nothing left to read on any topic, no event read but not acked."""
     snapshot_done = metrics.EVENTS_PROCESSED.labels("snapshot")
     base = snapshot_done._value.get()  # the counter is process-wide; count this replay's share
     consumer = running.pipeline.app.consumer
@@ -183,7 +184,10 @@ async def drained(running: runner.Running, copied: int, report: Callable[[int, i
             if high is not None:
                 lag += max(0, high - (read + 1 if read is not None else 0))
         busy = sum(s.value for m in metrics.IN_FLIGHT.collect() for s in m.samples)
-        if done >= copied and lag == 0 and busy == 0:
+        # Read is not processed: a stage that batches (embed) or runs events side by side
+        # (extract) has taken events it has not finished; Faust tracks them until acked.
+        unacked = sum(1 for m in list(consumer.unacked) if not m.acked and m.topic in sources)
+        if done >= copied and lag == 0 and busy == 0 and unacked == 0:
             idle_since = idle_since or time.monotonic()
             if time.monotonic() - idle_since >= IDLE_SECONDS:
                 return

@@ -16,6 +16,7 @@ from typing import Any
 
 import faust
 
+from memstream import health
 from memstream.app import Pipeline, build_app
 from memstream.bootstrap import Providers, build_providers
 from memstream.broker import EmbeddedBroker
@@ -28,6 +29,8 @@ log = logging.getLogger(__name__)
 
 #: How long a worker may take to join its group and recover its tables.
 READY_TIMEOUT_SECONDS = 90.0
+#: How long stopping the worker may take before it is abandoned (the process then exits).
+STOP_TIMEOUT_SECONDS = 8.0
 
 
 class _Worker(faust.Worker):
@@ -60,14 +63,26 @@ class Running:
     started_in: float
     timings: dict[str, float] = field(default_factory=dict)
     announced: bool = True
+    #: Read positions seen per partition, to tell a stalled one (memstream.health).
+    watch: health.Watch = field(default_factory=health.Watch)
+    runtime_written: bool = False
 
     @property
     def providers(self) -> Providers:
         return self.pipeline.providers
 
+    def health(self) -> health.Status:
+        """Liveness and readiness (memstream.health); what ``/health`` reports."""
+        return health.status(
+            self.pipeline.app,
+            started=self.worker.ready.is_set(),
+            announced=self.runtime_written or not self.announced,
+            watch=self.watch,
+        )
+
     async def stop(self) -> None:
         try:
-            await self.worker.stop()
+            await _stop_worker(self.worker)
         finally:
             try:
                 await self.providers.close()
@@ -98,7 +113,10 @@ async def start(
     else:
         bootstrap = settings.kafka_bootstrap
     timings["broker"] = time.monotonic() - began
+    worker: _Worker | None = None
     try:
+        if announce:  # "starting": `memstream publish` waits for ready instead of failing
+            _write_runtime_file(settings, bootstrap, broker, ready=False)
         await ensure_topics(
             bootstrap, settings.topic_prefix, partitions=settings.partitions, replication=settings.replication
         )
@@ -115,28 +133,56 @@ async def start(
             redirect_stdouts=False,
             override_logging=False,
         )
+        running = Running(settings, bootstrap, pipeline, broker, worker, 0.0, timings, announce)
+        pipeline.app.health = running.health  # type: ignore[attr-defined]
         await worker.start()
         await asyncio.wait_for(worker.ready.wait(), READY_TIMEOUT_SECONDS)
         timings["ready"] = time.monotonic() - began
     except BaseException:
-        if broker is not None:
-            broker.stop()
+        # A failed or interrupted start stops what it started: the worker (its agents and
+        # consumer would otherwise outlive the broker, crashing) and the broker.
+        try:
+            if worker is not None:
+                await asyncio.shield(_stop_worker(worker))
+            if providers is not None:
+                await providers.close()
+        except BaseException:
+            log.warning("stopping after a failed start failed", exc_info=True)
+        finally:
+            if broker is not None:
+                broker.stop()
+            if announce:
+                _remove_runtime_file(settings)
         raise
-    running = Running(settings, bootstrap, pipeline, broker, worker, time.monotonic() - began, timings, announce)
+    running.started_in = time.monotonic() - began
     if announce:  # a replay's shadow pipeline shares the data dir but is not what `up` serves
-        _write_runtime_file(running)
+        _write_runtime_file(settings, bootstrap, broker, ready=True)
+        running.runtime_written = True
     return running
 
 
-def _write_runtime_file(running: Running) -> None:
+async def _stop_worker(worker: _Worker) -> None:
+    """Stop the Faust worker, at most ``STOP_TIMEOUT_SECONDS`` (a wedged agent must not
+    keep the process, and the broker, alive)."""
+    try:
+        await asyncio.wait_for(worker.stop(), STOP_TIMEOUT_SECONDS)
+    except TimeoutError:
+        log.warning("the worker did not stop within %.0fs; leaving it", STOP_TIMEOUT_SECONDS)
+
+
+def _write_runtime_file(settings: Settings, bootstrap: str, broker: EmbeddedBroker | None, *, ready: bool) -> None:
     data = {
         "pid": os.getpid(),
-        "bootstrap": running.bootstrap,
-        "api_url": running.settings.api_url,
-        "topic_prefix": running.settings.topic_prefix,
-        "embedded_broker": running.broker is not None,
+        "bootstrap": bootstrap,
+        "api_url": settings.api_url,
+        "topic_prefix": settings.topic_prefix,
+        "embedded_broker": broker is not None,
+        "ready": ready,
     }
-    running.settings.runtime_file.write_text(json.dumps(data, indent=2))
+    path = settings.runtime_file
+    partial = path.with_name(path.name + ".partial")
+    partial.write_text(json.dumps(data, indent=2))
+    partial.replace(path)  # a reader never sees half a file
 
 
 def _remove_runtime_file(settings: Settings) -> None:

@@ -36,6 +36,10 @@ class Settings:
     #: MEMSTREAM_KAFKA_BOOTSTRAP: ``host:port[,host:port]`` of a Kafka cluster. Empty: start
     #: the embedded Tansu broker on a free loopback port.
     kafka_bootstrap: str = field(default="", metadata=_env("MEMSTREAM_KAFKA_BOOTSTRAP"))
+    #: MEMSTREAM_PROCESSING_GUARANTEE: at_least_once, or exactly_once (Faust's transactions: a stage's
+    #: outputs, table writes and input offsets commit together; needs a Kafka with transactions, not
+    #: the embedded broker, and costs a producer per partition). memstream is crash-consistent without it.
+    processing_guarantee: str = field(default="at_least_once", metadata=_env("MEMSTREAM_PROCESSING_GUARANTEE"))
     #: MEMSTREAM_TOPIC_PREFIX: prefix of every topic and of the consumer group.
     topic_prefix: str = field(default="memstream", metadata=_env("MEMSTREAM_TOPIC_PREFIX"))
     #: MEMSTREAM_PARTITIONS: partitions of every keyed topic (consolidation always has 1).
@@ -94,8 +98,11 @@ class Settings:
     #: Above the sessions a worker serves at once, or they queue for the LLM: at 100 sessions and 1 s
     #: calls, 64 gave 48.6 turns/s and 128 gave 55.0 (bench, interleaved). 429s back off through retries.
     llm_concurrency: int = field(default=128, metadata=_env("MEMSTREAM_LLM_CONCURRENCY"))
-    #: MEMSTREAM_EXTRACT_ATTEMPTS: attempts at a snapshot's extraction, or a document's ingest, before it is
-    #: dead-lettered or failed (seed 003's workerMaxRetries: 3, 1 to 10).
+    #: MEMSTREAM_RETRY_BUDGET: seconds an LLM or embedding outage may last before the work it holds up is
+    #: dead-lettered (6 h); until then it is parked and retried with capped backoff.
+    retry_budget: float = field(default=21_600.0, metadata=_env("MEMSTREAM_RETRY_BUDGET"))
+    #: MEMSTREAM_EXTRACT_ATTEMPTS: attempts at a document's ingest before it is failed (seed 003's
+    #: workerMaxRetries: 3, 1 to 10). A snapshot's extraction waits out outages within MEMSTREAM_RETRY_BUDGET.
     extract_attempts: int = field(default=3, metadata=_env("MEMSTREAM_EXTRACT_ATTEMPTS", low=1, high=10))
     #: MEMSTREAM_PARK_DELAY: seconds a parked snapshot waits before its first retry (seed 003: 1).
     park_delay: float = field(default=1.0, metadata=_env("MEMSTREAM_PARK_DELAY"))
@@ -332,8 +339,18 @@ class Settings:
             )
         if not 0.0 <= self.min_fact_confidence <= 1.0:
             raise SettingsError(f"{_var('min_fact_confidence')} must be between 0 and 1")
-        if self.extract_attempts < 1:
-            raise SettingsError(f"{_var('extract_attempts')} must be at least 1")
+        if self.processing_guarantee not in ("at_least_once", "exactly_once"):
+            raise SettingsError(
+                f"{_var('processing_guarantee')} must be at_least_once or exactly_once, "
+                f"got {self.processing_guarantee!r}"
+            )
+        if self.processing_guarantee == "exactly_once" and not self.kafka_bootstrap:
+            raise SettingsError(
+                f"{_var('processing_guarantee')}=exactly_once needs a Kafka with transactions "
+                "(MEMSTREAM_KAFKA_BOOTSTRAP); the embedded broker has none"
+            )
+        if self.retry_budget < 0:
+            raise SettingsError(f"{_var('retry_budget')} must be 0 or more seconds")
         for name in ("phase1_concurrency", "phase1_scan_limit", "consolidation_top_n"):
             if getattr(self, name) < 1:
                 raise SettingsError(f"{_var(name)} must be at least 1, got {getattr(self, name)}")

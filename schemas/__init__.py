@@ -60,6 +60,7 @@ from memstream.schemas.memory import (
 from memstream.schemas.state import (
     AgeState,
     AnyState,
+    AppliedTurn,
     ContradictionState,
     DedupState,
     EmbedStats,
@@ -91,6 +92,7 @@ __all__ = [
     "AnyEvent",
     "AnyMemoryOp",
     "AnyState",
+    "AppliedTurn",
     "ChunkLink",
     "ConsolidationEvent",
     "ConsolidationRequest",

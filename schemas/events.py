@@ -141,6 +141,8 @@ class Snapshot(Event, tag="snapshot.v1", kw_only=True, frozen=True):
     explicit: list[str] = []
     #: Extraction attempts already made (a parked snapshot comes back with attempt > 0).
     attempt: int = 0
+    #: When its first extraction attempt failed: the retry budget counts from here.
+    parked_since: datetime | None = None
     #: Where the exchange's messages came from (seed 002 provenance), oldest first.
     sources: list[Provenance] = []
     ts: datetime
@@ -309,7 +311,12 @@ ConsolidationEvent = RolloutOutput | MemoryUsage | ConsolidationRequest
 
 
 class DeadLetter(Event, tag="dead-letter.v1", kw_only=True, frozen=True):
-    """An event a stage could not process, with the reason and the original bytes."""
+    """An event a stage could not process, with the reason and the original bytes.
+
+    ``topic``/``partition``/``offset`` point at the original record; ``payload`` holds its
+    bytes, cut to memstream.limits.DEAD_LETTER_PAYLOAD_MAX_BYTES when ``truncated`` (the
+    whole record is then read at the pointer), and ``payload_bytes`` is its full size.
+    """
 
     stage: str
     reason: str
@@ -319,6 +326,8 @@ class DeadLetter(Event, tag="dead-letter.v1", kw_only=True, frozen=True):
     key: bytes | None = None
     payload: bytes = b""
     ts: datetime
+    payload_bytes: int = 0
+    truncated: bool = False
     #: Times this event has been dead-lettered: 1, plus one for each re-drive that failed again.
     attempts: int = 1
     #: The dead letter this event was re-driven from (its id, see :func:`dead_letter_id`), "" if none.

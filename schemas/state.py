@@ -8,18 +8,40 @@ from datetime import datetime
 import msgspec
 import numpy as np
 
-from memstream.schemas.events import Message, RolloutOutput
+from memstream.schemas.events import Message, Provenance, Role, RolloutOutput
 
 
 class State(msgspec.Struct, tag_field="schema", kw_only=True):
     """Base of every table value."""
 
 
+class AppliedTurn(msgspec.Struct, frozen=True, kw_only=True):
+    """One turn the snapshot stage has applied to a session, where it came from, and what it left."""
+
+    #: The turns partition and offset it was read at: a redelivery is recognised by them.
+    partition: int
+    offset: int
+    role: Role
+    #: Its public content, cut to ``MEMSTREAM_MESSAGE_MAX_CHARS``; "" when it was entirely private.
+    content: str
+    #: The session's assistant-turn count once this turn was applied.
+    assistant_turns: int
+    #: Where the turn came from (file and line for a captured session), if it said.
+    provenance: Provenance | None = None
+
+
 class SessionState(State, tag="state.session.v1", kw_only=True):
-    """Snapshot agent, per session: its last public messages and assistant-turn count."""
+    """Snapshot agent, per session: its last public messages and assistant-turn count.
+
+    ``applied`` holds the last turns applied, each with its offset: enough to rebuild the
+    window as of any of the last ``REDELIVERY_KEEP`` turns, so a turn redelivered after a
+    crash re-emits the snapshot it produced the first time instead of being applied again.
+    ``messages`` is what states written before ``applied`` existed hold (read, never written).
+    """
 
     messages: list[Message] = []
     assistant_turns: int = 0
+    applied: list[AppliedTurn] = []
     #: What a snapshot of user turns that got no reply needs, when the session goes idle.
     project: str = ""
     user: str = ""

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import logging
 import signal
 import sys
@@ -24,33 +25,64 @@ def cmd_up(args: argparse.Namespace, settings: Settings) -> int:
     return asyncio.run(_up(settings))
 
 
+#: Seconds between checks that every Faust service of a running worker is alive.
+WATCH_SECONDS = 1.0
+#: Exit status of `memstream up` when a Faust service crashed (a supervisor restarts it).
+EXIT_CRASHED = 70
+
+
 async def _up(settings: Settings) -> int:
-    from memstream import runner
+    from memstream import health, runner
     from memstream.tracing import configure_tracing
 
     if runner.read_runtime_file(settings):
         raise CliError(f"memstream is already running with data dir {settings.data_dir} (see {settings.runtime_file})")
     configure_tracing(settings.trace_exporter)
-    print("memstream: starting…", flush=True)
-    running = await runner.start(settings)
-    print(_banner(running), flush=True)
-    from memstream.commands.capture import start_capture
-
-    capture = start_capture(settings, running.bootstrap)
+    # Signals first: a Ctrl-C or SIGTERM at any moment of start-up stops what has started.
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(sig, stop.set)
+    _say("memstream: starting…")
+    starting = asyncio.create_task(runner.start(settings))
+    stopping = asyncio.create_task(stop.wait())
+    await asyncio.wait({starting, stopping}, return_when=asyncio.FIRST_COMPLETED)
+    if not starting.done():
+        _say("\nmemstream: stopping (start-up interrupted)…")
+        starting.cancel()  # runner.start stops the worker and broker it started
+        await asyncio.wait({starting})
+        _say("memstream: stopped.")
+        return 0
+    stopping.cancel()
+    running = starting.result()
+    _say(_banner(running))
+    from memstream.commands.capture import start_capture
+
+    capture = start_capture(settings, running.bootstrap)
+    status = 0
     try:
-        await stop.wait()
+        while not stop.is_set():
+            crashed = health.crashed(running.pipeline.app)
+            if crashed:
+                _say(f"memstream: a service crashed, exiting: {'; '.join(crashed)}", sys.stderr)
+                status = EXIT_CRASHED
+                break
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(stop.wait(), WATCH_SECONDS)
     finally:
-        print("\nmemstream: stopping…", flush=True)
+        _say("\nmemstream: stopping…")
         for task in capture:
             task.cancel()
         await asyncio.gather(*capture, return_exceptions=True)
         await running.stop()
-        print("memstream: stopped.", flush=True)
-    return 0
+        _say("memstream: stopped.")
+    return status
+
+
+def _say(text: str, stream: Any = None) -> None:
+    """Print, never failing: a closed terminal or pipe must not keep `up` from stopping."""
+    with contextlib.suppress(OSError, ValueError):
+        print(text, file=stream or sys.stdout, flush=True)
 
 
 def _banner(running: Any) -> str:
@@ -119,18 +151,31 @@ def cmd_publish(args: argparse.Namespace, settings: Settings) -> int:
     return 0
 
 
-def _bootstrap(settings: Settings) -> str:
+#: How long a command waits for a starting `memstream up` to become ready.
+READY_WAIT_SECONDS = 120.0
+
+
+def _bootstrap(settings: Settings, *, wait: float = READY_WAIT_SECONDS) -> str:
+    """The broker to publish to; waits for a `memstream up` that is still starting."""
     if settings.kafka_bootstrap:
         return settings.kafka_bootstrap
+    import time
+
     from memstream.runtime import read_runtime_file
 
-    runtime = read_runtime_file(settings)
-    if runtime is None:
-        raise CliError(
-            f"memstream is not running (no live {settings.runtime_file}): start `memstream up` first, "
-            "or set MEMSTREAM_KAFKA_BOOTSTRAP"
-        )
-    return str(runtime["bootstrap"])
+    deadline = time.monotonic() + wait
+    while True:
+        runtime = read_runtime_file(settings)
+        if runtime is None:
+            raise CliError(
+                f"memstream is not running (no live {settings.runtime_file}): start `memstream up` first, "
+                "or set MEMSTREAM_KAFKA_BOOTSTRAP"
+            )
+        if runtime.get("ready", True):
+            return str(runtime["bootstrap"])
+        if time.monotonic() > deadline:
+            raise CliError(f"memstream is still starting after {wait:.0f}s (pid {runtime['pid']}); try again")
+        time.sleep(0.2)
 
 
 # --- init and remember ----------------------------------------------------------------

@@ -8,6 +8,10 @@ from typing import Protocol
 import msgspec
 
 
+class EmbeddingOutage(RuntimeError):
+    """The embedding API is unreachable or overloaded: the same request may succeed later."""
+
+
 class Embedder(Protocol):
     """Turns text into unit-length vectors of a fixed dimension."""
 

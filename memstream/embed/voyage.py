@@ -14,7 +14,7 @@ from voyageai import error
 from voyageai.client_async import AsyncClient
 from voyageai.object import EmbeddingsObject
 
-from memstream.embed.base import DistanceProfile
+from memstream.embed.base import DistanceProfile, EmbeddingOutage
 
 log = logging.getLogger(__name__)
 
@@ -117,7 +117,7 @@ class VoyageEmbedder:
                 return await self._client.embed(batch, model=self.model, input_type=input_type)
             except _RETRYABLE as exc:
                 if attempt == self._max_retries:
-                    raise
+                    raise EmbeddingOutage(f"{self.model}: {type(exc).__name__}: {exc}") from exc
                 wait = self._backoff(attempt, exc)
                 log.warning("voyage embed failed (%r); retry %d in %.2fs", exc, attempt + 1, wait)
                 await asyncio.sleep(wait)

@@ -2,14 +2,24 @@
 
 ``<private>…</private>`` is stripped before anything else sees the text; a message
 that was entirely private is left out of the snapshot.
+
+Crash consistency (:func:`apply_turn`): the session state records each applied turn with
+its partition and offset. A turn redelivered after a crash (its offset at or before the
+last one applied) changes nothing and yields the window as of itself, rebuilt from that
+record, so the snapshot it produced the first time is produced again, identical (same id,
+same text), never a window with the turn applied twice or paired with a later question.
 """
 
 from __future__ import annotations
 
 import re
 from collections.abc import Sequence
+from dataclasses import dataclass
 
-from memstream.schemas import Message, Provenance
+import msgspec
+
+from memstream.schemas import AppliedTurn, Message, Provenance, SessionState
+from memstream.schemas.events import Role
 
 _PRIVATE_BLOCK = re.compile(r"<private>.*?</private>", re.IGNORECASE | re.DOTALL)
 #: An opening tag never closed hides everything after it: failing closed is the safe side.
@@ -101,3 +111,107 @@ def snapshot_modes(assistant_turn: int, *, raw: bool, summary_every: int) -> lis
     if is_summary_turn(assistant_turn, summary_every):
         modes.append("summary")
     return modes
+
+
+#: Turns per session whose snapshot a redelivery can rebuild: more than one session's turns
+#: between two offset commits (Faust commits every 2.8 s). Older ones are skipped when
+#: redelivered, as applied long ago. Kept cut to the message limit, so the state of a
+#: session stays under (8 + this) x ``MEMSTREAM_MESSAGE_MAX_CHARS``.
+REDELIVERY_KEEP = 16
+
+
+@dataclass(frozen=True)
+class Applied:
+    """The outcome of one turn: the new state, and the window a snapshot is built from."""
+
+    state: SessionState
+    #: The session's last public messages as of this turn, when it is an assistant turn
+    #: with something to snapshot; None when no snapshot is due.
+    messages: list[Message] | None
+    #: The session's assistant-turn count as of this turn.
+    assistant_turns: int
+    #: True when the turn was applied before (a redelivery); the state is unchanged.
+    redelivered: bool = False
+
+
+def history(state: SessionState) -> list[AppliedTurn]:
+    """The applied turns of a state; a state from before offsets were kept has its messages
+    as turns of unknown offset (never taken for a redelivery)."""
+    if state.applied or not state.messages:
+        return list(state.applied)
+    return [
+        AppliedTurn(
+            partition=-1,
+            offset=-1,
+            role=m.role,
+            content=m.content,
+            assistant_turns=state.assistant_turns,
+            provenance=m.provenance,
+        )
+        for m in state.messages
+    ]
+
+
+def current_window(state: SessionState, size: int) -> list[Message]:
+    """The session's last ``size`` public messages now."""
+    turns = history(state)
+    return _window_as_of(turns, len(turns) - 1, size)
+
+
+def _window_as_of(turns: Sequence[AppliedTurn], index: int, size: int) -> list[Message]:
+    return [Message(t.role, t.content, t.provenance) for t in turns[: index + 1] if t.content][-size:]
+
+
+def _trim(turns: list[AppliedTurn], size: int, keep: int) -> list[AppliedTurn]:
+    """The last ``keep`` turns, and before them as many as the first one's window needs."""
+    if len(turns) <= keep:
+        return turns
+    start = len(turns) - keep
+    public = 0
+    while start > 0 and public < size:
+        start -= 1
+        public += 1 if turns[start].content else 0
+    return turns[start:]
+
+
+def apply_turn(
+    state: SessionState,
+    *,
+    partition: int,
+    offset: int,
+    role: Role,
+    content: str,
+    size: int,
+    message_max_chars: int,
+    provenance: Provenance | None = None,
+    keep: int = REDELIVERY_KEEP,
+) -> Applied:
+    """Apply the turn read at ``partition``/``offset`` to a session's state (see the module doc)."""
+    turns = history(state)
+    last = turns[-1] if turns else None
+    if last is not None and last.partition == partition and 0 <= offset <= last.offset:
+        for index, applied in enumerate(turns):
+            if (applied.partition, applied.offset) == (partition, offset):
+                replayable = index >= len(turns) - keep
+                messages = _window_as_of(turns, index, size) if replayable else []
+                due = applied.role == "assistant" and bool(applied.content) and bool(messages)
+                return Applied(state, messages if due else None, applied.assistant_turns, redelivered=True)
+        return Applied(state, None, last.assistant_turns, redelivered=True)
+    count = (last.assistant_turns if last else state.assistant_turns) + (1 if role == "assistant" else 0)
+    public = public_message(Message(role, content))
+    turn = AppliedTurn(
+        partition=partition,
+        offset=offset,
+        role=role,
+        content=truncate(public.content, message_max_chars) if public else "",
+        assistant_turns=count,
+        provenance=provenance,
+    )
+    turns = _trim([*turns, turn], size, keep)
+    messages = _window_as_of(turns, len(turns) - 1, size)
+    # The other fields (what an idle flush needs) are the caller's to set.
+    new_state = msgspec.structs.replace(state, messages=[], assistant_turns=count, applied=turns)
+    # An answer with nothing public in it (empty, or all private) makes no snapshot: the
+    # exchange would hold only the question.
+    due = role == "assistant" and bool(turn.content)
+    return Applied(new_state, messages if due else None, count)

@@ -307,8 +307,9 @@ def test_workers_and_api_run_memstream_up_with_health_probes(
         assert c["command"] == ["memstream", "up"], name  # no wrapper: a stale runtime file is ignored
         assert {"name": "http", "containerPort": 8765, "protocol": "TCP"} in c["ports"]
         assert {"configMapRef": {"name": config_name}} in c["envFrom"]
-        for probe in ("livenessProbe", "readinessProbe", "startupProbe"):
+        for probe in ("readinessProbe", "startupProbe"):
             assert c[probe]["httpGet"] == {"path": "/health", "port": 8765}, f"{name} {probe}"
+        assert c["livenessProbe"]["httpGet"] == {"path": "/health/live", "port": 8765}, name
         assert c["resources"]["requests"] and c["resources"]["limits"], name
         assert spec["terminationGracePeriodSeconds"] >= 30, f"{name}: Faust needs time to leave the group"
         assert spec["affinity"]["podAntiAffinity"]["preferredDuringSchedulingIgnoredDuringExecution"], name
@@ -433,7 +434,7 @@ def test_service_monitor_scrapes_both_services(rendered: dict[str, list[dict[str
 
 def test_probed_and_scraped_paths_are_routes_of_memstream_api(rendered: dict[str, list[dict[str, Any]]]) -> None:
     source = (Path(__file__).resolve().parents[2] / "memstream" / "api.py").read_text()
-    assert 'Route("/health"' in source
+    assert 'Route("/health"' in source and 'Route("/health/live"' in source
     monitor = one(rendered["servicemonitor"], "ServiceMonitor")
     for endpoint in monitor["spec"]["endpoints"]:
         assert f'Route("{endpoint["path"]}"' in source, endpoint["path"]

@@ -111,7 +111,7 @@ async def run(tmp_module_dir: Path) -> AsyncIterator[Run]:
             anthropic_api_key="sk-test",
             anthropic_base_url=claude.base_url,
             llm_retries=0,
-            extract_attempts=2,
+            retry_budget=0.2,  # a snapshot failing for 0.2 s is dead-lettered
             park_delay=0.1,
             park_delay_max=0.3,
         )

@@ -57,6 +57,11 @@ class ScriptedFake(Generic[R, F]):
         """Hold each of the next `n` valid requests for `seconds` before answering normally."""
         self._push(Delay(seconds), n)
 
+    def clear_script(self) -> None:
+        """Forget the failures and delays not played yet: answer normally from now on."""
+        with self._lock:
+            self._script.clear()
+
     def _push(self, action: F | Delay, n: int) -> None:
         with self._lock:
             self._script.extend(action for _ in range(n))

@@ -12,6 +12,7 @@ import pytest
 from voyageai import error
 from voyageai.client import Client
 
+from memstream.embed.base import EmbeddingOutage
 from memstream.embed.bundled import BundledEmbedder
 from memstream.embed.voyage import MAX_BATCH, VoyageEmbedder
 from tests.fakes.voyage_server import FakeVoyage, fake_vector
@@ -215,8 +216,10 @@ async def test_voyage_retries_a_server_error_and_succeeds(fake: FakeVoyage, make
 async def test_voyage_gives_up_after_max_retries(fake: FakeVoyage, make_voyage: MakeVoyage) -> None:
     fake.fail_next(5, 503)
 
-    with pytest.raises(error.ServiceUnavailableError):
+    # An outage, for the embed stage to wait out within MEMSTREAM_RETRY_BUDGET.
+    with pytest.raises(EmbeddingOutage) as raised:
         await make_voyage(max_retries=2).embed_query("anything")
+    assert isinstance(raised.value.__cause__, error.ServiceUnavailableError)
     assert len(fake.requests) == 3
 
 

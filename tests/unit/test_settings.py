@@ -78,6 +78,7 @@ def test_every_variable_is_read(f: object) -> None:
         str: {
             "MEMSTREAM_TRACE_EXPORTER": ("console", "console"),
             "MEMSTREAM_LLM_PRIMARY": ("xai", "xai"),
+            "MEMSTREAM_PROCESSING_GUARANTEE": ("at_least_once", "at_least_once"),
             "MEMSTREAM_RERANKER": ("voyage", "voyage"),
         }.get(name, ("value-x", "value-x")),
     }.get(type(default), ("/some/dir", Path("/some/dir")))
@@ -183,6 +184,17 @@ def test_settings_table_gives_every_variable_a_meaning() -> None:
 def test_a_negative_embed_batch_window_is_refused() -> None:
     with pytest.raises(SettingsError, match="MEMSTREAM_EMBED_BATCH_WINDOW"):
         Settings.from_env({"MEMSTREAM_EMBED_BATCH_WINDOW": "-0.1"})
+
+
+def test_exactly_once_needs_a_kafka_with_transactions() -> None:
+    with pytest.raises(SettingsError, match="embedded broker has none"):
+        Settings.from_env({"MEMSTREAM_PROCESSING_GUARANTEE": "exactly_once"})
+    with pytest.raises(SettingsError, match="at_least_once or exactly_once"):
+        Settings.from_env({"MEMSTREAM_PROCESSING_GUARANTEE": "twice"})
+    settings = Settings.from_env(
+        {"MEMSTREAM_PROCESSING_GUARANTEE": "exactly_once", "MEMSTREAM_KAFKA_BOOTSTRAP": "k:9092"}
+    )
+    assert settings.processing_guarantee == "exactly_once"
 
 
 def test_seed_003_configuration_defaults() -> None:

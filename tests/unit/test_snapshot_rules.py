@@ -2,9 +2,14 @@
 
 from __future__ import annotations
 
+from typing import cast
+
 import pytest
 
 from memstream.rules.snapshot import (
+    REDELIVERY_KEEP,
+    Applied,
+    apply_turn,
     format_snapshot,
     is_summary_turn,
     last_exchange,
@@ -14,7 +19,8 @@ from memstream.rules.snapshot import (
     truncate,
     window,
 )
-from memstream.schemas import Message
+from memstream.schemas import Message, Provenance, SessionState
+from memstream.schemas.events import Role
 
 MARK = " …[truncated]"
 
@@ -184,3 +190,97 @@ def test_normal_mode_adds_summary_every_nth_turn() -> None:
     assert snapshot_modes(5, raw=False, summary_every=5) == ["normal", "summary"]
     assert snapshot_modes(10, raw=False, summary_every=5) == ["normal", "summary"]
     assert snapshot_modes(2, raw=False, summary_every=2) == ["normal", "summary"]
+
+
+# --- apply_turn: crash consistency ---
+
+
+def _feed(turns: list[tuple[str, str]], state: SessionState | None = None, start: int = 0) -> list[Applied]:
+    outcomes = []
+    state = state or SessionState()
+    for offset, (role, content) in enumerate(turns, start=start):
+        outcome = apply_turn(
+            state,
+            partition=0,
+            offset=offset,
+            role=cast(Role, role),  # the tests' roles are plain strings
+            content=content,
+            size=8,
+            message_max_chars=4000,
+        )
+        outcomes.append(outcome)
+        state = outcome.state
+    return outcomes
+
+
+CONVERSATION = [(role, f"{role} {i}") for i in range(30) for role in ("user", "assistant")]
+
+
+def test_a_redelivered_turn_changes_nothing_and_rebuilds_its_own_window() -> None:
+    once = _feed(CONVERSATION)
+    # A crash after offset 41 was applied, with offsets committed up to 35: 35.. arrive again.
+    again = _feed(CONVERSATION[35:], state=once[41].state, start=35)
+    for first, second in zip(once[35:], again, strict=True):
+        assert (second.messages, second.assistant_turns) == (first.messages, first.assistant_turns)
+    assert [o.redelivered for o in again[:7]] == [True] * 7
+    assert not any(o.redelivered for o in again[7:])
+    assert again[-1].state == once[-1].state
+
+
+def test_a_redelivered_answer_is_never_paired_with_a_later_question() -> None:
+    once = _feed(CONVERSATION[:6])  # u0 a0 u1 a1 u2 a2
+    state = _feed(CONVERSATION[6:7], state=once[-1].state, start=6)[0].state  # u3 applied
+    replayed = _feed(CONVERSATION[5:6], state=state, start=5)[0]  # a2 redelivered
+    assert replayed.messages is not None and replayed.messages[-2:] == [
+        Message("user", "user 2"),
+        Message("assistant", "assistant 2"),
+    ]
+
+
+def test_a_turn_older_than_the_kept_history_is_skipped() -> None:
+    once = _feed(CONVERSATION)
+    old = _feed(CONVERSATION[1:2], state=once[-1].state, start=1)[0]
+    assert old.redelivered and old.messages is None and old.state == once[-1].state
+
+
+def test_the_state_is_bounded_and_messages_are_cut() -> None:
+    big = [("user", "q" * 100_000), ("assistant", "a" * 100_000)] * 40
+    last = _feed(big)[-1]
+    assert len(last.state.applied) <= 8 + REDELIVERY_KEEP
+    assert all(len(t.content) <= 4000 for t in last.state.applied)
+
+
+def test_a_state_written_before_offsets_were_kept_is_carried_over() -> None:
+    legacy = SessionState(messages=[Message("user", "q")], assistant_turns=2)
+    outcome = _feed([("assistant", "a")], state=legacy, start=7)[0]
+    assert outcome.messages == [Message("user", "q"), Message("assistant", "a")]
+    assert outcome.assistant_turns == 3
+
+
+@pytest.mark.parametrize("answer", ["", "   ", "<private>all of it</private>"])
+def test_an_answer_with_nothing_public_makes_no_snapshot(answer: str) -> None:
+    outcomes = _feed([("user", "what port?"), ("assistant", answer)])
+    assert outcomes[-1].messages is None
+    assert outcomes[-1].assistant_turns == 1
+
+
+def test_provenance_rides_with_each_applied_turn_and_its_redelivery() -> None:
+    where = [Provenance(source_type="claude", file="s.jsonl", line=n) for n in (1, 2)]
+    state = SessionState()
+    outcomes = []
+    for offset, (role, content) in enumerate([("user", "q"), ("assistant", "a")]):
+        outcome = apply_turn(
+            state,
+            partition=0,
+            offset=offset,
+            role=role,  # type: ignore[arg-type]
+            content=content,
+            size=8,
+            message_max_chars=4000,
+            provenance=where[offset],
+        )
+        outcomes.append(outcome)
+        state = outcome.state
+    assert outcomes[-1].messages == [Message("user", "q", where[0]), Message("assistant", "a", where[1])]
+    again = apply_turn(state, partition=0, offset=1, role="assistant", content="a", size=8, message_max_chars=4000)
+    assert again.redelivered and again.messages == outcomes[-1].messages

@@ -1,0 +1,447 @@
+"""Fault injection against real `memstream up` workers on an external embedded broker.
+
+The broker runs in this process's control (``EmbeddedBroker``), the worker is a real
+``python -m memstream.cli up`` subprocess on it, so ``kill -9`` of the worker leaves the
+broker, its topics and changelogs alive, as a crash in production would. Raw mode (no LLM):
+every exchange becomes exactly one ``conversation`` memory whose text is known in advance,
+so the stored memories are compared with the exact expected set.
+
+``python -m bench.chaos`` (``make chaos``) runs the heavy version and prints its figures;
+``tests/faults`` runs small versions of the same scenarios in the test suite.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import collections
+import json
+import os
+import random
+import signal
+import subprocess
+import sys
+import time
+import urllib.request
+import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from memstream.broker import EmbeddedBroker, free_port
+from memstream.publish import publish
+from memstream.schemas import Turn, encode
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+@dataclass
+class Outcome:
+    """What a run stored against what it should have stored."""
+
+    expected: int
+    stored: int
+    lost: int
+    duplicated: int
+    corrupted: int
+    kills: int = 0
+    seconds: float = 0.0
+    notes: dict[str, object] = field(default_factory=dict)
+
+    def render(self) -> str:
+        extra = "".join(f", {k} {v}" for k, v in self.notes.items())
+        return (
+            f"expected {self.expected}, stored {self.stored}: lost {self.lost}, duplicated {self.duplicated}, "
+            f"corrupted {self.corrupted} ({self.kills} kills, {self.seconds:.0f}s{extra})"
+        )
+
+
+#: Words the exchanges are drawn from: random draws keep every exchange far from every other
+#: for the embedder, so semantic dedup (distance 0.05 for the bundled model) merges none.
+_WORDS = """apple river kernel socket tensor garden violin compiler harbor pixel lattice meadow quartz rocket
+saddle thunder velvet walnut yogurt zebra anchor biscuit canyon dolphin engine falcon glacier hammer igloo jasmine
+kettle lantern mosaic nectar orchid pepper quiver raven sapphire tulip umbrella vortex whistle xenon yacht zipper
+acorn bamboo cactus daisy ember fjord gravel hazel ivory jungle koala lemon mango nickel olive parrot quokka radish
+salmon tiger urchin vanilla willow yarrow zinc amber beacon cobalt dune eclipse fossil granite harvest island jigsaw
+kayak lagoon magnet nebula oyster pebble quasar reef summit tundra utensil valley wombat yodel zenith"""
+WORDS = _WORDS.split()
+
+
+def exchange_text(question: str, answer: str) -> str:
+    """The memory raw mode stores for one exchange (the store keeps single spaces)."""
+    return normalized(f"[user] {question}\n[assistant] {answer}")
+
+
+def normalized(text: str) -> str:
+    return " ".join(text.split())
+
+
+def workload(sessions: int, exchanges: int, root: str, *, seed: int = 0) -> tuple[list[Turn], list[str]]:
+    """Turns interleaved across sessions, and the memory texts they must become. Each session
+    works in its own project (dedup compares memories within a project only)."""
+    rng = random.Random(seed)
+    now = datetime.now(UTC)
+    turns: list[Turn] = []
+    expected: list[str] = []
+    for e in range(exchanges):
+        for s in range(sessions):
+            question = f"{' '.join(rng.sample(WORDS, 12))} {s}-{e}?"
+            answer = f"{' '.join(rng.sample(WORDS, 12))}."
+            for role, content in (("user", question), ("assistant", answer)):
+                turn = Turn(session_id=f"s{s}", project=f"{root}/p{s}", role=role, content=content, ts=now)  # type: ignore[arg-type]
+                turns.append(turn)
+            expected.append(exchange_text(question, answer))
+    return turns, expected
+
+
+def compare(expected: list[str], stored: list[str]) -> tuple[int, int, int]:
+    """(lost, duplicated, corrupted): expected texts missing, extra copies, texts never expected."""
+    want = set(expected)
+    counts = collections.Counter(normalized(text) for text in stored)
+    lost = len(want - set(counts))
+    duplicated = sum(n - 1 for text, n in counts.items() if n > 1 and text in want)
+    corrupted = sum(n for text, n in counts.items() if text not in want)
+    return lost, duplicated, corrupted
+
+
+class Worker:
+    """One `memstream up` subprocess; started again on the same data dir after a kill."""
+
+    def __init__(self, env: dict[str, str], data_dir: Path, log: Path):
+        self.env = env
+        self.data_dir = data_dir
+        self.log = log
+        self.port = free_port()
+        self.process: subprocess.Popen[bytes] | None = None
+
+    def start(self) -> None:
+        self.data_dir.mkdir(parents=True, exist_ok=True)
+        env = {**self.env, "MEMSTREAM_DATA_DIR": str(self.data_dir), "MEMSTREAM_HTTP_PORT": str(self.port)}
+        with open(self.log, "ab") as log:
+            self.process = subprocess.Popen(
+                [sys.executable, "-m", "memstream.cli", "up"],
+                env=env,
+                stdout=subprocess.DEVNULL,
+                stderr=log,
+                cwd=self.data_dir.parent,
+            )
+
+    def kill(self) -> None:
+        assert self.process is not None
+        self.process.send_signal(signal.SIGKILL)
+        self.process.wait(timeout=30)
+
+    def stop(self) -> int | None:
+        if self.process is None:
+            return None
+        if self.process.poll() is None:
+            self.process.send_signal(signal.SIGINT)
+            try:
+                self.process.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait()
+        return self.process.returncode
+
+    def get(self, path: str, timeout: float = 10) -> dict[str, Any] | None:
+        try:
+            with urllib.request.urlopen(f"http://127.0.0.1:{self.port}{path}", timeout=timeout) as response:
+                return json.loads(response.read())
+        except (OSError, ValueError):
+            return None
+
+    async def memory_texts(self) -> list[str] | None:
+        data = await asyncio.to_thread(self.get, "/memories?limit=100000", 30)
+        if data is None:
+            return None
+        return [str(m["text"]) for m in data["memories"]]
+
+    async def wait_up(self, timeout: float = 120) -> None:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if await asyncio.to_thread(self.get, "/health", 2) is not None:
+                return
+            assert self.process is not None
+            if self.process.poll() is not None:
+                raise RuntimeError(f"worker exited with {self.process.returncode}; see {self.log}")
+            await asyncio.sleep(0.2)
+        raise TimeoutError(f"worker not up within {timeout}s; see {self.log}")
+
+
+def worker_env(bootstrap: str, prefix: str, **extra: str) -> dict[str, str]:
+    """A clean environment: raw mode unless ``extra`` configures an LLM."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("MEMSTREAM_", "ANTHROPIC_", "VOYAGE_", "XAI_"))}
+    env.pop("GEMINI_API_KEY", None)
+    env.pop("GOOGLE_API_KEY", None)
+    return {
+        **env,
+        "PYTHONPATH": str(ROOT),
+        "MEMSTREAM_KAFKA_BOOTSTRAP": bootstrap,
+        "MEMSTREAM_TOPIC_PREFIX": prefix,
+        "MEMSTREAM_PARTITIONS": "2",
+        "MEMSTREAM_LOG_LEVEL": "warning",
+        **extra,
+    }
+
+
+@contextmanager
+def external_broker() -> Iterator[EmbeddedBroker]:
+    with EmbeddedBroker() as broker:
+        yield broker
+
+
+async def settle(worker: Worker, expected: list[str], timeout: float) -> list[str]:
+    """The stored texts once every expected one is there and nothing more arrived for 3 s
+    (or at the deadline: what is there then)."""
+    deadline = time.monotonic() + timeout
+    want = set(expected)
+    last: list[str] = []
+    stable_since = time.monotonic()
+    while time.monotonic() < deadline:
+        texts = await worker.memory_texts()
+        if texts is not None:
+            if len(texts) != len(last):
+                stable_since = time.monotonic()
+            last = texts
+            if want <= {normalized(t) for t in texts} and time.monotonic() - stable_since >= 3.0:
+                return texts
+        await asyncio.sleep(0.5)
+    return last
+
+
+async def kill_run(
+    workdir: Path,
+    *,
+    sessions: int,
+    exchanges: int,
+    kills: int,
+    seed: int = 0,
+    timeout: float = 300,
+    feed_seconds: float | None = None,
+) -> Outcome:
+    """Publish ``sessions * exchanges`` exchanges at a steady pace over ``feed_seconds``
+    (default: 8 s per kill) while the worker is killed (SIGKILL) ``kills`` times at random
+    moments, each 1-4 s after it came back, and restarted on its data dir: every kill lands
+    while turns are flowing, with processed turns whose offsets are not committed yet."""
+    began = time.monotonic()
+    rng = random.Random(seed)
+    turns, expected = workload(sessions, exchanges, str(workdir / "projects"), seed=seed)
+    feed_for = feed_seconds if feed_seconds is not None else 8.0 * max(1, kills)
+    pace = 0.2
+    chunk = max(1, int(len(turns) * pace / feed_for))
+    with external_broker() as broker:
+        prefix = f"chaos{uuid.uuid4().hex[:8]}"
+        worker = Worker(worker_env(broker.bootstrap, prefix), workdir / "data", workdir / "worker.log")
+        worker.start()
+        done = 0
+        try:
+            await worker.wait_up()
+
+            async def feed() -> None:
+                for i in range(0, len(turns), chunk):
+                    await publish(broker.bootstrap, prefix, turns[i : i + chunk])
+                    await asyncio.sleep(pace)
+
+            feeding = asyncio.create_task(feed())
+            while done < kills:
+                await asyncio.sleep(rng.uniform(1.0, 4.0))
+                worker.kill()
+                done += 1
+                worker.start()
+                await worker.wait_up()
+            await feeding
+            stored = await settle(worker, expected, timeout)
+        finally:
+            worker.stop()
+    lost, duplicated, corrupted = compare(expected, stored)
+    return Outcome(len(expected), len(stored), lost, duplicated, corrupted, done, time.monotonic() - began)
+
+
+def poison_records(count: int, seed: int = 0) -> list[bytes]:
+    """``count`` undecodable or ill-shaped records: random bytes, invalid UTF-8, truncated
+    JSON, wrong types, unknown tags, deep nesting; one in 500 of 900 KB and one in 1,000 of 2 MiB."""
+    rng = random.Random(seed)
+    good = encode(Turn(session_id="x", project="/x", role="user", content="fine", ts=datetime.now(UTC)))
+    makers = [
+        lambda: rng.randbytes(rng.randint(1, 2000)),
+        lambda: b"\xff\xfe" * rng.randint(1, 500),
+        lambda: good[: rng.randint(1, len(good) - 1)],
+        lambda: good.replace(b'"user"', b"42"),
+        lambda: good.replace(b'"schema":"turn.v', b'"schema":"turn.v999'),
+        lambda: b"[" * 3000 + b"]" * 3000,
+    ]
+    records = []
+    for i in range(count):
+        if i % 1000 == 999:
+            records.append(rng.randbytes(16) * (2 * 1024 * 1024 // 16))
+        elif i % 500 == 499:
+            records.append(rng.randbytes(16) * (900 * 1024 // 16))
+        else:
+            records.append(rng.choice(makers)())
+    return records
+
+
+async def dead_letters(bootstrap: str, prefix: str) -> int:
+    """How many records the dead-letter topic holds (read to its true end)."""
+    from aiokafka import AIOKafkaConsumer, TopicPartition
+
+    from memstream import offsets
+    from memstream.topics import DEAD_LETTERS, topic_name
+
+    topic = topic_name(prefix, DEAD_LETTERS)
+    consumer = AIOKafkaConsumer(bootstrap_servers=bootstrap, enable_auto_commit=False)
+    await consumer.start()
+    try:
+        tps = [TopicPartition(topic, p) for p in sorted(consumer.partitions_for_topic(topic) or [])]
+        if not tps:
+            await consumer.force_metadata_update()
+            tps = [TopicPartition(topic, p) for p in sorted(consumer.partitions_for_topic(topic) or [])]
+        ends = await offsets.end_offsets(consumer, tps)
+        begins = await consumer.beginning_offsets(tps)
+        return sum(ends[tp] - begins[tp] for tp in tps)
+    finally:
+        await consumer.stop()
+
+
+async def poison_run(workdir: Path, *, poison: int, sessions: int, exchanges: int, timeout: float = 600) -> Outcome:
+    """``poison`` bad records interleaved with valid exchanges on the turns topic of a worker."""
+    from aiokafka import AIOKafkaProducer
+
+    from memstream.topics import TURNS, topic_name
+
+    began = time.monotonic()
+    turns, expected = workload(sessions, exchanges, str(workdir / "projects"), seed=3)
+    bad = poison_records(poison)
+    with external_broker() as broker:
+        prefix = f"poison{uuid.uuid4().hex[:8]}"
+        worker = Worker(worker_env(broker.bootstrap, prefix), workdir / "data", workdir / "worker.log")
+        worker.start()
+        try:
+            await worker.wait_up()
+            producer = AIOKafkaProducer(
+                bootstrap_servers=broker.bootstrap, max_request_size=4 * 1024 * 1024, linger_ms=5
+            )
+            await producer.start()
+            try:
+                topic = topic_name(prefix, TURNS)
+                every = max(1, len(bad) // max(1, len(turns)))
+                pending = list(turns)
+                for i, payload in enumerate(bad):
+                    await producer.send(topic, payload, key=f"bad{i % 7}".encode())
+                    if i % every == 0 and pending:
+                        t = pending.pop(0)
+                        await producer.send(topic, encode(t), key=t.session_id.encode())
+                for t in pending:
+                    await producer.send(topic, encode(t), key=t.session_id.encode())
+                await producer.flush()
+            finally:
+                await producer.stop()
+            stored = await settle(worker, expected, timeout)
+            letters = await dead_letters(broker.bootstrap, prefix)
+        finally:
+            worker.stop()
+    lost, duplicated, corrupted = compare(expected, stored)
+    sizes = sorted({len(b) for b in bad if len(b) > 100_000})
+    return Outcome(
+        len(expected),
+        len(stored),
+        lost,
+        duplicated,
+        corrupted,
+        seconds=time.monotonic() - began,
+        notes={"poison": len(bad), "dead-lettered": letters, "largest": max(len(b) for b in bad), "big sizes": sizes},
+    )
+
+
+async def outage_run(workdir: Path, *, outage: float, sessions: int, timeout: float = 900, **settings: str) -> Outcome:
+    """An LLM (fake Anthropic, HTTP 529) down for ``outage`` seconds while ``sessions`` exchanges
+    arrive; then it recovers. Every exchange must be extracted and none dead-lettered."""
+    from tests.e2e.test_replay_e2e import one_note_per_turn
+    from tests.fakes.anthropic_server import FakeAnthropic
+
+    began = time.monotonic()
+    turns = []
+    now = datetime.now(UTC)
+    for s in range(sessions):
+        project = str(workdir / "projects" / f"p{s}")
+        answer = f"{' '.join(random.Random(s).sample(WORDS, 10))} {s}."
+        turns += [
+            Turn(session_id=f"o{s}", project=project, role="user", content=f"Q{s}?", ts=now),
+            Turn(session_id=f"o{s}", project=project, role="assistant", content=answer, ts=now),
+        ]
+    expected = [f"Note: {t.content}" for t in turns if t.role == "assistant"]
+    with FakeAnthropic(one_note_per_turn, api_key="sk-test") as claude, external_broker() as broker:
+        prefix = f"outage{uuid.uuid4().hex[:8]}"
+        env = worker_env(
+            broker.bootstrap,
+            prefix,
+            ANTHROPIC_API_KEY="sk-test",
+            MEMSTREAM_ANTHROPIC_BASE_URL=claude.base_url,
+            MEMSTREAM_LLM_RETRIES="0",
+            **settings,
+        )
+        worker = Worker(env, workdir / "data", workdir / "worker.log")
+        worker.start()
+        try:
+            await worker.wait_up()
+            claude.fail_next(1_000_000, status=529)  # more than any outage here asks
+            down = time.monotonic()
+            await publish(broker.bootstrap, prefix, turns)
+            await asyncio.sleep(max(0.0, outage - (time.monotonic() - down)))
+            claude.clear_script()
+            deadline = time.monotonic() + timeout
+            stored: list[str] = []
+            while time.monotonic() < deadline:
+                stored = [t for t in (await worker.memory_texts() or []) if t.startswith("Note: ")]
+                if {normalized(e) for e in expected} <= {normalized(t) for t in stored}:
+                    break
+                await asyncio.sleep(1)
+            letters = await dead_letters(broker.bootstrap, prefix)
+        finally:
+            worker.stop()
+    lost, duplicated, corrupted = compare(expected, stored)
+    return Outcome(
+        len(expected),
+        len(stored),
+        lost,
+        duplicated,
+        corrupted,
+        seconds=time.monotonic() - began,
+        notes={"outage s": outage, "dead-lettered": letters},
+    )
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description="memstream fault injection (make chaos)")
+    parser.add_argument("--sessions", type=int, default=500)
+    parser.add_argument("--exchanges", type=int, default=10, help="per session (records = 2 x sessions x this)")
+    parser.add_argument("--kills", type=int, default=10)
+    parser.add_argument("--runs", type=int, default=1)
+    parser.add_argument("--poison", type=int, default=10_000, help="poison records (0: skip)")
+    parser.add_argument("--outage", type=float, default=300.0, help="LLM outage seconds (0: skip)")
+    parser.add_argument("--outage-sessions", type=int, default=60)
+    parser.add_argument("--workdir", type=Path, default=Path(".memstream") / "chaos")
+    args = parser.parse_args()
+    for run in range(args.runs):
+        workdir = args.workdir / f"kill-{run}-{uuid.uuid4().hex[:6]}"
+        outcome = asyncio.run(
+            kill_run(
+                workdir, sessions=args.sessions, exchanges=args.exchanges, kills=args.kills, seed=run, timeout=3600
+            )
+        )
+        print(f"kill -9 run {run}: {outcome.render()}", flush=True)
+    if args.poison:
+        workdir = args.workdir / f"poison-{uuid.uuid4().hex[:6]}"
+        outcome = asyncio.run(poison_run(workdir, poison=args.poison, sessions=50, exchanges=10, timeout=3600))
+        print(f"poison: {outcome.render()}", flush=True)
+    if args.outage:
+        workdir = args.workdir / f"outage-{uuid.uuid4().hex[:6]}"
+        outcome = asyncio.run(outage_run(workdir, outage=args.outage, sessions=args.outage_sessions, timeout=3600))
+        print(f"LLM outage: {outcome.render()}", flush=True)
+
+
+if __name__ == "__main__":
+    main()

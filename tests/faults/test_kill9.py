@@ -1,0 +1,23 @@
+"""kill -9 of a worker at random moments under load: nothing lost, duplicated or mispaired.
+
+A real `memstream up` subprocess on an external embedded broker (the broker survives the
+kill, as a crashed worker's broker would), raw mode, killed and restarted on its data dir;
+its memories are compared with the exact set the exchanges must make.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from bench.chaos import kill_run
+
+pytestmark = [pytest.mark.e2e, pytest.mark.asyncio]
+
+
+async def test_kills_under_load_lose_duplicate_and_mispair_nothing(tmp_path: Path) -> None:
+    outcome = await kill_run(tmp_path, sessions=10, exchanges=6, kills=3, seed=15, timeout=180)
+    print(outcome.render())
+    assert (outcome.lost, outcome.duplicated, outcome.corrupted) == (0, 0, 0), outcome.render()
+    assert outcome.stored == outcome.expected == 60
