@@ -4,7 +4,7 @@ VENV ?= .venv
 PYTHON ?= python3
 STAMP := $(VENV)/.installed-stamp
 
-.PHONY: up test bench chaos clean
+.PHONY: up check test bench chaos clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -16,8 +16,15 @@ $(STAMP): pyproject.toml
 up: $(STAMP)
 	$(VENV)/bin/memstream up
 
-## Run the whole test suite against the same real components.
-test: $(STAMP)
+## Lint, format and type checks; fixes are made by hand, or for formatting by `.venv/bin/ruff format .`.
+## mypy keeps its cache in .mypy_cache (gitignored), so a second run checks only what changed.
+check: $(STAMP)
+	$(VENV)/bin/ruff format --check .
+	$(VENV)/bin/ruff check .
+	$(VENV)/bin/mypy
+
+## Run the checks, then the whole test suite against the same real components.
+test: check
 	$(VENV)/bin/python -m pytest -q -p no:cacheprovider
 
 ## Measure: throughput, latency, store scaling, and mem0 side by side (installs the bench extra).

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
@@ -148,7 +149,8 @@ async def batches(stream: faust.StreamT, max_size: int, *, linger: float = 0.0) 
 
     async def read() -> None:
         try:
-            async for event in stream.noack().events():
+            # Faust's StreamT declares no noack(), which its Stream (what an agent is given) has.
+            async for event in stream.noack().events():  # type: ignore[attr-defined]
                 await waiting.put((event, trace.get_current_span()))
         except asyncio.CancelledError:
             raise
@@ -241,7 +243,8 @@ async def guarded_by_key(
             del tails[key]
 
     try:
-        async for event in stream.noack().events():
+        # Faust's StreamT declares no noack(), which its Stream (what an agent is given) has.
+        async for event in stream.noack().events():  # type: ignore[attr-defined]
             await slots.acquire()
             in_flight.inc()
             key = event.message.key
@@ -249,7 +252,7 @@ async def guarded_by_key(
             # and the trace span of this event.
             task = asyncio.create_task(run(event, tails.get(key), trace.get_current_span()))
             tails[key] = task
-            task.add_done_callback(lambda t, k=key: forget(k, t))
+            task.add_done_callback(functools.partial(forget, key))
     finally:
         for task in list(tails.values()):
             task.cancel()

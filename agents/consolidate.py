@@ -290,8 +290,9 @@ def register(app: faust.App, topics: Topics, providers: Providers, sink: DeadLet
     @app.agent(topics.consolidation, name=STAGE)
     async def consolidate(stream: faust.StreamT) -> None:
         # Acked by hand: a request only once its run succeeded, so a worker dying mid-run
-        # leaves it uncommitted for the next owner of the partition.
-        async for event in stream.noack().events():
+        # leaves it uncommitted for the next owner of the partition. (Faust's StreamT declares no
+        # noack(), which its Stream, what an agent is given, has.)
+        async for event in stream.noack().events():  # type: ignore[attr-defined]
             process_span = trace.get_current_span()
             try:
                 await handle(event)

@@ -154,12 +154,12 @@ class Decider:
 
         duplicate = await self._duplicate(fact, content, embedded.vector, new.id, recent)
         if duplicate is not None:
-            target, reason = duplicate
+            duplicate_id, reason = duplicate
             outcome = "proposed" if shadow else "deduped"
-            result = Outcome(records=[record(outcome, "dedup", action="ADD", memory_id=target, reason=reason)])
+            result = Outcome(records=[record(outcome, "dedup", action="ADD", memory_id=duplicate_id, reason=reason)])
             if not shadow:
-                result.ops.append(self._refresh(fact, new, embedded, target, reason))
-                result.decided, result.refreshed = target, True
+                result.ops.append(self._refresh(fact, new, embedded, duplicate_id, reason))
+                result.decided, result.refreshed = duplicate_id, True
             return result
 
         proposal, candidates, model, judged = await self._propose(fact, new, content, embedded.vector, recent)

@@ -155,7 +155,7 @@ def register(app: faust.App, topics: Topics, providers: Providers, sink: DeadLet
         await store().delete(request.document_id)
 
     async def handle(value: Any, event: EventT) -> None:
-        request = expect(value, (DocumentIngest, DocumentRemove))
+        request: DocumentIngest | DocumentRemove = expect(value, (DocumentIngest, DocumentRemove))
         if isinstance(request, DocumentRemove):
             await remove(request)
         else:

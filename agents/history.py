@@ -79,7 +79,8 @@ def register(app: faust.App, topics: Topics, providers: Providers, sink: DeadLet
 
     @app.agent(topics.history, name=STAGE)
     async def history(stream: faust.StreamT) -> None:
-        async for events in stream.take_events(BATCH, within=BATCH_WINDOW):
+        # Faust's StreamT declares no take_events(), which its Stream (what an agent is given) has.
+        async for events in stream.take_events(BATCH, within=BATCH_WINDOW):  # type: ignore[attr-defined]
             try:
                 await append(list(events))
             except asyncio.CancelledError:

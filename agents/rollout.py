@@ -17,7 +17,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from datetime import UTC, datetime, timedelta
-from typing import Any
+from typing import Any, Literal
 
 import faust
 import msgspec
@@ -113,7 +113,7 @@ def register(app: faust.App, topics: Topics, providers: Providers, sink: DeadLet
             metrics.EVENTS_FAILED.labels(STAGE).inc()
             rollouts[session_id] = msgspec.structs.replace(current, failures=failures, retry_at=when, outcome="failed")
             return False
-        outcome = "succeeded_no_output" if distilled.empty else "succeeded"
+        outcome: Literal["succeeded", "succeeded_no_output"] = "succeeded_no_output" if distilled.empty else "succeeded"
         await topics.consolidation.send(
             key=claimed.scope_key.encode(),
             value=RolloutOutput(

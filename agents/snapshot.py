@@ -83,12 +83,13 @@ def register(app: faust.App, topics: Topics, providers: Providers, sink: DeadLet
 
     async def maybe_init(turn: Turn) -> None:
         """Init mode (seed 000): a new project's README, manifests and configs."""
-        if providers.raw_mode or not Path(turn.project).is_dir():  # noqa: ASYNC240 (one stat per new session)
+        # The file system is read on a worker thread: the agent's loop must not block on a slow disk.
+        if providers.raw_mode or not await asyncio.to_thread(Path(turn.project).is_dir):
             return
         key = project_key(turn.project)
         if await providers.store.count([key]) > 0:
             return
-        files = read_project_files(Path(turn.project))
+        files = await asyncio.to_thread(read_project_files, Path(turn.project))
         if files:
             await topics.snapshots.send(key=turn.session_id.encode(), value=init_snapshot(turn, redact(files)))
 

@@ -149,7 +149,7 @@ class Worker:
     def get(self, path: str, timeout: float = 10) -> dict[str, Any] | None:
         try:
             with urllib.request.urlopen(f"http://127.0.0.1:{self.port}{path}", timeout=timeout) as response:
-                return json.loads(response.read())  # type: ignore[no-any-return]
+                return json.loads(response.read())
         except (OSError, ValueError):
             return None
 
@@ -297,7 +297,7 @@ async def dead_letters(bootstrap: str, prefix: str) -> int:
     try:
         tps = [TopicPartition(topic, p) for p in sorted(consumer.partitions_for_topic(topic) or [])]
         if not tps:
-            await consumer.force_metadata_update()  # type: ignore[attr-defined]
+            await consumer.force_metadata_update()
             tps = [TopicPartition(topic, p) for p in sorted(consumer.partitions_for_topic(topic) or [])]
         ends = await offsets.end_offsets(consumer, tps)
         begins = await consumer.beginning_offsets(tps)

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import itertools
 import statistics
 import tempfile
 import time
@@ -69,7 +70,7 @@ async def measure(turns: int, embedder: str, overrides: dict[str, Any]) -> dict[
             await running.stop()
     hops: dict[str, list[float]] = {}
     for i in range(turns):
-        for before, after in zip(PATH, PATH[1:], strict=False):
+        for before, after in itertools.pairwise(PATH):
             consumed = stamps[before.name].get(_key(before, i))
             produced = stamps[after.name].get(_key(after, i))
             if consumed is not None and produced is not None:

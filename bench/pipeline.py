@@ -325,10 +325,11 @@ async def _drive(
                         continue
                     key = event.memory.text.split(_TAG, 1)[1].split()[0]
                     seen.setdefault(key, now)
-                    s, t = key.split(".")
-                    if int(t) < last_turn.get(s, -1):
+                    session_no, turn_text = key.split(".")
+                    turn_no = int(turn_text)
+                    if turn_no < last_turn.get(session_no, -1):
                         order_kept = False
-                    last_turn[s] = max(last_turn.get(s, -1), int(t))
+                    last_turn[session_no] = max(last_turn.get(session_no, -1), turn_no)
     finally:
         await consumer.stop()
         await producer.stop()

@@ -55,7 +55,8 @@ def main() -> None:
     args = parser.parse_args()
     print(f"{'verb':<46} {'import ms (median)':>18}  heavy modules loaded")
     for verb, modules in VERBS.items():
-        times, heavy = [], []
+        times: list[float] = []
+        heavy: list[str] = []
         for _ in range(args.runs):
             ms, heavy = measure(modules)
             times.append(ms)

@@ -59,8 +59,8 @@ class OverlapReranker:
 
 def distractors() -> list[tuple[str, str, str]]:
     """ChatterBot's English corpus as (key, user, reply) exchanges: each conversation's turns paired in order."""
-    import chatterbot_corpus  # type: ignore[import-untyped]
-    import yaml  # type: ignore[import-untyped]
+    import chatterbot_corpus
+    import yaml
 
     root = Path(chatterbot_corpus.__file__).parent / "data" / "english"
     out: list[tuple[str, str, str]] = []

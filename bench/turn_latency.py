@@ -75,9 +75,8 @@ async def measure(turns: int) -> None:
         f"machine: {platform.machine()} {platform.system()} python {platform.python_version()}, "
         f"{__import__('os').cpu_count()} cores"
     )
-    print(
-        f"startup to ready          {startup:6.2f} s   ({', '.join(f'{k} {v:.2f}' for k, v in running.timings.items())})"
-    )
+    timings = ", ".join(f"{k} {v:.2f}" for k, v in running.timings.items())
+    print(f"startup to ready          {startup:6.2f} s   ({timings})")
     print(
         f"publish -> memory-updated p50 {statistics.median(latencies) * 1000:7.0f} ms  "
         f"p99 {quantiles[98] * 1000:7.0f} ms  (n={len(latencies)}, raw mode, bundled embedder)"

@@ -45,7 +45,7 @@ WORDS = [
 
 
 def text_of(kilobytes: int) -> str:
-    sentences = []
+    sentences: list[str] = []
     i = 0
     while sum(len(s) + 1 for s in sentences) < kilobytes * 1024:
         a, b, c = WORDS[i % len(WORDS)], WORDS[(i * 7) % len(WORDS)], WORDS[(i * 5 + 3) % len(WORDS)]

@@ -8,6 +8,7 @@ stopped on exit and on Ctrl-C, and the kernel kills it if the parent dies
 from __future__ import annotations
 
 import atexit
+import contextlib
 import ctypes
 import logging
 import signal
@@ -46,10 +47,8 @@ def tansu_binary() -> str:
 
 
 def _die_with_parent() -> None:  # pragma: no cover - runs in the child between fork and exec
-    try:
+    with contextlib.suppress(OSError):
         ctypes.CDLL("libc.so.6", use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
-    except OSError:
-        pass
 
 
 def metadata_ready(host: str, port: int, timeout: float = 1.0) -> bool:
@@ -92,20 +91,21 @@ class EmbeddedBroker:
 
     def start(self) -> EmbeddedBroker:
         url = f"tcp://{self.host}:{self.port}"
-        out = open(self.log_file, "ab") if self.log_file else subprocess.DEVNULL  # noqa: SIM115
+        # The child inherits its own copy of the descriptor; ours is closed in the finally below.
+        output = open(self.log_file, "ab") if self.log_file else None  # noqa: SIM115 - closed once Popen ran
         try:
             self._process = subprocess.Popen(
                 [tansu_binary(), "broker", "--listener-url", url, "--advertised-listener-url", url],
                 stdin=subprocess.DEVNULL,
-                stdout=out,
+                stdout=subprocess.DEVNULL if output is None else output,
                 stderr=subprocess.STDOUT,
                 preexec_fn=_die_with_parent,
                 # Ctrl-C in a terminal reaches the whole foreground group; we stop it ourselves.
                 start_new_session=True,
             )
         finally:
-            if out is not subprocess.DEVNULL:
-                out.close()
+            if output is not None:
+                output.close()
         atexit.register(self.stop)
         deadline = time.monotonic() + READY_TIMEOUT_SECONDS
         while not metadata_ready(self.host, self.port):

@@ -47,7 +47,10 @@ def main(argv: list[str] | None = None) -> int:
 def _verb(where: str) -> Callable[[argparse.Namespace, Settings], Any]:
     """``module:function`` under memstream.commands, imported now."""
     module, function = where.split(":")
-    return getattr(importlib.import_module(f"memstream.commands.{module}"), function)  # type: ignore[no-any-return]
+    verb: Callable[[argparse.Namespace, Settings], Any] = getattr(
+        importlib.import_module(f"memstream.commands.{module}"), function
+    )
+    return verb
 
 
 def _parser() -> argparse.ArgumentParser:

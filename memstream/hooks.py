@@ -40,7 +40,7 @@ def dispatch(host: str, payload: dict[str, Any], *, data_dir: str = "") -> str:
     """What to print for one hook call (usually nothing). Raises on failure; :func:`main` swallows it."""
     from memstream.settings import Settings
 
-    settings = Settings.from_env(**({"data_dir": Path(data_dir)} if data_dir else {}))
+    settings = Settings.from_env(data_dir=Path(data_dir)) if data_dir else Settings.from_env()
     event = str(payload.get("hook_event_name") or payload.get("type") or "")
     if event == SESSION_START:
         try:

@@ -139,7 +139,7 @@ async def read_forgotten(
     try:
         partitions = consumer.partitions_for_topic(topic)
         if not partitions:
-            await consumer.force_metadata_update()  # type: ignore[attr-defined]
+            await consumer.force_metadata_update()
             partitions = consumer.partitions_for_topic(topic) or set()
         tps = [TopicPartition(topic, p) for p in sorted(partitions)]
         if not tps:
@@ -183,7 +183,7 @@ async def copy_turns(
     try:
         partitions = consumer.partitions_for_topic(source) or set()
         if not partitions:
-            await consumer.force_metadata_update()  # type: ignore[attr-defined]
+            await consumer.force_metadata_update()
             partitions = consumer.partitions_for_topic(source) or set()
         tps = [TopicPartition(source, p) for p in sorted(partitions)]
         if not tps:
@@ -251,7 +251,8 @@ async def drained(running: runner.Running, copied: int, report: Callable[[int, i
             if tp.topic not in sources:  # table changelogs are only read on recovery
                 continue
             high = consumer.highwater(tp)
-            read = consumer._read_offset.get(tp)  # Faust keeps no public position
+            # Faust keeps no public position; its ConsumerT type does not declare the private one.
+            read = consumer._read_offset.get(tp)  # type: ignore[attr-defined]
             if high is not None:
                 lag += max(0, high - (read + 1 if read is not None else 0))
         busy = sum(s.value for m in metrics.IN_FLIGHT.collect() for s in m.samples)

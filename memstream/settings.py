@@ -528,7 +528,7 @@ def settings_table() -> list[tuple[str, str, str]]:
             continue
         for f in fields(Settings):
             if stripped.startswith(f"{f.name}:"):
-                comment = []
+                comment: list[str] = []
                 j = i - 1
                 while j >= 0 and lines[j].strip().startswith("#:"):
                     comment.insert(0, lines[j].strip()[2:].strip())

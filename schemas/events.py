@@ -39,7 +39,7 @@ class TurnMetadata(msgspec.Struct, frozen=True, kw_only=True):
     has_markdown: bool = False
 
 
-class Turn(Event, tag="turn.v2", kw_only=True):
+class Turn(Event, tag="turn.v2", kw_only=True, frozen=True):
     """One message of a coding-agent session, in seed 002's universal message format. Key: session.
 
     ``turn.v1`` events (without the universal fields) still decode, into this type: see
@@ -68,7 +68,7 @@ class Turn(Event, tag="turn.v2", kw_only=True):
     metadata: TurnMetadata | None = None
 
 
-class TurnV1(Event, tag="turn.v1", kw_only=True):
+class TurnV1(Event, tag="turn.v1", kw_only=True, frozen=True):
     """The first turn schema, still accepted on the turns topic; decoded into :class:`Turn`."""
 
     session_id: str
@@ -122,7 +122,7 @@ class Message(msgspec.Struct, frozen=True):
     provenance: Provenance | None = None
 
 
-class Snapshot(Event, tag="snapshot.v1", kw_only=True):
+class Snapshot(Event, tag="snapshot.v1", kw_only=True, frozen=True):
     """The last messages of a session, privacy-stripped, after an assistant turn. Key: session."""
 
     snapshot_id: str
@@ -148,7 +148,7 @@ class Snapshot(Event, tag="snapshot.v1", kw_only=True):
     ts: datetime
 
 
-class ParkedSnapshot(Event, tag="parked-snapshot.v1", kw_only=True):
+class ParkedSnapshot(Event, tag="parked-snapshot.v1", kw_only=True, frozen=True):
     """A snapshot whose extraction failed on every provider, waiting to be retried. Key: session."""
 
     snapshot: Snapshot
@@ -165,7 +165,7 @@ class Entity(msgspec.Struct, frozen=True, kw_only=True):
     confidence: float = 1.0
 
 
-class Fact(Event, tag="fact.v1", kw_only=True):
+class Fact(Event, tag="fact.v1", kw_only=True, frozen=True):
     """One atomic, typed fact extracted from a snapshot (or condensed by aging). Key: scope."""
 
     fact_id: str
@@ -187,7 +187,7 @@ class Fact(Event, tag="fact.v1", kw_only=True):
     ts: datetime
 
 
-class EmbeddedFact(Event, tag="embedded-fact.v1", kw_only=True):
+class EmbeddedFact(Event, tag="embedded-fact.v1", kw_only=True, frozen=True):
     """A fact with its document embedding. Key: scope."""
 
     fact: Fact
@@ -195,7 +195,7 @@ class EmbeddedFact(Event, tag="embedded-fact.v1", kw_only=True):
     embedding_model: str
 
 
-class MemoryOp(Event, kw_only=True):
+class MemoryOp(Event, kw_only=True, frozen=True):
     """An operation on stored memory; only the store agent applies them. Key: scope."""
 
     op_id: str
@@ -207,7 +207,7 @@ class MemoryOp(Event, kw_only=True):
     prompt_version: str = ""
 
 
-class CreateMemory(MemoryOp, tag="op.create.v1", kw_only=True):
+class CreateMemory(MemoryOp, tag="op.create.v1", kw_only=True, frozen=True):
     memory: Memory
     vector: list[float]
     #: The entity triples extracted with the fact, for the knowledge graph.
@@ -217,7 +217,7 @@ class CreateMemory(MemoryOp, tag="op.create.v1", kw_only=True):
     weighed: list[str] = []
 
 
-class RefreshMemory(MemoryOp, tag="op.refresh.v1", kw_only=True):
+class RefreshMemory(MemoryOp, tag="op.refresh.v1", kw_only=True, frozen=True):
     """A duplicate arrived: refresh the existing memory's text and ``updated_at``.
 
     ``memory`` is what the fact would have become on its own; the store creates it if the
@@ -230,16 +230,16 @@ class RefreshMemory(MemoryOp, tag="op.refresh.v1", kw_only=True):
     entities: list[Entity] = []
 
 
-class DeleteMemory(MemoryOp, tag="op.delete.v1", kw_only=True):
+class DeleteMemory(MemoryOp, tag="op.delete.v1", kw_only=True, frozen=True):
     memory_id: str
 
 
-class SupersedeMemory(MemoryOp, tag="op.supersede.v1", kw_only=True):
+class SupersedeMemory(MemoryOp, tag="op.supersede.v1", kw_only=True, frozen=True):
     memory_id: str
     superseded_by: str
 
 
-class ForgetScope(MemoryOp, tag="op.forget-scope.v1", kw_only=True):
+class ForgetScope(MemoryOp, tag="op.forget-scope.v1", kw_only=True, frozen=True):
     """Forget a user or a project: every memory, vector, graph link and audit record of the scope.
 
     Published on ``forgotten`` (compacted: the ledger replays read), fanned out to
@@ -257,7 +257,7 @@ class ForgetScope(MemoryOp, tag="op.forget-scope.v1", kw_only=True):
 Change = Literal["created", "refreshed", "deleted", "superseded"]
 
 
-class MemoryUpdated(Event, tag="memory-updated.v1", kw_only=True):
+class MemoryUpdated(Event, tag="memory-updated.v1", kw_only=True, frozen=True):
     """What the store changed, for downstream services. Key: scope."""
 
     change: Change
@@ -271,7 +271,7 @@ class MemoryUpdated(Event, tag="memory-updated.v1", kw_only=True):
     ts: datetime
 
 
-class RolloutOutput(Event, tag="rollout-output.v1", kw_only=True):
+class RolloutOutput(Event, tag="rollout-output.v1", kw_only=True, frozen=True):
     """Phase 1 (seed 004): one idle session (a rollout) distilled into memory. Key: scope.
 
     Published on the one-partition consolidation topic, so its offset there is the
@@ -299,7 +299,7 @@ class RolloutOutput(Event, tag="rollout-output.v1", kw_only=True):
     model: str = ""
 
 
-class MemoryUsage(Event, tag="memory-usage.v1", kw_only=True):
+class MemoryUsage(Event, tag="memory-usage.v1", kw_only=True, frozen=True):
     """Search or the [MEMORY] block returned memories: usage for Phase 2's selection.
 
     Usage counts for the rollouts (sessions) the memories came from. Key: scope.
@@ -310,7 +310,7 @@ class MemoryUsage(Event, tag="memory-usage.v1", kw_only=True):
     ts: datetime
 
 
-class ConsolidationRequest(Event, tag="consolidation-request.v1", kw_only=True):
+class ConsolidationRequest(Event, tag="consolidation-request.v1", kw_only=True, frozen=True):
     """Asks for a global Phase 2 run; its topic has exactly one partition.
 
     ``reason``: ``phase1`` (new Phase 1 output, debounced) or ``schedule``.
@@ -325,7 +325,7 @@ class ConsolidationRequest(Event, tag="consolidation-request.v1", kw_only=True):
 ConsolidationEvent = RolloutOutput | MemoryUsage | ConsolidationRequest | ForgetScope
 
 
-class DeadLetter(Event, tag="dead-letter.v1", kw_only=True):
+class DeadLetter(Event, tag="dead-letter.v1", kw_only=True, frozen=True):
     """An event a stage could not process, with the reason and the original bytes.
 
     ``topic``/``partition``/``offset`` point at the original record; ``payload`` holds its
@@ -354,7 +354,7 @@ def dead_letter_id(partition: int, offset: int) -> str:
     return f"{partition}:{offset}"
 
 
-class Redriven(Event, tag="redriven.v1", kw_only=True):
+class Redriven(Event, tag="redriven.v1", kw_only=True, frozen=True):
     """A dead letter sent back to the topic it came from (``memstream redrive``). Key: its id.
 
     Kept on a compacted topic, one record per dead letter, so no dead letter is re-driven twice.
@@ -375,7 +375,7 @@ class Redriven(Event, tag="redriven.v1", kw_only=True):
 DocumentSource = Literal["url", "file", "text"]
 
 
-class DocumentIngest(Event, tag="document-ingest.v1", kw_only=True):
+class DocumentIngest(Event, tag="document-ingest.v1", kw_only=True, frozen=True):
     """Ingest a document (seed 003): fetch a URL, or take the raw content. Key: document id.
 
     Sent again for a document already ingested, it is ingested again: chunks already linked
@@ -394,7 +394,7 @@ class DocumentIngest(Event, tag="document-ingest.v1", kw_only=True):
     ts: datetime
 
 
-class DocumentRemove(Event, tag="document-remove.v1", kw_only=True):
+class DocumentRemove(Event, tag="document-remove.v1", kw_only=True, frozen=True):
     """Remove a document and every chunk linked to it, as a unit. Key: document id."""
 
     document_id: str

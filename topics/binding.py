@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -27,6 +28,8 @@ from memstream.topics.catalog import (
     topic_name,
 )
 
+log = logging.getLogger(__name__)
+
 
 class DeadLetterSink(Protocol):
     async def dead_letter(self, stage: str, reason: str, message: Message | None) -> None: ...
@@ -47,7 +50,7 @@ class DeadLetteringTopic(faust.Topic):
         if sink is not None:
             await sink.dead_letter(f"decode:{message.topic}", reason, message)
         else:  # pragma: no cover - the app factory always installs a sink
-            self.app.log.error("dropping undecodable message from %s: %s", message.topic, reason)
+            log.error("dropping undecodable message from %s: %s", message.topic, reason)
 
 
 @dataclass(frozen=True)

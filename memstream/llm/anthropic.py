@@ -45,7 +45,7 @@ class AnthropicLLM:
         `/v1/messages` itself, so a root ending in `/v1` would request `/v1/v1/messages`.
         """
         if not api_key.strip():
-            raise LLMError(f"{self.provider} {model}: no API key configured")
+            raise LLMError(f"{self.provider} {model}: no API key configured", retryable=False)
         self.model = model
         self._timeout = timeout
         self._retry = retry

@@ -28,8 +28,12 @@ class LLMError(RuntimeError):
 
 
 class LLM(Protocol):
-    provider: str
-    model: str
+    # Read-only: a provider chain answers with its first provider's model.
+    @property
+    def provider(self) -> str: ...
+
+    @property
+    def model(self) -> str: ...
 
     async def complete(self, system: str, prompt: str, *, max_tokens: int = 1024) -> Completion:
         """Return the model's text answer; raise LLMError when the provider fails."""

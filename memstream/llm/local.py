@@ -64,7 +64,9 @@ class LocalLLM:
         text = _message_text(answer)
         if not text:
             raise LLMError(f"{self._where}: no text in the answer", retryable=False)
-        usage = answer.get("usage") if isinstance(answer.get("usage"), dict) else {}
+        usage = answer.get("usage")
+        if not isinstance(usage, dict):
+            usage = {}
         return Completion(
             text=text,
             provider=self.provider,

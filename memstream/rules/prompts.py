@@ -48,8 +48,10 @@ Example conversation:
 login works now. I ran `bun test` and all 112 tests pass.
 Example answer:
 {{"memories": [
-  {{"memory": "Auth uses JWT stored in first-party httpOnly cookies, not localStorage", "type": "architecture", "confidence": 0.95}},
-  {{"memory": "Safari login failures came from third-party cookie blocking; fixed by using a first-party cookie", "type": "error-solution", "confidence": 0.9}},
+  {{"memory": "Auth uses JWT stored in first-party httpOnly cookies, not localStorage", "type": "architecture", \
+"confidence": 0.95}},
+  {{"memory": "Safari login failures came from third-party cookie blocking; fixed by using a first-party cookie", \
+"type": "error-solution", "confidence": 0.9}},
   {{"memory": "Tests run with `bun test`", "type": "project-config", "confidence": 0.9}},
   {{"memory": "User prefers bun over npm for all installs", "type": "preference", "scope": "user", "confidence": 0.6}}],
  "entities": [{{"source": "auth", "relationship": "uses", "target": "JWT", "confidence": 0.95}}]}}"""
@@ -69,8 +71,10 @@ what it is and for whom (project-brief, product-context), how it is built (archi
 and how to run, test and configure it (project-config). Only facts the files state.
 {_ANSWER_SHAPE}
 Example answer:
-{{"memories": [{{"memory": "demo-shop is an online shop API for small merchants", "type": "project-brief", "confidence": 0.9}},
-  {{"memory": "The API is written in Python 3.12 with FastAPI and PostgreSQL", "type": "tech-context", "confidence": 0.95}},
+{{"memories": [{{"memory": "demo-shop is an online shop API for small merchants", "type": "project-brief", \
+"confidence": 0.9}},
+  {{"memory": "The API is written in Python 3.12 with FastAPI and PostgreSQL", "type": "tech-context", \
+"confidence": 0.95}},
   {{"memory": "Run the tests with `uv run pytest -q`", "type": "project-config", "confidence": 0.95}}],
  "entities": [{{"source": "demo-shop", "relationship": "built with", "target": "FastAPI", "confidence": 0.95}}]}}"""
 

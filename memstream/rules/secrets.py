@@ -164,10 +164,10 @@ def _assignment(rule: _Rule, m: re.Match[str], text: str) -> Hit | None:
     if value.startswith("-----BEGIN") or _URL_CREDENTIALS.search(value):
         return None  # the private-key and URL rules keep more of the context
     if not quoted:
-        if rule.group(m, "flag") and rule.group(m, "fsep") != "=":
-            # ``--password X`` takes a value; ``--export-secret-keys shop`` and ``--password --verbose`` do not.
-            if value.startswith("-") or _words(key)[-1] not in _FLAG_NOUNS:
-                return None
+        # ``--password X`` takes a value; ``--export-secret-keys shop`` and ``--password --verbose`` do not.
+        flag_with_value = rule.group(m, "flag") and rule.group(m, "fsep") != "="
+        if flag_with_value and (value.startswith("-") or _words(key)[-1] not in _FLAG_NOUNS):
+            return None
         sep = rule.group(m, "sep") or ""
         if sep.strip() == ":" and not _ends_scalar(text, end):
             return None  # ``Password: reset it via the admin page`` is prose, not YAML

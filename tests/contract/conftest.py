@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from contextlib import asynccontextmanager
 from pathlib import Path
+from typing import ParamSpec, Protocol, TypeVar
 
 import pytest
 from qdrant_client import AsyncQdrantClient, models
@@ -30,6 +32,31 @@ StoreFactory = Callable[[str, int], MemoryStore]
 LegacyWriter = Callable[[str, int, Sequence[tuple[Memory, Sequence[float]]]], Awaitable[None]]
 
 
+class _Closable(Protocol):
+    async def close(self) -> None: ...
+
+
+S = TypeVar("S", bound=_Closable)
+P = ParamSpec("P")
+
+
+@asynccontextmanager
+async def closing_all(build: Callable[P, S]) -> AsyncIterator[Callable[P, S]]:
+    """``build`` as a factory of unopened stores, every one of them closed when the block ends."""
+    made: list[S] = []
+
+    def make(*args: P.args, **kwargs: P.kwargs) -> S:
+        store = build(*args, **kwargs)
+        made.append(store)
+        return store
+
+    try:
+        yield make
+    finally:
+        for store in made:
+            await store.close()
+
+
 @pytest.fixture(params=["edge", "qdrant"])
 def backend(request: pytest.FixtureRequest) -> str:
     return str(request.param)
@@ -50,20 +77,14 @@ async def make_store(backend: str, tmp_path: Path, shared_client: AsyncQdrantCli
     Sharing is what lets tests reopen a store and put two models side by side; every
     store made here is closed at teardown.
     """
-    made: list[MemoryStore] = []
 
-    def make(model: str, dim: int) -> MemoryStore:
-        store: MemoryStore
+    def build(model: str, dim: int) -> MemoryStore:
         if backend == "edge":
-            store = EdgeStore(tmp_path, model, dim)
-        else:
-            store = QdrantServerStore(model, dim, client=shared_client)
-        made.append(store)
-        return store
+            return EdgeStore(tmp_path, model, dim)
+        return QdrantServerStore(model, dim, client=shared_client)
 
-    yield make
-    for store in made:
-        await store.close()
+    async with closing_all(build) as make:
+        yield make
 
 
 @pytest.fixture

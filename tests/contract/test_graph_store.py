@@ -13,6 +13,7 @@ from memstream.identity import derived_id
 from memstream.rules.graph import MAX_BOOST_MEMORIES, MAX_ENTITY_HITS, MAX_NEIGHBOURS, canonical_name
 from memstream.schemas.events import Entity
 from memstream.store.graph import EdgeGraphStore, GraphPurged, GraphStore, ServerGraphStore
+from tests.contract.conftest import closing_all
 
 SCOPE = "p_alpha"
 
@@ -29,20 +30,14 @@ def triple(source: str, relationship: str, target: str, confidence: float = 1.0)
 
 
 @pytest.fixture
-async def make_graph(backend: str, tmp_path: Path) -> AsyncIterator[GraphFactory]:
+async def make_graph(backend: str, tmp_path: Path, shared_client: AsyncQdrantClient) -> AsyncIterator[GraphFactory]:
     """Unopened stores over one shard directory (Edge) or one in-memory instance (Qdrant)."""
-    made: list[GraphStore] = []
-    shared = AsyncQdrantClient(location=":memory:")
 
-    def make() -> GraphStore:
-        store: GraphStore = EdgeGraphStore(tmp_path) if backend == "edge" else ServerGraphStore(client=shared)
-        made.append(store)
-        return store
+    def build() -> GraphStore:
+        return EdgeGraphStore(tmp_path) if backend == "edge" else ServerGraphStore(client=shared_client)
 
-    yield make
-    for store in made:
-        await store.close()
-    await shared.close()
+    async with closing_all(build) as make:
+        yield make
 
 
 @pytest.fixture

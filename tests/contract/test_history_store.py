@@ -12,6 +12,7 @@ from qdrant_client import AsyncQdrantClient
 from memstream.identity import derived_id
 from memstream.schemas.history import HistoryRecord
 from memstream.store.history import EdgeHistoryStore, HistoryStore, ServerHistoryStore
+from tests.contract.conftest import closing_all
 
 T0 = datetime(2025, 3, 4, 5, 6, 7, 891011, tzinfo=UTC)
 MEMORY = derived_id("memory", "kafka")
@@ -48,21 +49,14 @@ def names(records: list[HistoryRecord]) -> list[str]:
 
 
 @pytest.fixture
-async def make_history(backend: str, tmp_path: Path) -> AsyncIterator[HistoryFactory]:
+async def make_history(backend: str, tmp_path: Path, shared_client: AsyncQdrantClient) -> AsyncIterator[HistoryFactory]:
     """Unopened stores over one shard directory (Edge) or one in-memory instance (Qdrant)."""
-    made: list[HistoryStore] = []
-    shared = AsyncQdrantClient(location=":memory:")
 
-    def make() -> HistoryStore:
-        store: HistoryStore
-        store = EdgeHistoryStore(tmp_path) if backend == "edge" else ServerHistoryStore(client=shared)
-        made.append(store)
-        return store
+    def build() -> HistoryStore:
+        return EdgeHistoryStore(tmp_path) if backend == "edge" else ServerHistoryStore(client=shared_client)
 
-    yield make
-    for store in made:
-        await store.close()
-    await shared.close()
+    async with closing_all(build) as make:
+        yield make
 
 
 @pytest.fixture

@@ -363,6 +363,7 @@ async def test_hybrid_ranks_an_exact_lexical_match_above_an_unrelated_one(store:
     assert (first.memory, second.memory) == (lexical, unrelated)
     assert first.vector_score == second.vector_score == pytest.approx(0.6, abs=1e-6)
     assert first.bm25_score is not None and 0.0 < first.bm25_score < 1.0
+    assert first.vector_score is not None
     assert first.score == pytest.approx(0.7 * first.vector_score + 0.3 * first.bm25_score)
     # Only the vector leg found the unrelated one: its score is that leg's alone.
     assert second.bm25_score is None and second.score == second.vector_score

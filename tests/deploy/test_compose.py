@@ -343,6 +343,7 @@ def test_the_collector_and_prometheus_read_the_mounted_configs(services: dict[st
 
 
 class _Handler(http.server.BaseHTTPRequestHandler):
+    #: Set per test on a subclass (see http_server): the status each path answers.
     status_by_path: ClassVar[dict[str, int]] = {}
 
     def do_GET(self) -> None:

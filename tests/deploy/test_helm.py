@@ -19,7 +19,7 @@ import yaml
 helm = pytest.importorskip("helm_python")
 kubernetes_validate = pytest.importorskip("kubernetes_validate")
 
-from memstream.settings import Settings  # noqa: E402
+from memstream.settings import Settings  # noqa: E402 - only once the optional deploy tools are known present
 
 CHART_DIR = Path(__file__).resolve().parents[2] / "helm" / "memstream"
 RELEASE = "mem"
@@ -154,9 +154,8 @@ def test_every_manifest_is_valid_kubernetes(rendered: dict[str, list[dict[str, A
         try:
             kubernetes_validate.validate(clean(doc), KUBE_VERSION, strict=True)
         except kubernetes_validate.ValidationError as exc:
-            pytest.fail(
-                f"{doc['__template__']} ({doc['kind']}) is not valid Kubernetes {KUBE_VERSION}: {exc.message} at {list(exc.path)}"
-            )
+            where = f"{doc['__template__']} ({doc['kind']})"
+            pytest.fail(f"{where} is not valid Kubernetes {KUBE_VERSION}: {exc.message} at {list(exc.path)}")
         except kubernetes_validate.SchemaNotFoundError as exc:
             pytest.fail(f"{doc['__template__']}: {exc.message}")
 

@@ -21,7 +21,9 @@ T = TypeVar("T")
 DEADLINE_SECONDS = 90.0
 
 
-async def eventually(check: Callable[[], Awaitable[T]], *, timeout: float = DEADLINE_SECONDS, what: str = "") -> T:
+async def eventually(
+    check: Callable[[], Awaitable[T | None]], *, timeout: float = DEADLINE_SECONDS, what: str = ""
+) -> T:
     """Poll ``check`` until it returns a truthy value, or fail at the deadline."""
     deadline = time.monotonic() + timeout
     last: Any = None

@@ -95,7 +95,7 @@ class PhaseModel:
             return json.dumps({"summary": "\n".join(lines)})
         if "Does this new fact supersede" in prompt:
             return '{"superseded": []}'
-        said = [line for line in prompt.splitlines() if line.startswith("[assistant] ")]
-        if not said:
+        answers = [line for line in prompt.splitlines() if line.startswith("[assistant] ")]
+        if not answers:
             return "[]"
-        return json.dumps([{"memory": said[-1].removeprefix("[assistant] "), "type": "architecture"}])
+        return json.dumps([{"memory": answers[-1].removeprefix("[assistant] "), "type": "architecture"}])

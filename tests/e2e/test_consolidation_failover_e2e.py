@@ -9,6 +9,7 @@ fake model holds the first Phase 2 call open; the test kills the worker that mad
 from __future__ import annotations
 
 import asyncio
+import functools
 import os
 import signal
 import subprocess
@@ -32,6 +33,7 @@ from memstream.identity import project_key
 from memstream.publish import publish
 from memstream.rules import phase2
 from memstream.schemas import Turn
+from memstream.schemas.events import Role
 from tests.e2e.conftest import eventually
 from tests.e2e.phase_model import PhaseModel
 from tests.fakes.anthropic_server import FakeAnthropic
@@ -67,7 +69,8 @@ class HeldPhase2(PhaseModel):
             self.in_flight += 1
             self.max_in_flight = max(self.max_in_flight, self.in_flight)
         try:
-            while first and not self.release.is_set():
+            # The test releases it from its own thread, where no asyncio.Event can be set.
+            while first and not self.release.is_set():  # noqa: ASYNC110 - a threading.Event, polled
                 await asyncio.sleep(0.05)
             return self.answer(request)
         finally:
@@ -133,12 +136,13 @@ async def test_one_run_at_a_time_and_takeover_when_the_runner_dies(tmp_path: Pat
         workers = [worker(env, name, m, d, p) for name, m, d, p in zip("ab", MODELS, dirs, ports, strict=True)]
         try:
             for port in ports:
-                await eventually(lambda p=port: asyncio.to_thread(healthy, p), what=f"worker on {port}")
+                await eventually(functools.partial(asyncio.to_thread, healthy, port), what=f"worker on {port}")
             shop = str(tmp_path / "shop")
             now = datetime.now(UTC)
             turns = []
             for session_id, topic in (("s-auth", "Set up auth for the shop"), ("s-cart", "Build the cart page")):
-                for role, content in (("user", topic), ("assistant", f"{topic}: done and tested.")):
+                said: tuple[tuple[Role, str], ...] = (("user", topic), ("assistant", f"{topic}: done and tested."))
+                for role, content in said:
                     turns.append(Turn(session_id=session_id, project=shop, role=role, content=content, ts=now))
             await publish(broker.bootstrap, prefix, turns)
 

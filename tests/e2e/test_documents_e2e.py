@@ -50,9 +50,15 @@ class Site:
         self.url = ""
 
     async def start(self) -> None:
+        async def guide(request: web.Request) -> web.Response:
+            return web.Response(text=GUIDE, content_type="text/html")
+
+        async def huge(request: web.Request) -> web.Response:
+            return web.Response(text="x" * 20_000, content_type="text/plain")
+
         app = web.Application()
-        app.router.add_get("/guide.html", lambda r: web.Response(text=GUIDE, content_type="text/html"))
-        app.router.add_get("/huge.txt", lambda r: web.Response(text="x" * 20_000, content_type="text/plain"))
+        app.router.add_get("/guide.html", guide)
+        app.router.add_get("/huge.txt", huge)
         self.runner = web.AppRunner(app)
         await self.runner.setup()
         site = web.TCPSite(self.runner, "127.0.0.1", 0)

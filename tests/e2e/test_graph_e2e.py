@@ -10,6 +10,7 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
+import faust
 import pytest
 import pytest_asyncio
 
@@ -86,7 +87,10 @@ class Run:
         return await eventually(stored, what=f"the memory {line!r}")
 
     def stats(self) -> GraphStats | None:
-        return self.running.pipeline.app.tables["graph-stats"].get(self.scope)
+        table = self.running.pipeline.app.tables["graph-stats"]
+        assert isinstance(table, faust.Table)  # the app's tables are typed as any collection
+        stats: GraphStats | None = table.get(self.scope)
+        return stats
 
 
 @pytest_asyncio.fixture(loop_scope="module", scope="module")

@@ -14,6 +14,7 @@ import mcp.types as types
 import pytest
 import pytest_asyncio
 from mcp import Client, StdioServerParameters
+from pydantic import FileUrl
 
 from memstream import runner
 from memstream.publish import make_turn, publish
@@ -150,7 +151,7 @@ async def test_mcp_over_stdio_defaults_to_the_working_directory(live: runner.Run
     elsewhere = tmp_path / "rooted"
 
     async def roots(context: Any) -> types.ListRootsResult:
-        return types.ListRootsResult(roots=[types.Root(uri=elsewhere.as_uri(), name="rooted")])
+        return types.ListRootsResult(roots=[types.Root(uri=FileUrl(elsewhere.as_uri()), name="rooted")])
 
     async with Client(params, list_roots_callback=roots) as client:
         found = data(await client.call_tool("search_memories", {"query": "anything"}))

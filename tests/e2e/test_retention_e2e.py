@@ -99,7 +99,7 @@ async def test_retention_end_to_end(
         await publish_events(running.bootstrap, settings.topic_prefix, MEMORY_OPS, [(scope_key, supersede)])
 
         async def purged_and_audited() -> list[str]:
-            outcomes = [r.outcome for r in await history.for_memory(old.id)]
+            outcomes: list[str] = [r.outcome for r in await history.for_memory(old.id)]
             gone = await store.get(old.id) is None
             return outcomes if gone and outcomes == ["superseded", "purged"] else []
 

@@ -13,12 +13,11 @@ from __future__ import annotations
 import inspect
 import itertools
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
 from typing import Any
 
 from aiohttp import web
 
-from tests.fakes.loopback import LoopbackFake, text_of_blocks, word_count
+from tests.fakes.loopback import HttpRecord, LoopbackFake, text_of_blocks, word_count
 
 # Given the parsed request body (system, messages, model, max_tokens), returns the assistant's text
 # (or a coroutine that does, to answer late without blocking the server).
@@ -43,11 +42,8 @@ def echo(request_json: dict[str, Any]) -> str:
     return text_of_blocks(users[-1].get("content")) if users else ""
 
 
-@dataclass(frozen=True)
-class RecordedRequest:
-    headers: dict[str, str]  # names lower-cased
-    body: dict[str, Any]  # the parsed JSON body, {} when it was not a JSON object
-    path: str = "/v1/messages"
+class RecordedRequest(HttpRecord):
+    """A request as the fake received it: headers, parsed body, path and query (see `HttpRecord`)."""
 
     @property
     def api_key(self) -> str | None:
@@ -100,16 +96,8 @@ class FakeAnthropic(LoopbackFake[RecordedRequest]):
     def error_body(self, status: int, message: str) -> dict[str, Any]:
         return {"type": "error", "error": {"type": ERROR_TYPES.get(status, "api_error"), "message": message}}
 
-    async def _record_request(self, request: web.Request) -> tuple[RecordedRequest, object]:
-        """Keeps the request for the test; also returns the parsed body, None when it was not JSON."""
-        parsed = await self._read_json(request)
-        body: dict[str, Any] = parsed if isinstance(parsed, dict) else {}
-        recorded = RecordedRequest({k.lower(): v for k, v in request.headers.items()}, body, request.path)
-        self._record(recorded)
-        return recorded, parsed
-
     async def _messages(self, request: web.Request) -> web.Response:
-        recorded, parsed = await self._record_request(request)
+        recorded, parsed = await self._record_request(request, RecordedRequest)
         body = recorded.body
 
         # Checked in the real API's order; a rejected request does not use up a scripted failure or delay.
@@ -156,5 +144,5 @@ class FakeAnthropic(LoopbackFake[RecordedRequest]):
         )
 
     async def _not_found(self, request: web.Request) -> web.Response:
-        await self._record_request(request)  # unknown paths are recorded too, unlike in FakeVoyage
+        await self._record_request(request, RecordedRequest)  # unknown paths are recorded too, unlike in FakeVoyage
         return self._error(404, f"{request.method} {request.path} does not exist")

@@ -11,12 +11,11 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import Any
 
 from aiohttp import web
 
-from tests.fakes.loopback import LoopbackFake, word_count
+from tests.fakes.loopback import HttpRecord, LoopbackFake, word_count
 
 # Given the parsed request body (contents, systemInstruction, generationConfig), returns the model's text.
 Responder = Callable[[dict[str, Any]], str]
@@ -48,12 +47,8 @@ def echo(request_json: dict[str, Any]) -> str:
     return _text_of(users[-1]) if users else ""
 
 
-@dataclass(frozen=True)
-class RecordedRequest:
-    headers: dict[str, str]  # names lower-cased
-    body: dict[str, Any]  # the parsed JSON body, {} when it was not a JSON object
-    path: str
-    query: dict[str, str]
+class RecordedRequest(HttpRecord):
+    """A request as the fake received it: headers, parsed body, path and query (see `HttpRecord`)."""
 
     @property
     def api_key(self) -> str | None:
@@ -129,20 +124,10 @@ class FakeGoogle(LoopbackFake[RecordedRequest]):
     def error_body(self, status: int, message: str) -> dict[str, Any]:
         return {"error": {"code": status, "message": message, "status": ERROR_STATUSES.get(status, "UNKNOWN")}}
 
-    async def _record_request(self, request: web.Request) -> tuple[RecordedRequest, object]:
-        """Keeps the request for the test; also returns the parsed body, None when it was not JSON."""
-        parsed = await self._read_json(request)
-        body: dict[str, Any] = parsed if isinstance(parsed, dict) else {}
-        recorded = RecordedRequest(
-            {k.lower(): v for k, v in request.headers.items()}, body, request.path, dict(request.query)
-        )
-        self._record(recorded)
-        return recorded, parsed
-
     async def _generate_content(self, request: web.Request) -> web.Response:
         if request.match_info["version"] not in API_VERSIONS:
             return await self._not_found(request)
-        recorded, parsed = await self._record_request(request)
+        recorded, parsed = await self._record_request(request, RecordedRequest)
         body = recorded.body
 
         # The real API's answers: no key is 403, a wrong key is 400 (API_KEY_INVALID), not 401.
@@ -184,5 +169,5 @@ class FakeGoogle(LoopbackFake[RecordedRequest]):
         return web.json_response(answer)
 
     async def _not_found(self, request: web.Request) -> web.Response:
-        await self._record_request(request)  # unknown paths are recorded too, as in FakeAnthropic
+        await self._record_request(request, RecordedRequest)  # unknown paths are recorded too, as in FakeAnthropic
         return self._error(404, f"{request.method} {request.path} is not found")

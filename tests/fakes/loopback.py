@@ -1,9 +1,12 @@
-"""The plumbing shared by the fake APIs: an aiohttp server on loopback with recorded requests and a script.
+"""The plumbing shared by the fake APIs: recorded requests, a script of failures and delays, and (for the HTTP
+ones) an aiohttp server on loopback.
 
-A fake serves aiohttp on its own event loop in a background thread: a sync test, an async test (whose loop it
-never blocks) and another process all reach it the same way, at its `base_url`. A subclass names itself, adds
-its routes and builds its API's error body; this class starts and stops the server, keeps the requests the
-subclass records, and plays back the failures and delays a test scripts with `fail_next` and `delay_next`.
+`ScriptedFake` is what every fake, HTTP or gRPC, shares: the requests it recorded, and the failures and delays a
+test scripts with `fail_next` and `delay_next`, played back one per valid request.
+
+A `LoopbackFake` serves aiohttp on its own event loop in a background thread: a sync test, an async test (whose
+loop it never blocks) and another process all reach it the same way, at its `base_url`. A subclass names itself,
+adds its routes and builds its API's error body; this class starts and stops the server.
 """
 
 from __future__ import annotations
@@ -14,7 +17,8 @@ import json
 import socket
 import threading
 from collections import deque
-from dataclasses import dataclass
+from collections.abc import Callable
+from dataclasses import dataclass, field
 from types import TracebackType
 from typing import Any, ClassVar, Generic, Self, TypeVar
 
@@ -26,6 +30,75 @@ _THREAD_DEADLINE_S = 10.0
 _SHUTDOWN_GRACE_S = 1.0
 
 R = TypeVar("R")  # the subclass's RecordedRequest
+F = TypeVar("F")  # how the subclass's API fails a request
+
+
+@dataclass(frozen=True)
+class Delay:
+    seconds: float
+
+
+class ScriptedFake(Generic[R, F]):
+    """Recorded requests and the script of failures (``F``, the API's own kind) and delays, both thread-safe."""
+
+    def __init__(self) -> None:
+        # Requests, script and any state a subclass guards with it are touched by the server's threads and the test.
+        self._lock = threading.Lock()
+        self._requests: list[R] = []
+        self._script: deque[F | Delay] = deque()
+
+    @property
+    def requests(self) -> list[R]:
+        """Every request received that the fake recorded, oldest first."""
+        with self._lock:
+            return list(self._requests)
+
+    def delay_next(self, n: int, seconds: float) -> None:
+        """Hold each of the next `n` valid requests for `seconds` before answering normally."""
+        self._push(Delay(seconds), n)
+
+    def clear_script(self) -> None:
+        """Forget the failures and delays not played yet: answer normally from now on."""
+        with self._lock:
+            self._script.clear()
+
+    def _push(self, action: F | Delay, n: int) -> None:
+        with self._lock:
+            self._script.extend(action for _ in range(n))
+
+    def _next_action(self) -> F | Delay | None:
+        """The scripted action for a valid request (a rejected one does not use one up), None when none is left."""
+        with self._lock:
+            return self._script.popleft() if self._script else None
+
+    def _record(self, recorded: R) -> None:
+        with self._lock:
+            self._requests.append(recorded)
+
+    def start(self) -> None:
+        raise NotImplementedError
+
+    def stop(self) -> None:
+        raise NotImplementedError
+
+    def __enter__(self) -> Self:
+        self.start()
+        return self
+
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self.stop()
+
+
+@dataclass(frozen=True)
+class HttpRecord:
+    """An HTTP request as a fake keeps it; each fake's RecordedRequest adds its API's views of it."""
+
+    headers: dict[str, str]  # names lower-cased
+    body: dict[str, Any]  # the parsed JSON body, {} when it was not a JSON object
+    path: str = ""
+    query: dict[str, str] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -34,20 +107,12 @@ class _Fail:
     retry_after: float | None
 
 
-@dataclass(frozen=True)
-class _Delay:
-    seconds: float
-
-
-class LoopbackFake(Generic[R]):
+class LoopbackFake(ScriptedFake[R, _Fail]):
     #: The class's name as tests know it, e.g. "FakeVoyage": in errors, and (as "fake-voyage") the thread's name.
     name: ClassVar[str]
 
     def __init__(self) -> None:
-        # Requests, script and any state a subclass guards with it are touched by the server thread and the test.
-        self._lock = threading.Lock()
-        self._requests: list[R] = []
-        self._script: deque[_Fail | _Delay] = deque()
+        super().__init__()
         self._sock: socket.socket | None = None
         self._thread: threading.Thread | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -67,41 +132,15 @@ class LoopbackFake(Generic[R]):
 
     # --- what tests use ---
 
-    @property
-    def requests(self) -> list[R]:
-        """Every request received that the fake recorded, oldest first."""
-        with self._lock:
-            return list(self._requests)
-
     def fail_next(self, n: int, status: int = 500, *, retry_after: float | None = None) -> None:
         """Answer the next `n` valid requests with `status` and the API's error body.
 
         `retry_after` (seconds, fractions allowed so tests stay fast) is sent as the `retry-after`
         header, which the SDK obeys instead of its own backoff.
         """
-        with self._lock:
-            self._script.extend(_Fail(status, retry_after) for _ in range(n))
-
-    def clear_script(self) -> None:
-        """Forget the failures and delays not played yet: answer normally from now on."""
-        with self._lock:
-            self._script.clear()
-
-    def delay_next(self, n: int, seconds: float) -> None:
-        """Hold each of the next `n` valid requests for `seconds` before answering normally."""
-        with self._lock:
-            self._script.extend(_Delay(seconds) for _ in range(n))
+        self._push(_Fail(status, retry_after), n)
 
     # --- lifecycle ---
-
-    def __enter__(self) -> Self:
-        self.start()
-        return self
-
-    def __exit__(
-        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
-    ) -> None:
-        self.stop()
 
     def start(self) -> None:
         # Bound here, in the caller's thread, so the port is known before the server thread runs.
@@ -169,20 +208,26 @@ class LoopbackFake(Generic[R]):
         except ValueError:
             return None
 
-    def _record(self, recorded: R) -> None:
-        with self._lock:
-            self._requests.append(recorded)
+    async def _record_request(
+        self, request: web.Request, record: Callable[[dict[str, str], dict[str, Any], str, dict[str, str]], R]
+    ) -> tuple[R, object]:
+        """Keeps ``record(headers, body, path, query)`` for the test; also returns the parsed body, None when it
+        was not JSON."""
+        parsed = await self._read_json(request)
+        body: dict[str, Any] = parsed if isinstance(parsed, dict) else {}
+        recorded = record({k.lower(): v for k, v in request.headers.items()}, body, request.path, dict(request.query))
+        self._record(recorded)
+        return recorded, parsed
 
     async def _scripted(self) -> web.Response | None:
         """Plays the next scripted action: a failure's response, or None once a delay (or nothing) is done.
 
         Called only for a valid request, so a rejected one does not use up a scripted failure or delay.
         """
-        with self._lock:
-            action = self._script.popleft() if self._script else None
+        action = self._next_action()
         if isinstance(action, _Fail):
             return self._error(action.status, f"scripted {action.status}", retry_after=action.retry_after)
-        if isinstance(action, _Delay):
+        if isinstance(action, Delay):
             await self._sleep(action.seconds)
         return None
 

@@ -12,12 +12,11 @@ from __future__ import annotations
 import itertools
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import Any
 
 from aiohttp import web
 
-from tests.fakes.loopback import LoopbackFake, text_of_blocks, word_count
+from tests.fakes.loopback import HttpRecord, LoopbackFake, text_of_blocks, word_count
 
 # Given the parsed request body (model, messages, max_tokens), returns the assistant's text.
 Responder = Callable[[dict[str, Any]], str]
@@ -47,11 +46,8 @@ def echo(request_json: dict[str, Any]) -> str:
     return users[-1] if users else ""
 
 
-@dataclass(frozen=True)
-class RecordedRequest:
-    headers: dict[str, str]  # names lower-cased
-    body: dict[str, Any]  # the parsed JSON body, {} when it was not a JSON object
-    path: str = "/v1/chat/completions"
+class RecordedRequest(HttpRecord):
+    """A request as the fake received it: headers, parsed body, path and query (see `HttpRecord`)."""
 
     @property
     def api_key(self) -> str | None:
@@ -112,16 +108,8 @@ class FakeOpenAI(LoopbackFake[RecordedRequest]):
         kind, code = ERROR_KINDS.get(status, ("server_error", None))
         return {"error": {"message": message, "type": kind, "param": None, "code": code}}
 
-    async def _record_request(self, request: web.Request) -> tuple[RecordedRequest, object]:
-        """Keeps the request for the test; also returns the parsed body, None when it was not JSON."""
-        parsed = await self._read_json(request)
-        body: dict[str, Any] = parsed if isinstance(parsed, dict) else {}
-        recorded = RecordedRequest({k.lower(): v for k, v in request.headers.items()}, body, request.path)
-        self._record(recorded)
-        return recorded, parsed
-
     async def _chat_completions(self, request: web.Request) -> web.Response:
-        recorded, parsed = await self._record_request(request)
+        recorded, parsed = await self._record_request(request, RecordedRequest)
         body = recorded.body
 
         if self._api_key is not None and recorded.api_key != self._api_key:
@@ -163,5 +151,5 @@ class FakeOpenAI(LoopbackFake[RecordedRequest]):
         return web.json_response(answer)
 
     async def _not_found(self, request: web.Request) -> web.Response:
-        await self._record_request(request)  # unknown paths are recorded too, as in FakeAnthropic
+        await self._record_request(request, RecordedRequest)  # unknown paths are recorded too, as in FakeAnthropic
         return self._error(404, f"{request.method} {request.path} does not exist")

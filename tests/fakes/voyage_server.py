@@ -17,13 +17,12 @@ from __future__ import annotations
 import base64
 import hashlib
 from collections.abc import Sequence
-from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 from aiohttp import web
 
-from tests.fakes.loopback import LoopbackFake
+from tests.fakes.loopback import HttpRecord, LoopbackFake
 
 DEFAULT_DIM = 1024
 #: Texts per request the fake accepts: the limit the SDK (VOYAGE_EMBED_BATCH_SIZE) and memstream batch to.
@@ -39,10 +38,8 @@ def fake_vector(text: str, dim: int = DEFAULT_DIM) -> list[float]:
     return unit
 
 
-@dataclass(frozen=True)
-class RecordedRequest:
-    headers: dict[str, str]  # names lower-cased
-    body: dict[str, Any]  # the parsed JSON body, {} when it was not a JSON object
+class RecordedRequest(HttpRecord):
+    """A request as the fake received it: headers, parsed body, path and query (see `HttpRecord`)."""
 
     @property
     def api_key(self) -> str | None:
@@ -105,10 +102,8 @@ class FakeVoyage(LoopbackFake[RecordedRequest]):
         return {"detail": message}
 
     async def _embeddings(self, request: web.Request) -> web.Response:
-        parsed = await self._read_json(request)
-        body: dict[str, Any] = parsed if isinstance(parsed, dict) else {}
-        recorded = RecordedRequest({k.lower(): v for k, v in request.headers.items()}, body)
-        self._record(recorded)
+        recorded, parsed = await self._record_request(request, RecordedRequest)
+        body = recorded.body
 
         # A rejected request does not use up a scripted failure or delay.
         if recorded.api_key is None or (self._api_key is not None and recorded.api_key != self._api_key):

@@ -14,17 +14,14 @@ from __future__ import annotations
 import itertools
 import threading
 import time
-from collections import deque
 from collections.abc import Callable
 from concurrent import futures
 from dataclasses import dataclass
-from types import TracebackType
-from typing import Self
 
 import grpc
 from xai_sdk.proto import chat_pb2, chat_pb2_grpc, sample_pb2, usage_pb2
 
-from tests.fakes.loopback import word_count
+from tests.fakes.loopback import Delay, ScriptedFake, word_count
 
 # Given the request proto (model, messages, max_tokens), returns the assistant's text.
 Responder = Callable[[chat_pb2.GetCompletionsRequest], str]
@@ -87,12 +84,7 @@ class _Fail:
     code: grpc.StatusCode
 
 
-@dataclass(frozen=True)
-class _Delay:
-    seconds: float
-
-
-class FakeXai(chat_pb2_grpc.ChatServicer):
+class FakeXai(ScriptedFake[RecordedRequest, _Fail], chat_pb2_grpc.ChatServicer):
     """`requests` holds every GetCompletion call received, rejected ones included, oldest first."""
 
     def __init__(
@@ -104,14 +96,11 @@ class FakeXai(chat_pb2_grpc.ChatServicer):
         `served_model` set: responses name it instead of the requested model, as the real API answers an
         alias with a concrete model name; `""` leaves the response's model empty.
         """
+        super().__init__()
         self._responder = responder
         self._api_key = api_key
         self._served_model = served_model
         self._ids = itertools.count(1)
-        # Requests and script are touched by the server's handler threads and the test.
-        self._lock = threading.Lock()
-        self._requests: list[RecordedRequest] = []
-        self._script: deque[_Fail | _Delay] = deque()
         self._stopping = threading.Event()
         self._server: grpc.Server | None = None
         self._port: int | None = None
@@ -125,31 +114,11 @@ class FakeXai(chat_pb2_grpc.ChatServicer):
             raise RuntimeError("FakeXai is not started")
         return f"127.0.0.1:{self._port}"
 
-    @property
-    def requests(self) -> list[RecordedRequest]:
-        with self._lock:
-            return list(self._requests)
-
     def fail_next(self, n: int, code: grpc.StatusCode = grpc.StatusCode.UNAVAILABLE) -> None:
         """Answer the next `n` valid requests with status `code`."""
-        with self._lock:
-            self._script.extend(_Fail(code) for _ in range(n))
-
-    def delay_next(self, n: int, seconds: float) -> None:
-        """Hold each of the next `n` valid requests for `seconds` before answering normally."""
-        with self._lock:
-            self._script.extend(_Delay(seconds) for _ in range(n))
+        self._push(_Fail(code), n)
 
     # --- lifecycle ---
-
-    def __enter__(self) -> Self:
-        self.start()
-        return self
-
-    def __exit__(
-        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
-    ) -> None:
-        self.stop()
 
     def start(self) -> None:
         server = grpc.server(futures.ThreadPoolExecutor(max_workers=_WORKERS, thread_name_prefix="fake-xai"))
@@ -174,8 +143,7 @@ class FakeXai(chat_pb2_grpc.ChatServicer):
     ) -> chat_pb2.GetChatCompletionResponse:
         metadata = {key.lower(): value for key, value in context.invocation_metadata() if isinstance(value, str)}
         recorded = RecordedRequest(metadata, request)
-        with self._lock:
-            self._requests.append(recorded)
+        self._record(recorded)
 
         # A rejected request does not use up a scripted failure or delay.
         if recorded.api_key is None:
@@ -187,11 +155,10 @@ class FakeXai(chat_pb2_grpc.ChatServicer):
         if not request.messages:
             context.abort(grpc.StatusCode.INVALID_ARGUMENT, "at least one message is required")
 
-        with self._lock:
-            action = self._script.popleft() if self._script else None
+        action = self._next_action()
         if isinstance(action, _Fail):
             context.abort(action.code, f"scripted {action.code.name}")
-        if isinstance(action, _Delay):
+        if isinstance(action, Delay):
             self._sleep(action.seconds, context)
 
         try:

@@ -216,7 +216,7 @@ async def test_a_session_that_goes_on_after_its_project_is_forgotten_starts_its_
     sessions = forgotten.pipeline.app.tables["snapshot-sessions"]
 
     async def window() -> list[str] | None:
-        state = sessions.get("win")
+        state = sessions.get("win")  # type: ignore[attr-defined]
         contents = [t.content for t in state.applied] if state else []
         return contents if "Ship it." in contents else None
 

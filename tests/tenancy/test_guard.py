@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import MutableMapping
 from pathlib import Path
 from typing import Any
 
@@ -132,8 +133,8 @@ def test_a_websocket_without_a_token_is_closed_before_the_handshake(tokens: Toke
     async def receive() -> dict[str, Any]:
         return {"type": "websocket.connect"}
 
-    async def send(message: dict[str, Any]) -> None:
-        sent.append(message)
+    async def send(message: MutableMapping[str, Any]) -> None:
+        sent.append(dict(message))
 
     asyncio.run(app({"type": "websocket", "path": "/mcp", "headers": [], "client": ("1.2.3.4", 1)}, receive, send))
     assert sent == [{"type": "websocket.close", "code": 1008, "reason": "a bearer token is required"}]

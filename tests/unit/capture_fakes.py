@@ -35,7 +35,7 @@ class FakeFormats:
         self.reads: list[tuple[Path, int]] = []
 
     def discover(self, paths: Sequence[Path], roots: Mapping[Source, list[Path]]) -> list[tuple[Path, Source]]:
-        found = []
+        found: list[tuple[Path, Source]] = []
         for base in [*paths, *(r for rs in roots.values() for r in rs)]:
             candidates = [base] if base.is_file() else sorted(base.rglob("*.jsonl")) if base.is_dir() else []
             found.extend((p, self.source) for p in candidates if self.detect(p))

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncGenerator, AsyncIterator
+from typing import Any, cast
 
 import pytest
 
@@ -43,6 +44,11 @@ class FakeStream:
         return events
 
 
+def batches_of(stream: FakeStream, max_size: int, *, linger: float = 0.0) -> AsyncGenerator[list[FakeEvent], None]:
+    """``batches`` over the fakes, which stand in for Faust's stream and events: typed as what they are."""
+    return cast("AsyncGenerator[list[FakeEvent], None]", batches(cast(Any, stream), max_size, linger=linger))
+
+
 async def _settle() -> None:
     for _ in range(10):
         await asyncio.sleep(0)
@@ -50,7 +56,7 @@ async def _settle() -> None:
 
 async def test_a_lone_event_goes_at_once_without_waiting_for_a_window() -> None:
     stream = FakeStream()
-    it = batches(stream, 64)  # type: ignore[arg-type]
+    it = batches_of(stream, 64)
     stream.arrive(1)
     started = time.monotonic()
     batch = await asyncio.wait_for(anext(it), 5)
@@ -61,7 +67,7 @@ async def test_a_lone_event_goes_at_once_without_waiting_for_a_window() -> None:
 
 async def test_events_waiting_together_form_one_batch_capped_at_max_size() -> None:
     stream = FakeStream()
-    it = batches(stream, 3)  # type: ignore[arg-type]
+    it = batches_of(stream, 3)
     stream.arrive(1)
     first = await anext(it)
     # While the first batch is processed, five more arrive: they come as 3 then 2, in order.
@@ -75,7 +81,7 @@ async def test_events_waiting_together_form_one_batch_capped_at_max_size() -> No
 
 async def test_events_are_acked_only_when_their_batch_is_processed() -> None:
     stream = FakeStream()
-    it = batches(stream, 8)  # type: ignore[arg-type]
+    it = batches_of(stream, 8)
     events = stream.arrive(1, 2)
     await _settle()
     batch = await anext(it)
@@ -89,7 +95,7 @@ async def test_events_are_acked_only_when_their_batch_is_processed() -> None:
 
 async def test_linger_waits_for_more_events_up_to_its_deadline() -> None:
     stream = FakeStream()
-    it = batches(stream, 8, linger=0.3)  # type: ignore[arg-type]
+    it = batches_of(stream, 8, linger=0.3)
     stream.arrive(1)
 
     async def later() -> None:
@@ -108,7 +114,7 @@ async def test_linger_waits_for_more_events_up_to_its_deadline() -> None:
 
 async def test_a_failing_stream_raises_in_the_consumer_instead_of_hanging() -> None:
     stream = FakeStream()
-    it = batches(stream, 8)  # type: ignore[arg-type]
+    it = batches_of(stream, 8)
     stream.arrivals.put_nowait(RuntimeError("consumer crashed"))
     with pytest.raises(RuntimeError, match="consumer crashed"):
         await asyncio.wait_for(anext(it), 5)

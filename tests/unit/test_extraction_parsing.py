@@ -77,7 +77,11 @@ def test_prose_around_the_json() -> None:
 
 
 def test_prose_with_brackets_around_the_json() -> None:
-    reply = 'Here are the facts [2 found]:\n[{"memory": "first progress note", "type": "progress"}, {"memory": "second progress note", "type": "progress"}]'
+    reply = (
+        "Here are the facts [2 found]:\n"
+        '[{"memory": "first progress note", "type": "progress"}, '
+        '{"memory": "second progress note", "type": "progress"}]'
+    )
     assert [f.text for f in parse_facts(reply).facts] == ["first progress note", "second progress note"]
 
 

@@ -76,6 +76,7 @@ def test_empty_fields_are_dashes_and_times_are_utc() -> None:
 class FakeApi(BaseHTTPRequestHandler):
     """GET /history as ``memstream up`` serves it, over canned records."""
 
+    #: The server builds a handler per request, so state lives on the class; the api fixture resets it.
     records: ClassVar[dict[str, list[dict[str, Any]]]] = {}
     asked: ClassVar[list[dict[str, list[str]]]] = []
 

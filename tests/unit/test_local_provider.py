@@ -1,11 +1,11 @@
-"""LocalLLM over real HTTP, against the fake OpenAI-compatible chat-completions API on loopback."""
+"""LocalLLM over real HTTP, against the fake OpenAI-compatible chat-completions API on loopback.
+
+What every provider does alike is in test_llm_contract.py; here, what is the local client's own.
+"""
 
 from __future__ import annotations
 
-import socket
-import time
-from collections.abc import AsyncIterator, Callable, Iterator
-from typing import Any
+from collections.abc import Callable
 
 import pytest
 
@@ -13,44 +13,14 @@ from memstream.llm.base import LLMError
 from memstream.llm.local import LocalLLM
 from memstream.llm.retry import RetryPolicy
 from tests.fakes.openai_server import FakeOpenAI
-from tests.unit.llm_clients import client_factory
+from tests.unit.llm_clients import LOCAL, QUESTION
 
-MODEL = "qwen3:4b"
-# What the server reports as the model that answered: proof the Completion's model comes from the response.
-SERVED_MODEL = "qwen3:4b-q4_K_M"
-SYSTEM = "You answer geography questions as a JSON array of words."
-QUESTION = "What is the capital of France?"
-ANSWER = '["Paris"]'
+MODEL, SYSTEM, ANSWER = LOCAL.model, LOCAL.system, LOCAL.answer
+answer = LOCAL.responder
 
+#: The provider the fixtures `fake` and `make_llm` (tests/unit/conftest.py) serve.
+PROVIDER = LOCAL
 MakeLLM = Callable[..., LocalLLM]
-
-
-def answer(request_json: dict[str, Any]) -> str:
-    prompt = request_json["messages"][-1]["content"]
-    return ANSWER if "capital of France" in prompt else ""
-
-
-@pytest.fixture
-def fake() -> Iterator[FakeOpenAI]:
-    with FakeOpenAI(answer, served_model=SERVED_MODEL) as server:
-        yield server
-
-
-@pytest.fixture
-async def make_llm(fake: FakeOpenAI) -> AsyncIterator[MakeLLM]:
-    """Builds clients pointed at the fake (overrides by keyword) and closes them all after the test."""
-    async with client_factory(LocalLLM, "base_url", base_url=fake.base_url, model=MODEL) as make:
-        yield make
-
-
-async def test_completion_returns_text_model_and_token_counts(make_llm: MakeLLM) -> None:
-    completion = await make_llm().complete(SYSTEM, QUESTION)
-
-    assert completion.text == ANSWER
-    assert completion.provider == "local"
-    assert completion.model == SERVED_MODEL
-    assert completion.input_tokens == 10 + 6  # the fake counts words: system, then prompt
-    assert completion.output_tokens == 1
 
 
 async def test_request_is_a_plain_chat_completion(fake: FakeOpenAI, make_llm: MakeLLM) -> None:
@@ -113,27 +83,6 @@ async def test_an_answer_without_text_raises_instead_of_returning_empty(fake: Fa
     assert len(fake.requests) == 1
 
 
-async def test_server_error_is_retried_then_succeeds(fake: FakeOpenAI, make_llm: MakeLLM) -> None:
-    fake.fail_next(1, status=503)
-
-    completion = await make_llm(max_retries=2).complete(SYSTEM, QUESTION)
-
-    assert completion.text == ANSWER
-    assert len(fake.requests) == 2
-    assert fake.requests[0].body == fake.requests[1].body
-
-
-async def test_persistent_rate_limit_raises_retryable_llm_error(fake: FakeOpenAI, make_llm: MakeLLM) -> None:
-    fake.fail_next(10, status=429)
-
-    with pytest.raises(LLMError) as caught:
-        await make_llm(max_retries=1).complete(SYSTEM, QUESTION)
-
-    assert str(caught.value) == f"local {MODEL}: HTTP 429 requests: scripted 429"
-    assert caught.value.retryable is True
-    assert len(fake.requests) == 2
-
-
 @pytest.mark.parametrize("status", [401, 403])
 async def test_auth_failure_is_not_retried(fake: FakeOpenAI, make_llm: MakeLLM, status: int) -> None:
     fake.fail_next(1, status=status)
@@ -150,7 +99,7 @@ async def test_wrong_api_key_is_rejected_with_401() -> None:
     with FakeOpenAI(answer, api_key="sk-local") as fake:
         llm = LocalLLM(fake.base_url, model=MODEL, api_key="sk-wrong", retry=RetryPolicy(max_retries=2))
         try:
-            with pytest.raises(LLMError, match="HTTP 401 invalid_request_error: Incorrect API key") as caught:
+            with pytest.raises(LLMError, match=f"^local {MODEL}: {LOCAL.wrong_key}") as caught:
                 await llm.complete(SYSTEM, QUESTION)
         finally:
             await llm.close()
@@ -158,28 +107,6 @@ async def test_wrong_api_key_is_rejected_with_401() -> None:
     assert caught.value.retryable is False
     assert len(fake.requests) == 1
     assert fake.requests[0].api_key == "sk-wrong"
-
-
-async def test_delay_longer_than_the_timeout_raises_llm_error(fake: FakeOpenAI, make_llm: MakeLLM) -> None:
-    fake.delay_next(1, seconds=5.0)
-    started = time.monotonic()
-
-    with pytest.raises(LLMError, match="timeout") as caught:
-        await make_llm(timeout=0.3, max_retries=0).complete(SYSTEM, QUESTION)
-
-    assert time.monotonic() - started < 3.0
-    assert str(caught.value) == f"local {MODEL}: request timeout after 0.3s per attempt"
-    assert caught.value.retryable is True
-    assert len(fake.requests) == 1
-
-
-async def test_a_timed_out_attempt_is_retried(fake: FakeOpenAI, make_llm: MakeLLM) -> None:
-    fake.delay_next(1, seconds=5.0)
-
-    completion = await make_llm(timeout=0.3, max_retries=1).complete(SYSTEM, QUESTION)
-
-    assert completion.text == ANSWER
-    assert len(fake.requests) == 2
 
 
 async def test_unknown_path_is_a_404_that_is_not_retried(fake: FakeOpenAI, make_llm: MakeLLM) -> None:
@@ -191,20 +118,6 @@ async def test_unknown_path_is_a_404_that_is_not_retried(fake: FakeOpenAI, make_
 
     assert caught.value.retryable is False
     assert [r.path for r in fake.requests] == ["/chat/completions"]
-
-
-async def test_unreachable_server_raises_retryable_llm_error() -> None:
-    with socket.socket() as probe:  # a port that was free a moment ago, with nothing listening on it
-        probe.bind(("127.0.0.1", 0))
-        port = probe.getsockname()[1]
-    llm = LocalLLM(f"http://127.0.0.1:{port}/v1", model=MODEL, retry=RetryPolicy(max_retries=0), timeout=2.0)
-    try:
-        with pytest.raises(LLMError, match=f"local {MODEL}: connection failed") as caught:
-            await llm.complete(SYSTEM, QUESTION)
-    finally:
-        await llm.close()
-
-    assert caught.value.retryable is True
 
 
 async def test_close_is_safe_before_any_request_and_twice() -> None:

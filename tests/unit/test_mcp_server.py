@@ -8,6 +8,7 @@ from typing import Any
 import httpx
 import mcp.types as types
 from mcp import Client
+from pydantic import FileUrl
 
 from memstream.mcp_server import ApiClient, build_server
 
@@ -23,7 +24,7 @@ def api(asked: list[httpx.Request], status: int = 200) -> ApiClient:
 
 
 async def roots(context: Any) -> types.ListRootsResult:
-    return types.ListRootsResult(roots=[types.Root(uri="file:///home/dev/shop", name="shop")])
+    return types.ListRootsResult(roots=[types.Root(uri=FileUrl("file:///home/dev/shop"), name="shop")])
 
 
 async def test_the_project_comes_from_the_clients_first_root() -> None:

@@ -21,13 +21,16 @@ from bench.mem0_side_by_side import mem0_responder, run_mem0, synthetic_turns
 
 
 def test_responder_answers_the_additive_extraction_prompt_with_one_fact() -> None:
-    prompt = "## Existing Memories\n[]\n\n## New Messages\nuser: question 1\nassistant: answer bench-turn 0.1 done\n\n## Observation Date\nx"
+    prompt = (
+        "## Existing Memories\n[]\n\n## New Messages\nuser: question 1\nassistant: answer bench-turn 0.1 done\n\n"
+        "## Observation Date\nx"
+    )
     answer = mem0_responder(
         {"messages": [{"role": "system", "content": "Memory Extractor"}, {"role": "user", "content": prompt}]}
     )
-    assert (
-        answer
-        == '{"memory": [{"id": "0", "text": "Fact recorded for bench-turn 0.1 in this project", "attributed_to": "assistant"}]}'
+    assert answer == (
+        '{"memory": [{"id": "0", "text": "Fact recorded for bench-turn 0.1 in this project", '
+        '"attributed_to": "assistant"}]}'
     )
 
 

@@ -48,7 +48,7 @@ def _fill(directory: Path, names: tuple[str, ...], chars: int) -> None:
 
 
 def test_sections_stay_within_the_cap(tmp_path: Path) -> None:
-    _fill(tmp_path, PROJECT_FILES[:4] + ("pyproject.toml", "package.json", "Cargo.toml"), FILE_MAX_CHARS * 2)
+    _fill(tmp_path, (*PROJECT_FILES[:4], "pyproject.toml", "package.json", "Cargo.toml"), FILE_MAX_CHARS * 2)
     text = read_project_files(tmp_path)
     sections = text.split("\n\n")
     assert sum(len(s) for s in sections) <= TOTAL_MAX_CHARS
@@ -58,7 +58,7 @@ def test_sections_stay_within_the_cap(tmp_path: Path) -> None:
 
 
 def test_total_stays_within_the_cap(tmp_path: Path) -> None:
-    _fill(tmp_path, PROJECT_FILES[:4] + ("pyproject.toml", "package.json", "Cargo.toml"), FILE_MAX_CHARS * 2)
+    _fill(tmp_path, (*PROJECT_FILES[:4], "pyproject.toml", "package.json", "Cargo.toml"), FILE_MAX_CHARS * 2)
     assert len(read_project_files(tmp_path)) <= TOTAL_MAX_CHARS
 
 

@@ -214,70 +214,49 @@ def _fast(max_retries: int) -> RetryPolicy:
     return RetryPolicy(max_retries=max_retries, base_delay=0.0, max_delay=0.0)
 
 
-async def test_retryable_error_is_retried_up_to_the_limit_then_reraised() -> None:
-    attempts = 0
+class Flaky:
+    """A call that raises ``error`` on its first ``failures`` attempts (every one by default), then answers."""
 
-    async def call() -> str:
-        nonlocal attempts
-        attempts += 1
-        raise LLMError("503", retryable=True)
+    def __init__(self, error: Exception, failures: int | None = None) -> None:
+        self.error, self.failures, self.attempts = error, failures, 0
+
+    async def __call__(self) -> str:
+        self.attempts += 1
+        if self.failures is None or self.attempts <= self.failures:
+            raise self.error
+        return "done"
+
+
+async def test_retryable_error_is_retried_up_to_the_limit_then_reraised() -> None:
+    call = Flaky(LLMError("503", retryable=True))
 
     with pytest.raises(LLMError, match="503"):
         await with_retries(call, _fast(3), what="test")
-    assert attempts == 4  # the first attempt and three retries
+    assert call.attempts == 4  # the first attempt and three retries
 
 
 async def test_success_after_retries_is_returned() -> None:
-    attempts = 0
-
-    async def call() -> str:
-        nonlocal attempts
-        attempts += 1
-        if attempts < 3:
-            raise LLMError("429")
-        return "done"
+    call = Flaky(LLMError("429"), failures=2)
 
     assert await with_retries(call, _fast(2), what="test") == "done"
-    assert attempts == 3
+    assert call.attempts == 3
 
 
-async def test_zero_retries_is_one_attempt() -> None:
-    attempts = 0
+@pytest.mark.parametrize(
+    ("error", "retries"),
+    [
+        (LLMError("503"), 0),  # zero retries is one attempt
+        (LLMError("401 bad key", retryable=False), 5),
+        (ValueError("bug"), 5),  # not an LLMError: a bug, never retried
+    ],
+    ids=["zero-retries", "non-retryable", "other-exception"],
+)
+async def test_one_attempt_only(error: Exception, retries: int) -> None:
+    call = Flaky(error)
 
-    async def call() -> str:
-        nonlocal attempts
-        attempts += 1
-        raise LLMError("503")
-
-    with pytest.raises(LLMError):
-        await with_retries(call, _fast(0), what="test")
-    assert attempts == 1
-
-
-async def test_non_retryable_error_is_not_retried() -> None:
-    attempts = 0
-
-    async def call() -> str:
-        nonlocal attempts
-        attempts += 1
-        raise LLMError("401 bad key", retryable=False)
-
-    with pytest.raises(LLMError, match="401"):
-        await with_retries(call, _fast(5), what="test")
-    assert attempts == 1
-
-
-async def test_other_exceptions_are_not_retried() -> None:
-    attempts = 0
-
-    async def call() -> str:
-        nonlocal attempts
-        attempts += 1
-        raise ValueError("bug")
-
-    with pytest.raises(ValueError):
-        await with_retries(call, _fast(5), what="test")
-    assert attempts == 1
+    with pytest.raises(type(error), match=str(error)):
+        await with_retries(call, _fast(retries), what="test")
+    assert call.attempts == 1
 
 
 async def test_retries_sleep_the_policy_delay(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -288,12 +267,9 @@ async def test_retries_sleep_the_policy_delay(monkeypatch: pytest.MonkeyPatch) -
 
     monkeypatch.setattr("memstream.llm.retry.asyncio.sleep", fake_sleep)
 
-    async def call() -> str:
-        raise LLMError("503")
-
     policy = RetryPolicy(max_retries=3, base_delay=0.5, max_delay=8.0)
     with pytest.raises(LLMError):
-        await with_retries(call, policy, what="test")
+        await with_retries(Flaky(LLMError("503")), policy, what="test")
     assert len(slept) == 3
     assert all(0 <= d <= min(8.0, 0.5 * 2**n) for n, d in enumerate(slept))
 

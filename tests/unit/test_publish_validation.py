@@ -170,7 +170,7 @@ def test_the_name_prefixes_errors() -> None:
 
 @pytest.mark.parametrize("lines", [[], [""], ["   ", "\n"]])
 def test_empty_input_is_an_error(lines: list[str]) -> None:
-    with pytest.raises(TurnError, match="^input: no turns found$"):
+    with pytest.raises(TurnError, match=r"^input: no turns found$"):
         parse_jsonl(lines)
 
 

@@ -65,7 +65,7 @@ def test_naive_now_is_refused() -> None:
 @pytest.mark.parametrize("field", ["tombstone_days", "history_days"])
 def test_negative_windows_are_refused(field: str) -> None:
     with pytest.raises(ValueError, match=f"{field} must not be negative"):
-        RetentionWindows(**{field: -1})  # type: ignore[arg-type]
+        RetentionWindows(**{field: -1})
 
 
 def test_windows_are_frozen() -> None:

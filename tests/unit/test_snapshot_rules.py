@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import cast
+
 import pytest
 
 from memstream.rules.snapshot import (
@@ -18,6 +20,7 @@ from memstream.rules.snapshot import (
     window,
 )
 from memstream.schemas import Message, Provenance, SessionState
+from memstream.schemas.events import Role
 
 MARK = " …[truncated]"
 
@@ -200,10 +203,10 @@ def _feed(turns: list[tuple[str, str]], state: SessionState | None = None, start
             state,
             partition=0,
             offset=offset,
-            role=role,
+            role=cast(Role, role),  # the tests' roles are plain strings
             content=content,
             size=8,
-            message_max_chars=4000,  # type: ignore[arg-type]
+            message_max_chars=4000,
         )
         outcomes.append(outcome)
         state = outcome.state

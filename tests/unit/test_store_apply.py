@@ -53,7 +53,9 @@ async def test_a_redelivered_create_keeps_history_and_supersession(store: EdgeSt
 
 async def test_a_newer_statement_of_a_superseded_memory_brings_it_back(store: EdgeStore) -> None:
     await superseded_jwt(store)
-    later = (await store.get(JWT)).superseded_at + timedelta(seconds=1)  # type: ignore[union-attr]
+    stored = await store.get(JWT)
+    assert stored is not None and stored.superseded_at is not None
+    later = stored.superseded_at + timedelta(seconds=1)
     change, revived = await apply(store, create(JWT, later))  # type: ignore[misc]
     assert change == "created" and revived.superseded_by is None
     stored = await store.get(JWT)
