@@ -69,11 +69,12 @@ def register(app: faust.App, topics: Topics, providers: Providers, sink: DeadLet
         page = rules.html_to_text(body)
         return rules.backfill_title(record, page.title), page.text
 
-    async def indexed(record: Document, stale: list[str]) -> None:
+    async def indexed(written: list[str], stale: list[str]) -> None:
         """Wait until the store has applied this ingest's operations. They share one
-        partition of memory-ops (key: scope), so the last one applied means all were."""
+        partition of memory-ops (key: scope), so the last one applied means all were. Only
+        what this attempt sent counts: a chunk that was already stored proves nothing."""
         last_gone = stale[-1] if stale else None
-        last_there = record.chunks[-1].memory_id if record.chunks and not stale else None
+        last_there = written[-1] if written and not stale else None
         deadline = time.monotonic() + INDEX_TIMEOUT_SECONDS
         while time.monotonic() < deadline:
             if last_gone is not None and await providers.store.get(last_gone) is None:
@@ -97,6 +98,7 @@ def register(app: faust.App, topics: Topics, providers: Providers, sink: DeadLet
         plan = rules.plan(request.document_id, chunks, linked)
         record = await put(rules.advance(record, "embedding", datetime.now(UTC)))
         key = request.scope_key.encode()
+        written: list[str] = []
         for _, chunk_text, content_hash in plan.new:
             (vector,) = await providers.embedder.embed_documents([chunk_text])
             memory = rules.chunk_memory(
@@ -115,12 +117,13 @@ def register(app: faust.App, topics: Topics, providers: Providers, sink: DeadLet
                 vector=vector,
             )
             await topics.memory_ops.send(key=key, value=op)
+            written.append(memory.id)
         record = await put(rules.advance(record, "indexing", datetime.now(UTC), chunks=plan.links))
         for memory_id in plan.stale:
             op_id = derived_id(CAUSE, "stale", memory_id, request.ts.isoformat())
             delete = DeleteMemory(op_id=op_id, scope_key=request.scope_key, cause=CAUSE, memory_id=memory_id)
             await topics.memory_ops.send(key=key, value=delete)
-        await indexed(record, plan.stale)
+        await indexed(written, plan.stale)
         return await put(rules.advance(record, "done", datetime.now(UTC)))
 
     async def ingest(request: DocumentIngest) -> None:

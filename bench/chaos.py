@@ -183,6 +183,9 @@ def worker_env(bootstrap: str, prefix: str, **extra: str) -> dict[str, str]:
         "MEMSTREAM_TOPIC_PREFIX": prefix,
         "MEMSTREAM_PARTITIONS": "2",
         "MEMSTREAM_LOG_LEVEL": "warning",
+        # The harness reads /memories as the one local user: open on loopback, no token to pass.
+        "MEMSTREAM_API_OPEN": "true",
+        "MEMSTREAM_HTTP_HOST": "127.0.0.1",
         **extra,
     }
 

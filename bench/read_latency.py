@@ -22,6 +22,7 @@ import urllib.request
 import uuid
 from pathlib import Path
 
+from memstream.auth import read_token
 from memstream.broker import free_port
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -65,10 +66,12 @@ def start(env: dict[str, str], cwd: Path) -> subprocess.Popen[str]:
     raise SystemExit("memstream up did not start")
 
 
-def seed(api: str, project: Path) -> None:
+def seed(api: str, project: Path, token: str) -> None:
+    # As the one local user: the token `memstream up` created on first start, which the CLI uses too.
+    headers = {"Content-Type": "application/json", "Authorization": f"Bearer {token}"}
     for i, fact in enumerate(FACTS):
         body = json.dumps({"text": f"{fact} (note {i})", "project": str(project)}).encode()
-        request = urllib.request.Request(f"{api}/memories", data=body, headers={"Content-Type": "application/json"})
+        request = urllib.request.Request(f"{api}/memories", data=body, headers=headers)
         with urllib.request.urlopen(request, timeout=60) as response:
             response.read()
 
@@ -108,7 +111,8 @@ def main() -> None:
         print(f"hook with memstream down: p50 {statistics.median(took):.0f} ms, p95 {percentile(took, 0.95):.0f} ms")
         up = start(env, project)
         try:
-            seed(f"http://127.0.0.1:{env['MEMSTREAM_HTTP_PORT']}", project)
+            token = read_token(Path(env["MEMSTREAM_DATA_DIR"]) / "local-token")
+            seed(f"http://127.0.0.1:{env['MEMSTREAM_HTTP_PORT']}", project, token)
             commands = {
                 "memstream block": ["block"],
                 "memstream block -q": ["block", "-q", "how do we deploy"],
