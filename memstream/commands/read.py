@@ -28,7 +28,13 @@ def api_get(settings: Settings, path: str, params: dict[str, str]) -> tuple[str,
 
 
 def api_request(
-    settings: Settings, method: str, path: str, params: dict[str, str], body: dict[str, Any] | None = None
+    settings: Settings,
+    method: str,
+    path: str,
+    params: dict[str, str],
+    body: dict[str, Any] | None = None,
+    *,
+    timeout: float = API_TIMEOUT_S,
 ) -> tuple[str, str]:
     """Call the running memstream's API with this machine's bearer token (MEMSTREAM_TOKEN, else the
     local token): (content type, body); a CliError on failure."""
@@ -39,7 +45,7 @@ def api_request(
     if data is not None:
         headers["Content-Type"] = "application/json"
     target = f"{url.path.rstrip('/')}{path}" + (f"?{urllib.parse.urlencode(params)}" if params else "")
-    connection = http.client.HTTPConnection(url.hostname or "127.0.0.1", url.port or 80, timeout=API_TIMEOUT_S)
+    connection = http.client.HTTPConnection(url.hostname or "127.0.0.1", url.port or 80, timeout=timeout)
     try:
         connection.request(method, target, body=data, headers=headers)
         response = connection.getresponse()

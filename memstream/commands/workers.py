@@ -8,15 +8,13 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import http.client
 import json
 import sys
-import urllib.parse
 from pathlib import Path
 
 from memstream.commands import CliError
-from memstream.commands.read import API_TIMEOUT_S
-from memstream.runtime import api_url, read_runtime_file
+from memstream.commands.read import api_request
+from memstream.runtime import read_runtime_file
 from memstream.settings import Settings
 
 #: A maintenance cycle with repairs (a re-drive, a sweep, re-embedding) may take a while.
@@ -33,30 +31,6 @@ def _bootstrap(settings: Settings) -> str:
             "or set MEMSTREAM_KAFKA_BOOTSTRAP"
         )
     return str(runtime["bootstrap"])
-
-
-def _api_get(
-    settings: Settings, path: str, params: dict[str, str], *, method: str = "GET", timeout: float = API_TIMEOUT_S
-) -> tuple[str, str]:
-    """``method`` ``path`` on the running memstream's API: (content type, body); a CliError on failure."""
-    base = api_url(settings)
-    url = urllib.parse.urlsplit(base)
-    connection = http.client.HTTPConnection(url.hostname or "127.0.0.1", url.port or 80, timeout=timeout)
-    try:
-        connection.request(method, f"{url.path.rstrip('/')}{path}?{urllib.parse.urlencode(params)}")
-        response = connection.getresponse()
-        body = response.read().decode(errors="replace")
-    except (OSError, http.client.HTTPException) as exc:
-        raise CliError(f"cannot reach memstream at {base} ({exc}): is `memstream up` running?") from None
-    finally:
-        connection.close()
-    if response.status >= 400:
-        try:
-            message = json.loads(body)["error"]
-        except (ValueError, KeyError, TypeError):
-            message = body[:200]
-        raise CliError(f"{path} failed ({response.status}): {message}")
-    return (response.getheader("Content-Type") or "").split(";")[0].strip(), body
 
 
 # --- doc -------------------------------------------------------------------------------
@@ -96,7 +70,7 @@ def cmd_doc_add(args: argparse.Namespace, settings: Settings) -> int:
 
 def cmd_doc_list(args: argparse.Namespace, settings: Settings) -> int:
     project = str(Path(args.project).resolve())
-    _, body = _api_get(settings, "/documents", {"project": project})
+    _, body = api_request(settings, "GET", "/documents", {"project": project})
     if args.json:
         print(body)
         return 0
@@ -110,7 +84,7 @@ def cmd_doc_list(args: argparse.Namespace, settings: Settings) -> int:
 
 
 def cmd_doc_show(args: argparse.Namespace, settings: Settings) -> int:
-    _, body = _api_get(settings, "/documents", {"id": args.document_id.strip()})
+    _, body = api_request(settings, "GET", "/documents", {"id": args.document_id.strip()})
     if args.json:
         print(body)
         return 0
@@ -147,7 +121,7 @@ def cmd_doctor(args: argparse.Namespace, settings: Settings) -> int:
     from memstream.maintenance import render
 
     method = "POST" if args.execute else "GET"
-    _, body = _api_get(settings, "/maintenance", {}, method=method, timeout=DOCTOR_TIMEOUT_S)
+    _, body = api_request(settings, method, "/maintenance", {}, timeout=DOCTOR_TIMEOUT_S)
     print(body if args.json else render(json.loads(body)))
     return 0
 
