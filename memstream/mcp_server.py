@@ -35,6 +35,8 @@ INSTRUCTIONS = (
 #: How long a tool waits on the API (writes wait up to 5 s for the store to show their outcome).
 API_TIMEOUT_S = 30.0
 
+#: The schema's StoredType, spelled out: importing memstream.schemas would load numpy into the stdio
+#: server. tests/unit/test_mcp_server.py checks the two stay the same.
 MemoryTypeName = Literal[
     "project-brief",
     "architecture",
@@ -48,6 +50,7 @@ MemoryTypeName = Literal[
     "project-config",
     "conversation",
     "consolidated",
+    "document_chunk",
 ]
 
 Project = Annotated[

@@ -69,3 +69,17 @@ async def test_the_roots_parameter_is_not_part_of_any_tools_schema() -> None:
     }
     for tool in tools:
         assert "roots" not in tool.input_schema.get("properties", {}), tool.name
+
+
+def test_the_tools_accept_exactly_the_stored_memory_types() -> None:
+    # The MCP schema spells the types out to stay light; it once lacked document_chunk.
+    import typing
+
+    from memstream.mcp_server import MemoryTypeName
+    from memstream.schemas.memory import StoredType
+
+    def names(tp: object) -> set[str]:
+        args = typing.get_args(tp)
+        return set().union(*(names(a) for a in args)) if typing.get_origin(tp) is not typing.Literal else set(args)
+
+    assert names(MemoryTypeName) == names(StoredType)
