@@ -3,24 +3,29 @@
 Every shard call blocks, and the shard is not meant to be shared between threads, so all
 of them run on one dedicated single-thread executor. That also makes each method's
 read-modify-write (refresh, supersede, delete, purge) atomic with respect to the others.
+
+The vector index (HNSW) is built in a child process on a copy of the shard, never in this
+one: ``optimize()`` holds the GIL for minutes (see :mod:`memstream.store.edge_index`). Every
+write made while the copy is indexed is journaled and applied again to the indexed copy
+when it is swapped in (:meth:`EdgeStore.build_index`).
 """
 
 from __future__ import annotations
 
+import asyncio
 import json
-from collections.abc import Sequence
+import logging
+import shutil
+import sys
+from collections.abc import Callable, Sequence
 from datetime import datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, Final
 
 from qdrant_edge import (
     CountRequest,
     Direction,
-    Distance,
-    EdgeConfig,
     EdgeShard,
-    EdgeSparseVectorParams,
-    EdgeVectorParams,
     FieldCondition,
     Filter,
     HasVectorCondition,
@@ -56,8 +61,11 @@ from memstream.store.base import (
     oldest_tombstones,
     rewrite,
 )
+from memstream.store.edge_index import hnsw_segments, memories_config, stored_dim
 from memstream.store.hosts import SHARD_CONFIG_FILE, EdgeBacked, edge_filter, edge_pages, ensure_edge_indexes
 from memstream.store.points import Select, payload_of
+
+log = logging.getLogger(__name__)
 
 
 def _purgeable(before: datetime) -> Filter:
@@ -89,55 +97,197 @@ def _nearest(leg: Leg) -> QueryRequest:
     )
 
 
-class EdgeStore(EdgeBacked, QdrantMemories):
-    """Memories of one embedding model in an on-disk shard at ``root / collection_name(model)``."""
+#: What the index build's directories are called beside the shard's: the copy being indexed,
+#: and the original kept while the indexed copy is swapped in.
+INDEXING_SUFFIX: Final = ".indexing"
+REPLACED_SUFFIX: Final = ".replaced"
 
-    def __init__(self, root: Path, embedding_model: str, dim: int, *, collection: str | None = None) -> None:
+
+class IndexBuildError(RuntimeError):
+    """The child process building the vector index failed; the store goes on unindexed."""
+
+
+class EdgeStore(EdgeBacked, QdrantMemories):
+    """Memories of one embedding model in an on-disk shard at ``root / collection_name(model)``.
+
+    ``index_every``: after this many memories written (upserts, refreshes with new vectors) the
+    store builds its vector index in the background (:meth:`build_index`); 0 never does.
+    """
+
+    def __init__(
+        self, root: Path, embedding_model: str, dim: int, *, collection: str | None = None, index_every: int = 0
+    ) -> None:
         self.embedding_model = embedding_model
         self.dim = dim
+        self.index_every = index_every
+        #: Every update applied while a copy of the shard is being indexed, in order; None otherwise.
+        self._journal: list[UpdateOperation] | None = None
+        #: Memories written since the last index build (at open: every point of an unindexed shard).
+        self._unindexed = 0
+        self._build_lock = asyncio.Lock()
+        self._build_task: asyncio.Task[dict[str, Any]] | None = None
         super().__init__(root, collection=collection or collection_name(embedding_model))
+        self._indexing = self.path.with_name(self.path.name + INDEXING_SUFFIX)
+        self._replaced = self.path.with_name(self.path.name + REPLACED_SUFFIX)
 
     # -- lifecycle ---------------------------------------------------------------
 
     def _open_shard(self) -> EdgeShard:
+        self._recover_swap()
         config_file = self.path / SHARD_CONFIG_FILE
         if config_file.exists():
             # The shard exposes no config accessor, so the dim is read from its own file
             # before loading: a mismatch must fail loudly, not at the first upsert.
-            config = json.loads(config_file.read_text())
-            stored = config["vectors"][DENSE_VECTOR]["size"]
+            stored = stored_dim(self.path)
             if stored != self.dim:
                 raise ValueError(
                     f"shard {self.path} holds {stored}-d vectors but {self.embedding_model!r} "
                     f"was configured with dim={self.dim}"
                 )
             shard = EdgeShard.load(str(self.path))
-            if BM25_VECTOR not in config.get("sparse_vectors", {}):
+            if BM25_VECTOR not in json.loads(config_file.read_text()).get("sparse_vectors", {}):
                 # A shard from before hybrid search: the vector is added in place.
                 shard.update(UpdateOperation.create_sparse_vector(BM25_VECTOR, modifier=Modifier.Idf))
         else:
-            vectors = {DENSE_VECTOR: EdgeVectorParams(size=self.dim, distance=Distance.Cosine)}
-            # IDF is left to Qdrant, from the shard's own statistics at query time.
-            sparse = {BM25_VECTOR: EdgeSparseVectorParams(modifier=Modifier.Idf)}
-            shard = EdgeShard.create(str(self.path), EdgeConfig(vectors=vectors, sparse_vectors=sparse))
+            shard = EdgeShard.create(str(self.path), memories_config(self.dim))
         ensure_edge_indexes(shard, MEMORY_INDEXES)
-        _backfill_terms(shard)
+        _backfill_terms(shard, shard.update)
+        if not hnsw_segments(self.path):
+            self._unindexed = shard.info().points_count
         return shard
+
+    def _recover_swap(self) -> None:
+        """Undo an index swap a crash cut short, and drop a copy whose build never finished.
+
+        While ``.replaced`` exists the original shard, with every write, is whole in it: the
+        indexed copy at ``path`` may still lack the journal, so the original wins.
+        """
+        if self._replaced.exists():
+            if self.path.exists():
+                shutil.rmtree(self.path)
+            self._replaced.rename(self.path)
+        if self._indexing.exists():
+            shutil.rmtree(self._indexing)
+
+    async def close(self) -> None:
+        task, self._build_task = self._build_task, None
+        if task is not None and not task.done():
+            task.cancel()
+            await asyncio.gather(task, return_exceptions=True)
+        await super().close()
+
+    # -- the vector index ------------------------------------------------------------
+
+    async def build_index(self) -> dict[str, Any]:
+        """Build the vector index (HNSW) of every segment, without blocking reads or writes.
+
+        On the shard's thread: flush, copy the shard beside it, and journal every update from
+        then on. A child process indexes the copy (:mod:`memstream.store.edge_index`) while this
+        one serves. Then, on the shard's thread again, the shard is closed, the indexed copy put
+        in its place, the journal applied to it in order and flushed: the same updates on the
+        same starting state, so nothing written during the build is lost or undone. Calls queued
+        meanwhile wait for the swap and run on the new shard. Returns the child's report.
+        """
+        async with self._build_lock:
+            try:
+                await self._run(self._begin_build)
+                report = await self._index_copy()
+            except BaseException:
+                # On the shard's thread, so it runs after a copy still under way.
+                await asyncio.shield(self._run(self._abandon_build))
+                raise
+            await self._run(self._swap)
+            return report
+
+    def _begin_build(self, shard: EdgeShard) -> None:
+        shard.flush()
+        if self._indexing.exists():
+            shutil.rmtree(self._indexing)
+        shutil.copytree(self.path, self._indexing)
+        self._journal = []
+        self._unindexed = 0
+
+    def _abandon_build(self, _shard: EdgeShard) -> None:
+        # The count of writes restarted at the copy: a failed build is retried after
+        # another ``index_every`` writes, not at once.
+        self._journal = None
+        shutil.rmtree(self._indexing, ignore_errors=True)
+
+    async def _index_copy(self) -> dict[str, Any]:
+        child = await asyncio.create_subprocess_exec(
+            sys.executable,
+            "-m",
+            "memstream.store.edge_index",
+            str(self._indexing),
+            stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.PIPE,
+        )
+        try:
+            out, err = await child.communicate()
+        except BaseException:
+            if child.returncode is None:
+                child.kill()
+                await asyncio.shield(child.wait())
+            raise
+        if child.returncode != 0:
+            raise IndexBuildError(f"index build of {self.path} exited {child.returncode}: {err.decode()[-2000:]}")
+        report: dict[str, Any] = json.loads(out.decode().strip().splitlines()[-1])
+        return report
+
+    def _swap(self, shard: EdgeShard) -> None:
+        journal, self._journal = self._journal or [], None
+        shard.flush()
+        shard.close()
+        self.path.rename(self._replaced)
+        self._indexing.rename(self.path)
+        indexed: EdgeShard | None = None
+        try:
+            indexed = EdgeShard.load(str(self.path))
+            for operation in journal:
+                indexed.update(operation)
+            indexed.flush()
+        except BaseException:
+            if indexed is not None:
+                indexed.close()
+            self._recover_swap()
+            self._shard = EdgeShard.load(str(self.path))
+            raise
+        shutil.rmtree(self._replaced)
+        self._shard = indexed
+
+    def _written(self, count: int = 1) -> None:
+        """Count memories written; start a background index build when ``index_every`` is reached."""
+        self._unindexed += count
+        if not self.index_every or self._unindexed < self.index_every:
+            return
+        if self._build_task is None or self._build_task.done():
+            self._build_task = asyncio.get_running_loop().create_task(self.build_index())
+            self._build_task.add_done_callback(_report_build)
+
+    def _update(self, shard: EdgeShard, operation: UpdateOperation) -> None:
+        """Apply an update, journaling it while an index build runs; on the shard's thread."""
+        shard.update(operation)
+        if self._journal is not None:
+            self._journal.append(operation)
 
     # -- writes ------------------------------------------------------------------
 
     async def upsert(self, memory: Memory, vector: Sequence[float]) -> None:
         point = _point(memory, vector)
-        await self._run(lambda s: s.update(UpdateOperation.upsert_points([point])))
+        await self._run(lambda s: self._update(s, UpdateOperation.upsert_points([point])))
+        self._written()
 
     async def _replace(self, memory_id: str, changes: dict[str, Any], vector: list[float] | None) -> Memory | None:
-        return await self._run(lambda s: _replace(s, memory_id, changes, vector))
+        new = await self._run(lambda s: _replace(s, memory_id, changes, vector, lambda op: self._update(s, op)))
+        if new is not None and vector is not None:
+            self._written()
+        return new
 
     async def delete(self, memory_id: str) -> Memory | None:
         def _delete(s: EdgeShard) -> Memory | None:
             old = _get(s, memory_id)
             if old is not None:
-                s.update(UpdateOperation.delete_points([memory_id]))
+                self._update(s, UpdateOperation.delete_points([memory_id]))
             return old
 
         return await self._run(_delete)
@@ -148,7 +298,7 @@ class EdgeStore(EdgeBacked, QdrantMemories):
         def _purge(s: EdgeShard) -> list[Memory]:
             records, _ = s.scroll(ScrollRequest(limit=limit, filter=purgeable, with_payload=True))
             if records:
-                s.update(UpdateOperation.delete_points([r.id for r in records]))
+                self._update(s, UpdateOperation.delete_points([r.id for r in records]))
             return [memory_from_payload(payload_of(r)) for r in records]
 
         return await self._run(_purge)
@@ -213,14 +363,14 @@ class EdgeStore(EdgeBacked, QdrantMemories):
         def _repair(s: EdgeShard) -> int:
             records, _ = s.scroll(ScrollRequest(limit=limit, filter=lacking, with_payload=["text"]))
             if records:
-                s.update(UpdateOperation.update_vectors(_terms_of(records)))
+                self._update(s, UpdateOperation.update_vectors(_terms_of(records)))
             return len(records)
 
         return await self._run(_repair)
 
     async def repair_indexes(self) -> list[str]:
         missing = await self._missing_indexes()
-        await self._run(lambda s: ensure_edge_indexes(s, MEMORY_INDEXES))
+        await self._run(lambda s: ensure_edge_indexes(s, MEMORY_INDEXES, lambda op: self._update(s, op)))
         return list(missing)
 
     async def lacking_dense(self, *, limit: int = 100) -> list[Memory]:
@@ -237,20 +387,26 @@ def _get(shard: EdgeShard, memory_id: str) -> Memory | None:
     return memory_from_payload(payload_of(records[0])) if records else None
 
 
-def _replace(shard: EdgeShard, memory_id: str, changes: dict[str, Any], vector: list[float] | None) -> Memory | None:
+def _replace(
+    shard: EdgeShard,
+    memory_id: str,
+    changes: dict[str, Any],
+    vector: list[float] | None,
+    update: Callable[[UpdateOperation], None],
+) -> Memory | None:
     records = shard.retrieve([memory_id], True, [DENSE_VECTOR])
     if not records:
         return None
     new, vectors = rewrite(memory_from_payload(payload_of(records[0])), changes, vector)
     if vectors:
         dense = vector if vector is not None else dense_of(records[0])
-        shard.update(UpdateOperation.upsert_points([_point(new, dense)]))
+        update(UpdateOperation.upsert_points([_point(new, dense)]))
     else:
-        shard.update(UpdateOperation.overwrite_payload([memory_id], memory_to_payload(new)))
+        update(UpdateOperation.overwrite_payload([memory_id], memory_to_payload(new)))
     return new
 
 
-def _backfill_terms(shard: EdgeShard) -> None:
+def _backfill_terms(shard: EdgeShard, update: Callable[[UpdateOperation], None]) -> None:
     """Give BM25 terms to every point without them: those written before the vector existed.
 
     Runs at every open, where it finds nothing once done, so a backfill cut short resumes.
@@ -258,7 +414,7 @@ def _backfill_terms(shard: EdgeShard) -> None:
     lacking = Filter(must_not=[HasVectorCondition(BM25_VECTOR)])
     for page in edge_pages(shard, lacking, with_payload=["text"]):
         if page:
-            shard.update(UpdateOperation.update_vectors(_terms_of(page)))
+            update(UpdateOperation.update_vectors(_terms_of(page)))
 
 
 def _terms_of(records: Sequence[Record]) -> list[PointVectors]:
@@ -266,3 +422,14 @@ def _terms_of(records: Sequence[Record]) -> list[PointVectors]:
     return [
         PointVectors(r.id, {BM25_VECTOR: SparseVector(*document_terms(payload_of(r).get("text", "")))}) for r in records
     ]
+
+
+def _report_build(task: asyncio.Task[dict[str, Any]]) -> None:
+    """Log how a background index build ended; a failed one leaves the store as it was, unindexed."""
+    if task.cancelled():
+        return
+    error = task.exception()
+    if error is not None:
+        log.warning("vector index build failed: %s", error)
+    else:
+        log.info("vector index built: %s", task.result())

@@ -80,20 +80,28 @@ class EdgeBacked(ABC):
     async def _run(self, fn: Callable[[EdgeShard], T]) -> T:
         if self._shard is None or self._executor is None:
             raise RuntimeError(f"{type(self).__name__} at {self.path} is not open")
-        return await asyncio.get_running_loop().run_in_executor(self._executor, fn, self._shard)
+        # The shard is looked up when the call runs, not when it is queued: a store may
+        # replace its shard on the thread (EdgeStore's index swap) while calls wait.
+        return await asyncio.get_running_loop().run_in_executor(self._executor, self._call, fn)
+
+    def _call(self, fn: Callable[[EdgeShard], T]) -> T:
+        if self._shard is None:
+            raise RuntimeError(f"{type(self).__name__} at {self.path} is not open")
+        return fn(self._shard)
 
     async def close(self) -> None:
         if self._shard is None or self._executor is None:
             return
-        shard, executor = self._shard, self._executor
-        self._shard, self._executor = None, None
+        executor, self._executor = self._executor, None  # refuses new calls; queued ones still run
 
-        def _close(s: EdgeShard) -> None:
-            s.flush()
-            s.close()
+        def _close() -> None:
+            shard, self._shard = self._shard, None
+            if shard is not None:
+                shard.flush()
+                shard.close()
 
         try:
-            await asyncio.get_running_loop().run_in_executor(executor, _close, shard)
+            await asyncio.get_running_loop().run_in_executor(executor, _close)
         finally:
             executor.shutdown(wait=True)
 
@@ -251,12 +259,17 @@ def server_index(kind: IndexKind) -> models.PayloadSchemaType | models.KeywordIn
     return _SERVER_SCHEMAS[kind]
 
 
-def ensure_edge_indexes(shard: EdgeShard, indexes: Mapping[str, IndexKind]) -> None:
-    """Create the payload indexes the shard lacks."""
+def ensure_edge_indexes(
+    shard: EdgeShard,
+    indexes: Mapping[str, IndexKind],
+    update: Callable[[UpdateOperation], None] | None = None,
+) -> None:
+    """Create the payload indexes the shard lacks, through ``update`` (default: the shard's own)."""
+    apply = update or shard.update
     existing = shard.info().payload_schema
     for field, kind in indexes.items():
         if field not in existing:
-            shard.update(UpdateOperation.create_field_index(field, edge_index(kind)))
+            apply(UpdateOperation.create_field_index(field, edge_index(kind)))
 
 
 async def ensure_server_indexes(client: AsyncQdrantClient, name: str, indexes: Mapping[str, IndexKind]) -> None:
