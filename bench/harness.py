@@ -9,6 +9,11 @@ c. latency publish → memory-updated, one turn at a time, with LLM and embedder
 d. store scaling: upsert and filtered search at 10k and 100k memories (Qdrant edge)
 e. side by side: mem0 with the same fake LLM, embedder and a local Qdrant
 f. the floor: what one Faust hop costs doing nothing, times the hops a turn takes
+g. LLM calls per turn on the e2e session
+
+Issue 18's "before" is measured in the same run: ``bench.baseline`` runs the tree the issue
+was opened on (``a1adcc9``) beside the current one for the overhead run and the LLM calls,
+and ``bench.embedder`` embeds the same texts as the embedder did before and does now.
 """
 
 from __future__ import annotations
@@ -18,14 +23,18 @@ import asyncio
 import logging
 import os
 import platform
+import statistics
 from collections.abc import Awaitable, Callable
+from contextlib import ExitStack
 from datetime import UTC, datetime
 from functools import partial
 from operator import attrgetter
+from pathlib import Path
 from typing import Any, TypeVar
 
+from bench import baseline, llm_calls, pipeline, raw_ingest
+from bench import embedder as embedder_bench
 from bench import floor as bench_floor
-from bench import llm_calls, pipeline, raw_ingest
 from memstream.settings import Settings
 
 T = TypeVar("T")
@@ -61,22 +70,67 @@ async def main(quick: bool, skip_mem0: bool, skip_store: bool, repeat: int) -> N
     rows: list[tuple[str, str, str]] = []
     #: What is physically possible here for a row, where one exists (issue 18, point 5).
     limits: dict[str, str] = {}
+    with ExitStack() as stack:
+        try:
+            old: Path | None = stack.enter_context(baseline.checkout())
+        except baseline.BaselineError as exc:
+            old, why = None, str(exc)
+        else:
+            why = ""
+        sequential = await _measure(rows, limits, quick, skip_store, repeat, old, why)
+        if not skip_mem0:
+            try:
+                from bench import mem0_side_by_side
+            except ImportError as exc:  # the bench extra is not installed
+                rows.append(("e. mem0 side by side", "skipped", f"install the bench extra: {exc}"))
+            else:
+                rows.extend(await _side_by_side(mem0_side_by_side, quick, repeat, sequential))
+
+    width = max(len(r[0]) for r in rows)
+    value_width = max(len(r[1]) for r in rows)
+    limit_width = max(len(v) for v in [*limits.values(), "limit"])
+    print(f"memstream benchmarks, {datetime.now(UTC):%Y-%m-%d %H:%M} UTC, {machine()}, load {os.getloadavg()}")
+    print(f"throughputs: the median of {repeat} runs (lowest–highest)" if repeat > 1 else "throughputs: one run each")
+    print(f"before: the tree issue 18 was opened on ({baseline.BASELINE}), run beside the current one")
+    print(f"{'benchmark':<{width}}  {'figure':<{value_width}}  {'limit':<{limit_width}}  note")
+    for name, value, note in rows:
+        print(f"{name:<{width}}  {value:<{value_width}}  {limits.get(name, ''):<{limit_width}}  {note}")
+
+
+async def _measure(
+    rows: list[tuple[str, str, str]],
+    limits: dict[str, str],
+    quick: bool,
+    skip_store: bool,
+    repeat: int,
+    old: Path | None,
+    why: str,
+) -> dict[str, float]:
+    """Every row but mem0's, in ``rows`` and ``limits``; returns the one-turn-at-a-time latencies."""
     scale = (20, 2) if quick else (100, 5)
     rate = attrgetter("turns_per_s")
 
     overhead: dict[str, pipeline.Result] = {}
+    before: list[dict[str, Any]] = []
     for name in ("fake", "bundled"):
-        runs = await _repeat(
-            repeat, partial(pipeline.run, sessions=scale[0], turns_per_session=scale[1], llm_latency=0.0, embedder=name)
-        )
+        runs = []
+        for _ in range(repeat):
+            runs.append(
+                await pipeline.run(sessions=scale[0], turns_per_session=scale[1], llm_latency=0.0, embedder=name)
+            )
+            if name == "fake" and old is not None:  # interleaved: each pair shares the machine's mood
+                before.append(baseline.pipeline(old, sessions=scale[0], turns_per_session=scale[1]))
         r = overhead[name] = _median(runs, rate)
         rows.append(
             (
                 f"a. overhead, {name} embedder",
-                f"{r.turns_per_s:,.1f} turns/s{_spread(runs, rate)}, {r.cpu_ms_per_turn:.1f} ms CPU/turn",
-                f"target ≥ 1,000 (fake); order kept: {all(x.order_kept for x in runs)}",
+                f"{r.turns_per_s:,.1f} turns/s{_spread(runs, rate)}, {r.cpu_ms_per_turn:.1f} ms CPU/turn"
+                f"{_spread(runs, attrgetter('cpu_ms_per_turn'))}",
+                f"target ≤ 4 ms CPU/turn (fake); order kept: {all(x.order_kept for x in runs)}",
             )
         )
+        if name == "fake":
+            rows.append(_before_row(before, why, r, [x.cpu_ms_per_turn for x in runs]))
 
     # The bundled embedder alone on the facts the overhead run embeds: one per turn.
     facts = [f"Fact recorded for bench-turn {s}.{t} in this project" for t in range(scale[1]) for s in range(scale[0])]
@@ -158,20 +212,29 @@ async def main(quick: bool, skip_mem0: bool, skip_store: bool, repeat: int) -> N
         (
             "a. raw ingest, bundled embedder",
             f"×{ratio:.2f} of the embedder alone, {_median(ingest, lambda p: p[2])[2]:.0f} ms CPU/turn",
-            "target ≥ ×0.90; conversational exchanges (bench.raw_ingest)",
+            "target ≥ ×0.90; before ×0.73 (the issue's 12.4 vs 17/s: the old bench had no conversational driver)",
         )
     )
 
-    calls = await llm_calls.memstream_run(1 if quick else 3)
-    stage_calls = {k: v for k, v in calls.items() if k not in ("input", "output")}
+    projects = 1 if quick else 3
+    calls = await llm_calls.memstream_run(projects)
+    rows.append(("g. LLM calls per turn, e2e session", _calls(calls), "target ≤ 2 (bench.llm_calls; haiku-4-5 prices)"))
+    if old is None:
+        rows.append((f"g. … before ({baseline.BASELINE})", "not measured", why))
+    else:
+        old_calls = baseline.llm_calls(old, projects=projects)
+        rows.append((f"g. … before ({baseline.BASELINE})", _calls(old_calls), "the same session, the same model"))
+
+    # bench.embedder drives its embedder on an event loop of its own: in a thread, beside this one.
+    described, rates = await asyncio.to_thread(
+        embedder_bench.measure, 8 if quick else 48, Settings().embed_batch, repeat
+    )
+    old_rate, new_rate = (statistics.median(rates[k]) for k in (embedder_bench.BEFORE, embedder_bench.AFTER))
     rows.append(
         (
-            "g. LLM calls per turn, e2e session",
-            f"{sum(stage_calls.values()):.2f} ("
-            + ", ".join(f"{k} {v:.2f}" for k, v in sorted(stage_calls.items()))
-            + f"), {calls['input']:.0f} / {calls['output']:.0f} tokens, "
-            f"${llm_calls.cost(calls['input'], calls['output']) * 1000:.2f} per 1,000 turns",
-            "target ≤ 2 (bench.llm_calls; haiku-4-5 prices)",
+            "a. bundled embedder alone, before → after",
+            f"{old_rate:,.2f} → {new_rate:,.2f} passages/s (×{new_rate / old_rate:.2f})",
+            f"whole texts vs cut at 512 tokens (bench.embedder); {described.split(';')[0]}",
         )
     )
 
@@ -190,22 +253,37 @@ async def main(quick: bool, skip_mem0: bool, skip_store: bool, repeat: int) -> N
                 )
             )
 
-    if not skip_mem0:
-        try:
-            from bench import mem0_side_by_side
-        except ImportError as exc:  # the bench extra is not installed
-            rows.append(("e. mem0 side by side", "skipped", f"install the bench extra: {exc}"))
-        else:
-            rows.extend(await _side_by_side(mem0_side_by_side, quick, repeat, lat))
+    return lat
 
-    width = max(len(r[0]) for r in rows)
-    value_width = max(len(r[1]) for r in rows)
-    limit_width = max(len(v) for v in [*limits.values(), "limit"])
-    print(f"memstream benchmarks, {datetime.now(UTC):%Y-%m-%d %H:%M} UTC, {machine()}, load {os.getloadavg()}")
-    print(f"throughputs: the median of {repeat} runs (lowest–highest)" if repeat > 1 else "throughputs: one run each")
-    print(f"{'benchmark':<{width}}  {'figure':<{value_width}}  {'limit':<{limit_width}}  note")
-    for name, value, note in rows:
-        print(f"{name:<{width}}  {value:<{value_width}}  {limits.get(name, ''):<{limit_width}}  {note}")
+
+def _calls(calls: dict[str, float]) -> str:
+    """LLM calls per turn by stage, tokens and cost, from ``bench.llm_calls.memstream_run``."""
+    stages = {k: v for k, v in calls.items() if k not in ("input", "output")}
+    return (
+        f"{sum(stages.values()):.2f} ("
+        + ", ".join(f"{k} {v:.2f}" for k, v in sorted(stages.items()))
+        + f"), {calls['input']:.0f} / {calls['output']:.0f} tokens, "
+        f"${llm_calls.cost(calls['input'], calls['output']) * 1000:.2f} per 1,000 turns"
+    )
+
+
+def _before_row(
+    before: list[dict[str, Any]], why: str, after: pipeline.Result, after_cpu: list[float]
+) -> tuple[str, str, str]:
+    """The overhead run of the old tree, and how the current CPU per turn compares with it."""
+    name = f"a. … before ({baseline.BASELINE})"
+    if not before:
+        return name, "not measured", why
+    old = _median(before, lambda r: float(r["turns_per_s"]))
+    cpu = sorted(float(r["cpu_ms_per_turn"]) for r in before)
+    old_cpu = cpu[(len(cpu) - 1) // 2]
+    new_cpu = sorted(after_cpu)[(len(after_cpu) - 1) // 2]
+    return (
+        name,
+        f"{old['turns_per_s']:,.1f} turns/s, {old_cpu:.1f} ms CPU/turn"
+        + (f" ({cpu[0]:.1f}–{cpu[-1]:.1f})" if len(cpu) > 1 else ""),
+        f"CPU/turn now ×{new_cpu / old_cpu:.2f} of before, measured beside it (the issue quoted 17.6 ms)",
+    )
 
 
 async def _side_by_side(

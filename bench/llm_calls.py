@@ -9,9 +9,9 @@ the same facts per turn from a scripted model, and the bundled e5 embedder; thei
 count a word as a token (system prompt and messages in, the answer out). The scripted model
 decides as a careful one would: the Redis fact UPDATEs the JWT one, anything else is ADDed.
 memstream runs its defaults (controlled mode: the UPDATE is blocked and the fact added beside
-its target, so the contradiction check supersedes the JWT fact). Its calls are read from
-``memstream_llm_stage_calls`` by stage; mem0's from its fake server's log. Cost is estimated at
-claude-haiku-4-5's list prices for both.
+its target, so the contradiction check supersedes the JWT fact). Both are counted at their
+fake model: memstream's calls by the stage whose system prompt asked, mem0's from its fake
+server's log. Cost is estimated at claude-haiku-4-5's list prices for both.
 
 The synthetic turns of ``bench.pipeline`` are no use here: their facts differ by a number, so
 dedup refreshes them and no decision is ever asked.
@@ -39,6 +39,7 @@ from memstream.rules import decision
 from memstream.settings import Settings
 from tests.e2e import session
 from tests.fakes.anthropic_server import FakeAnthropic
+from tests.fakes.loopback import text_of_blocks, word_count
 
 PRICE_IN, PRICE_OUT = metrics.PRICES_PER_MILLION["claude-haiku-4-5"]
 #: The pipeline is done when nothing was processed for this long.
@@ -67,13 +68,51 @@ def exchanges() -> list[tuple[str, str]]:
     return [(session.TURNS[i][1], session.TURNS[i + 1][1]) for i in range(0, len(session.TURNS), 2)]
 
 
+class Counted:
+    """The scripted model, counting what each stage asks: calls, and words as tokens (as the fake does).
+
+    Counting at the model rather than through memstream's metrics lets the same run measure
+    the tree issue 18 was opened on (``bench.baseline``), which had no per-stage metrics.
+    """
+
+    def __init__(self) -> None:
+        self.calls: dict[str, int] = {}
+        self.input = self.output = 0
+        self._stages = _stages()
+
+    def __call__(self, request: dict[str, Any]) -> str:
+        system = text_of_blocks(request.get("system", ""))
+        stage = self._stages.get(system, "other")
+        answer = respond(request)
+        self.calls[stage] = self.calls.get(stage, 0) + 1
+        messages = request.get("messages", [])
+        self.input += word_count(system) + sum(
+            word_count(text_of_blocks(m.get("content"))) for m in messages if isinstance(m, dict)
+        )
+        self.output += word_count(answer)
+        return answer
+
+
+def _stages() -> dict[str, str]:
+    """Each stage's system prompt, naming the stage (the tree's own table where it has one)."""
+    try:
+        from memstream.metrics import _prompt_stages
+    except ImportError:  # the tree before per-stage metrics: its three per-turn stages
+        from memstream.rules import contradiction, prompts
+
+        return {prompts.NORMAL_SYSTEM: "extract", decision.SYSTEM: "decide", contradiction.SYSTEM: "contradiction"}
+    return _prompt_stages()
+
+
 async def memstream_run(projects: int) -> dict[str, float]:
+    """Calls per turn by stage, and tokens in and out per turn, of the e2e session in ``projects`` projects."""
     turns = [
         make_turn(session_id=f"s{p}", project=f"/bench/shop-{p}", role=role, content=content)
         for p in range(projects)
         for role, content in session.TURNS
     ]
-    with tempfile.TemporaryDirectory() as tmp, FakeAnthropic(respond, api_key="sk-bench") as fake:
+    model = Counted()
+    with tempfile.TemporaryDirectory() as tmp, FakeAnthropic(model, api_key="sk-bench") as fake:
         settings = Settings.from_env(
             {},
             data_dir=Path(tmp),
@@ -84,8 +123,6 @@ async def memstream_run(projects: int) -> dict[str, float]:
             llm_retries=0,
         )
         running = await runner.start(settings, build_providers(settings, embedder=BundledEmbedder()), web=False)
-        calls = pipeline._by_label(metrics.LLM_STAGE_CALLS, "stage")
-        tokens = pipeline._by_label(metrics.LLM_STAGE_TOKENS, "kind")
         try:
             await publish(running.bootstrap, settings.topic_prefix, turns)
             last, quiet_since = -1.0, time.monotonic()
@@ -97,11 +134,9 @@ async def memstream_run(projects: int) -> dict[str, float]:
         finally:
             await running.stop()
     n = projects * len(exchanges())
-    after = pipeline._by_label(metrics.LLM_STAGE_CALLS, "stage")
-    spent = pipeline._by_label(metrics.LLM_STAGE_TOKENS, "kind")
-    result = {stage: (v - calls.get(stage, 0.0)) / n for stage, v in after.items() if v > calls.get(stage, 0.0)}
-    result["input"] = (spent.get("input", 0.0) - tokens.get("input", 0.0)) / n
-    result["output"] = (spent.get("output", 0.0) - tokens.get("output", 0.0)) / n
+    result = {stage: calls / n for stage, calls in model.calls.items()}
+    result["input"] = model.input / n
+    result["output"] = model.output / n
     return result
 
 
