@@ -104,7 +104,13 @@ def build_store(settings: Settings, embedder: Embedder, *, collection: str | Non
         )
     from memstream.store.edge import EdgeStore
 
-    return EdgeStore(settings.store_dir, embedder.model, embedder.dim, collection=collection)
+    return EdgeStore(
+        settings.store_dir,
+        embedder.model,
+        embedder.dim,
+        collection=collection,
+        index_every=settings.edge_index_every,
+    )
 
 
 def build_history(settings: Settings) -> HistoryStore:

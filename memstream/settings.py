@@ -68,6 +68,10 @@ class Settings:
     #: MEMSTREAM_STORE_COLLECTION: the collection to serve; empty: the one `memstream replay --switch`
     #: made active, else ``memories__<embedding model>``.
     store_collection: str = field(default="", metadata=_env("MEMSTREAM_STORE_COLLECTION"))
+    #: MEMSTREAM_EDGE_INDEX_EVERY: the in-process store builds its vector index (HNSW), in a child
+    #: process on a copy of the shard, after this many memories written since the last build
+    #: (or since opening an unindexed shard). 0: never (every search is a filtered scan).
+    edge_index_every: int = field(default=20_000, metadata=_env("MEMSTREAM_EDGE_INDEX_EVERY", low=0, high=10_000_000))
     #: MEMSTREAM_QDRANT_API_KEY: API key for the Qdrant server, if it needs one.
     qdrant_api_key: str = field(default="", metadata=_env("MEMSTREAM_QDRANT_API_KEY"))
 
