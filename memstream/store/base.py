@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import re
 from abc import ABC, abstractmethod
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Any, Final, Literal, NamedTuple, Protocol
 
@@ -107,6 +107,68 @@ def bm25_score(raw: float) -> float:
     return abs(raw) / (1.0 + abs(raw))
 
 
+class Fused(NamedTuple):
+    """A memory id's place in a hybrid search: its fused score and each leg's (None: not scored there)."""
+
+    id: str
+    score: float
+    vector_score: float | None
+    bm25_score: float | None
+
+
+def fuse_scores(
+    dense: Sequence[tuple[str, float]],
+    lexical: Sequence[tuple[str, float]],
+    *,
+    alpha: float,
+    min_score: float,
+    limit: int,
+) -> list[Fused]:
+    """Seed 003's merge of the two legs' hits by memory id, best first (see :func:`fuse`)."""
+    # Cosine similarity runs from -1 to 1, and float32 rounding can push it just past 1.
+    vector = {key: min(1.0, max(0.0, score)) for key, score in dense}
+    bm25 = {key: bm25_score(score) for key, score in lexical}
+    hits: list[Fused] = []
+    for key in dict.fromkeys([*vector, *bm25]):
+        v, b = vector.get(key), bm25.get(key)
+        if v is None:
+            score = bm25[key]
+        elif b is None:
+            score = v
+        else:
+            score = alpha * v + (1.0 - alpha) * b
+        if score >= min_score:
+            hits.append(Fused(key, score, v, b))
+    hits.sort(key=lambda h: (-h.score, h.id))
+    return hits[:limit]
+
+
+def fuse_scores_normalized(
+    dense: Sequence[tuple[str, float]],
+    lexical: Sequence[tuple[str, float]],
+    *,
+    alpha: float,
+    min_score: float,
+    limit: int,
+) -> list[Fused]:
+    """The weighted sum over scores each leg rescales to its own candidates, by memory id (see
+    :func:`fuse_normalized`)."""
+    raw_vector = {key: min(1.0, max(0.0, score)) for key, score in dense}
+    raw_bm25 = {key: bm25_score(score) for key, score in lexical}
+    vector, bm25 = leg_scaled(raw_vector), leg_scaled(raw_bm25)
+    hits: list[Fused] = []
+    for key in dict.fromkeys([*raw_vector, *raw_bm25]):
+        score = alpha * vector.get(key, 0.0) + (1.0 - alpha) * bm25.get(key, 0.0)
+        if score >= min_score:
+            hits.append(Fused(key, score, raw_vector.get(key), raw_bm25.get(key)))
+    hits.sort(key=lambda h: (-h.score, h.id))
+    return hits[:limit]
+
+
+def _hits(fused: Sequence[Fused], memories: Mapping[str, Memory]) -> list[HybridHit]:
+    return [HybridHit(memories[f.id], f.score, f.vector_score, f.bm25_score) for f in fused if f.id in memories]
+
+
 def fuse(
     dense: Sequence[tuple[Memory, float]],
     lexical: Sequence[tuple[Memory, float]],
@@ -123,23 +185,10 @@ def fuse(
     backends return the same order. As in the seed, a weak BM25 match can rank a memory
     below where its vector score alone would put it.
     """
-    # Cosine similarity runs from -1 to 1, and float32 rounding can push it just past 1.
-    vector = {m.id: min(1.0, max(0.0, score)) for m, score in dense}
-    bm25 = {m.id: bm25_score(score) for m, score in lexical}
-    memories = {m.id: m for m, _ in (*dense, *lexical)}
-    hits: list[HybridHit] = []
-    for memory_id, memory in memories.items():
-        v, b = vector.get(memory_id), bm25.get(memory_id)
-        if v is None:
-            score = bm25[memory_id]
-        elif b is None:
-            score = v
-        else:
-            score = alpha * v + (1.0 - alpha) * b
-        if score >= min_score:
-            hits.append(HybridHit(memory, score, v, b))
-    hits.sort(key=lambda h: (-h.score, h.memory.id))
-    return hits[:limit]
+    fused = fuse_scores(
+        [(m.id, s) for m, s in dense], [(m.id, s) for m, s in lexical], alpha=alpha, min_score=min_score, limit=limit
+    )
+    return _hits(fused, {m.id: m for m, _ in (*dense, *lexical)})
 
 
 def leg_scaled(scores: Mapping[str, float]) -> dict[str, float]:
@@ -176,17 +225,10 @@ def fuse_normalized(
     relative to this query's candidates, so ``min_score`` here is no absolute similarity bar.
     Ties go by id.
     """
-    raw_vector = {m.id: min(1.0, max(0.0, score)) for m, score in dense}
-    raw_bm25 = {m.id: bm25_score(score) for m, score in lexical}
-    vector, bm25 = leg_scaled(raw_vector), leg_scaled(raw_bm25)
-    memories = {m.id: m for m, _ in (*dense, *lexical)}
-    hits: list[HybridHit] = []
-    for memory_id, memory in memories.items():
-        score = alpha * vector.get(memory_id, 0.0) + (1.0 - alpha) * bm25.get(memory_id, 0.0)
-        if score >= min_score:
-            hits.append(HybridHit(memory, score, raw_vector.get(memory_id), raw_bm25.get(memory_id)))
-    hits.sort(key=lambda h: (-h.score, h.memory.id))
-    return hits[:limit]
+    fused = fuse_scores_normalized(
+        [(m.id, s) for m, s in dense], [(m.id, s) for m, s in lexical], alpha=alpha, min_score=min_score, limit=limit
+    )
+    return _hits(fused, {m.id: m for m, _ in (*dense, *lexical)})
 
 
 def memory_select(
@@ -401,10 +443,12 @@ class Leg(NamedTuple):
     limit: int
     #: The lowest similarity returned; None returns ``limit`` whatever their score.
     score_threshold: float | None = None
+    #: False: the hits come without their payloads (an empty dict), read later for the few kept.
+    with_payload: bool = True
 
 
-#: A leg's hits, best first: each point's payload and its score.
-LegHits = list[tuple[dict[str, Any], float]]
+#: A leg's hits, best first: each point's id, its payload (empty when the leg left it out) and score.
+LegHits = list[tuple[str, dict[str, Any], float]]
 
 
 class QdrantMemories(ABC):
@@ -423,6 +467,21 @@ class QdrantMemories(ABC):
     @abstractmethod
     async def _query(self, legs: Sequence[Leg]) -> list[LegHits]:
         """Run the legs together; their hits in the same order."""
+
+    @abstractmethod
+    async def _payloads(self, ids: Sequence[str]) -> dict[str, dict[str, Any]]:
+        """The payloads of the points with these ids that exist, by id."""
+
+    async def _query_then_read(
+        self, legs: Sequence[Leg], pick: Callable[[list[LegHits]], Sequence[Fused]]
+    ) -> tuple[list[Fused], dict[str, dict[str, Any]]]:
+        """Run the legs, ``pick`` the hits to keep, and read only their payloads.
+
+        A backend that can do both in one step (Edge: one call on the shard's thread) overrides it,
+        so no write lands between the search and the read.
+        """
+        picked = list(pick(await self._query(legs)))
+        return picked, await self._payloads([f.id for f in picked])
 
     @abstractmethod
     async def _scroll_all(self, select: Select) -> list[dict[str, Any]]:
@@ -503,7 +562,7 @@ class QdrantMemories(ABC):
         )
         (hits,) = await self._query([nearest])
         # float32 rounding can push an identical vector's score just past 1.
-        return [ScoredMemory(memory_from_payload(p), max(0.0, 1.0 - score)) for p, score in hits]
+        return [ScoredMemory(memory_from_payload(p), max(0.0, 1.0 - score)) for _, p, score in hits]
 
     async def hybrid_search(
         self,
@@ -521,21 +580,27 @@ class QdrantMemories(ABC):
         run_dense, run_bm25 = hybrid_legs(alpha)
         select = memory_select(scope_keys, types, include_superseded=False, exclude_ids=exclude_ids)
         pool = limit * HYBRID_POOL_FACTOR if fusion == "weighted" else max(limit * HYBRID_POOL_FACTOR, NORMALIZED_POOL)
+        # The legs return ids and scores only: of their 2 × pool candidates only the fused top
+        # ``limit`` are read and decoded (at 1M memories that was most of a hybrid search's time).
         legs: list[Leg] = []
         if run_dense:
-            legs.append(Leg(DENSE_VECTOR, [float(x) for x in vector], select, pool))
+            legs.append(Leg(DENSE_VECTOR, [float(x) for x in vector], select, pool, with_payload=False))
         terms = query_terms(text)
         if run_bm25 and self._bm25 and terms.indices:  # a text of stopwords alone has no terms
-            legs.append(Leg(BM25_VECTOR, terms, select, pool))
+            legs.append(Leg(BM25_VECTOR, terms, select, pool, with_payload=False))
         if not legs:
             return []
-        results = dict(zip([leg.using for leg in legs], await self._query(legs), strict=True))
+        merge = fuse_scores if fusion == "weighted" else fuse_scores_normalized
 
-        def scored(using: str) -> list[tuple[Memory, float]]:
-            return [(memory_from_payload(p), score) for p, score in results.get(using, [])]
+        def pick(results: list[LegHits]) -> list[Fused]:
+            by_leg = {
+                leg.using: [(key, score) for key, _, score in hits] for leg, hits in zip(legs, results, strict=True)
+            }
+            dense, lexical = by_leg.get(DENSE_VECTOR, []), by_leg.get(BM25_VECTOR, [])
+            return merge(dense, lexical, alpha=alpha, min_score=min_score, limit=limit)
 
-        merge = fuse if fusion == "weighted" else fuse_normalized
-        return merge(scored(DENSE_VECTOR), scored(BM25_VECTOR), alpha=alpha, min_score=min_score, limit=limit)
+        fused, payloads = await self._query_then_read(legs, pick)
+        return _hits(fused, {key: memory_from_payload(p) for key, p in payloads.items()})
 
     async def count(self, scope_keys: Sequence[str] | None = None, *, include_superseded: bool = True) -> int:
         return await self._count(memory_select(scope_keys, include_superseded=include_superseded))

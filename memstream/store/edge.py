@@ -40,6 +40,7 @@ from qdrant_edge import (
     QueryRequest,
     RangeDateTime,
     Record,
+    ScoredPoint,
     ScrollRequest,
     SparseVector,
     UpdateOperation,
@@ -51,6 +52,7 @@ from memstream.store.base import (
     BM25_VECTOR,
     DENSE_VECTOR,
     MEMORY_INDEXES,
+    Fused,
     Leg,
     LegHits,
     QdrantMemories,
@@ -92,7 +94,7 @@ def _nearest(leg: Leg) -> QueryRequest:
         query=Query.Nearest(query, using=leg.using),
         filter=edge_filter(leg.select),
         score_threshold=leg.score_threshold,
-        with_payload=True,
+        with_payload=leg.with_payload,
         with_vector=False,
     )
 
@@ -335,8 +337,22 @@ class EdgeStore(EdgeBacked, QdrantMemories):
     async def _query(self, legs: Sequence[Leg]) -> list[LegHits]:
         # One batch: the legs share a single pass over the segments and one executor hop.
         batch = QueryBatchRequest([_nearest(leg) for leg in legs])
-        results = await self._run(lambda s: s.query_batch(batch))
-        return [[(payload_of(p), p.score) for p in points] for points in results]
+        return await self._run(lambda s: _leg_hits(s.query_batch(batch)))
+
+    async def _payloads(self, ids: Sequence[str]) -> dict[str, dict[str, Any]]:
+        return await self._run(lambda s: _read_payloads(s, ids))
+
+    async def _query_then_read(
+        self, legs: Sequence[Leg], pick: Callable[[list[LegHits]], Sequence[Fused]]
+    ) -> tuple[list[Fused], dict[str, dict[str, Any]]]:
+        batch = QueryBatchRequest([_nearest(leg) for leg in legs])
+
+        def _search_and_read(s: EdgeShard) -> tuple[list[Fused], dict[str, dict[str, Any]]]:
+            picked = list(pick(_leg_hits(s.query_batch(batch))))
+            return picked, _read_payloads(s, [f.id for f in picked])
+
+        # One call on the shard's thread: no write lands between the search and the read.
+        return await self._run(_search_and_read)
 
     async def _scroll_all(self, select: Select) -> list[dict[str, Any]]:
         flt = edge_filter(select)
@@ -379,6 +395,16 @@ class EdgeStore(EdgeBacked, QdrantMemories):
         )
         records, _ = await self._run(lambda s: s.scroll(request))
         return [memory_from_payload(payload_of(r)) for r in records]
+
+
+def _leg_hits(results: list[list[ScoredPoint]]) -> list[LegHits]:
+    return [[(str(p.id), payload_of(p), p.score) for p in points] for points in results]
+
+
+def _read_payloads(shard: EdgeShard, ids: Sequence[str]) -> dict[str, dict[str, Any]]:
+    if not ids:
+        return {}
+    return {str(r.id): payload_of(r) for r in shard.retrieve(list(ids), True, False)}
 
 
 def _get(shard: EdgeShard, memory_id: str) -> Memory | None:

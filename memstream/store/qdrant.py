@@ -75,7 +75,7 @@ def _nearest(leg: Leg) -> models.QueryRequest:
         filter=server_filter(leg.select),
         limit=leg.limit,
         score_threshold=leg.score_threshold,
-        with_payload=True,
+        with_payload=leg.with_payload,
     )
 
 
@@ -232,7 +232,13 @@ class QdrantServerStore(ServerBacked, QdrantMemories):
     async def _query(self, legs: Sequence[Leg]) -> list[LegHits]:
         # Every leg in one round trip.
         responses = await self._qdrant.query_batch_points(self.collection, [_nearest(leg) for leg in legs])
-        return [[(payload_of(p), p.score) for p in r.points] for r in responses]
+        return [[(str(p.id), payload_of(p), p.score) for p in r.points] for r in responses]
+
+    async def _payloads(self, ids: Sequence[str]) -> dict[str, dict[str, Any]]:
+        if not ids:
+            return {}
+        records = await self._qdrant.retrieve(self.collection, list(ids), with_payload=True, with_vectors=False)
+        return {str(r.id): payload_of(r) for r in records}
 
     async def _scroll_all(self, select: Select) -> list[dict[str, Any]]:
         flt = server_filter(select)
