@@ -12,6 +12,16 @@ shard has after the load. The load submits ``LOAD_WINDOW`` upserts at a time wit
 ``asyncio.gather``; the executor still runs them one by one, the window only keeps it busy.
 ``upsert_per_s`` is points over the time spent awaiting those upserts (building the synthetic
 Memory structs is excluded; encoding them to payload, inside ``upsert``, is included).
+
+The vector index (issue 18, point 4): ``--index`` runs, for each ``SIZE:PROJECTS`` scenario, the
+same filtered searches on one shard before and after ``EdgeStore.build_index()`` (HNSW, built
+in a child process while a writer keeps upserting), and the hybrid search both as the store
+runs it now and with the old query (payloads of every candidate read and decoded), side by side:
+
+    nice -n 19 .venv/bin/python -m bench.store_scaling --index [--scenarios 100000:1 1000000:1000]
+
+Its load is bulk (one shard update per ``BULK`` memories); memory (RSS) and disk are reported
+per million memories.
 """
 
 from __future__ import annotations
@@ -30,11 +40,23 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+from qdrant_edge import UpdateOperation
 
 from memstream.identity import memory_id, project_key
 from memstream.schemas import Memory
-from memstream.schemas.memory import MEMORY_TYPES
-from memstream.store.edge import EdgeStore
+from memstream.schemas.codec import memory_from_payload
+from memstream.schemas.memory import MEMORY_TYPES, HybridHit
+from memstream.store.base import (
+    BM25_VECTOR,
+    DENSE_VECTOR,
+    HYBRID_POOL_FACTOR,
+    Leg,
+    fuse,
+    memory_select,
+    query_terms,
+)
+from memstream.store.edge import EdgeStore, _point
+from memstream.store.edge_index import hnsw_segments
 
 MODEL = "bench-scaling"
 SCOPES = 20
@@ -204,6 +226,176 @@ async def measure(
     return rows
 
 
+#: Memories per shard update in the ``--index`` runs' bulk load.
+BULK = 1000
+#: The ``--index`` runs' scenarios: 100k memories in one project, 1M over 1,000 projects.
+INDEX_SCENARIOS = ((100_000, 1), (1_000_000, 1000))
+INDEX_TARGET = "filtered hybrid search p95 < 10 ms at 1M over 1,000 projects and at 100k in one project"
+#: How often the writer upserts while the index is built (its latencies show any pause).
+WRITER_INTERVAL_S = 0.01
+
+
+async def _old_hybrid(store: EdgeStore, text: str, vector: list[float], scope: str) -> list[HybridHit]:
+    """The hybrid query as the store ran it before issue 18: every candidate's payload read and decoded."""
+    select = memory_select([scope], None, include_superseded=False)
+    pool = SEARCH_LIMIT * HYBRID_POOL_FACTOR
+    legs = [Leg(DENSE_VECTOR, vector, select, pool), Leg(BM25_VECTOR, query_terms(text), select, pool)]
+    dense, lexical = await store._query(legs)
+    return fuse(
+        [(memory_from_payload(p), score) for _, p, score in dense],
+        [(memory_from_payload(p), score) for _, p, score in lexical],
+        alpha=0.7,
+        min_score=0.0,
+        limit=SEARCH_LIMIT,
+    )
+
+
+async def _searches(store: EdgeStore, scopes: Sequence[str], dim: int, searches: int, seed: int) -> dict[str, float]:
+    """Filtered vector, hybrid and old-query hybrid latencies (ms) over the same seeded queries."""
+    rng = np.random.default_rng([seed, 42])
+    lat: dict[str, list[float]] = {"search": [], "hybrid": [], "hybrid_old": []}
+    for q_i in range(WARMUP_SEARCHES + searches):
+        scope = scopes[int(rng.integers(0, len(scopes)))]
+        vector = _unit_vectors(rng, 1, dim)[0].tolist()
+        text = f"how is module m{int(rng.integers(0, 997))} built with target t{int(rng.integers(0, 101))}"
+        began = time.perf_counter()
+        found = await store.search(vector, [scope], limit=SEARCH_LIMIT)
+        t_search = time.perf_counter() - began
+        began = time.perf_counter()
+        hits = await store.hybrid_search(text, vector, [scope], limit=SEARCH_LIMIT, min_score=0.0)
+        t_hybrid = time.perf_counter() - began
+        began = time.perf_counter()
+        old = await _old_hybrid(store, text, vector, scope)
+        t_old = time.perf_counter() - began
+        if any(r.memory.scope_key != scope or not r.memory.active for r in found):
+            raise AssertionError("filtered search returned a memory outside its filter")
+        if [h.memory.id for h in hits] != [h.memory.id for h in old]:
+            raise AssertionError("the hybrid query and the old one disagree")
+        if q_i >= WARMUP_SEARCHES:
+            lat["search"].append(t_search)
+            lat["hybrid"].append(t_hybrid)
+            lat["hybrid_old"].append(t_old)
+    return {f"{k}_p{q}_ms": _pct(v, q) for k, v in lat.items() for q in (50, 95)}
+
+
+def _rss_mb() -> float:
+    """The process's resident memory now (Linux), MB."""
+    with open("/proc/self/statm") as statm:
+        return int(statm.read().split()[1]) * os.sysconf("SC_PAGE_SIZE") / 1e6
+
+
+async def _build_under_writes(
+    store: EdgeStore, rng: np.random.Generator, scopes: Sequence[str], dim: int, start: int
+) -> dict[str, Any]:
+    """Build the index while a writer upserts every ``WRITER_INTERVAL_S``; the build's report, the writes' latency."""
+    build = asyncio.create_task(store.build_index())
+    latencies: list[float] = []
+    i = start
+    began = time.perf_counter()
+    while not build.done():
+        (m,) = _memories(rng, i, 1, scopes, "during")
+        vector = _unit_vectors(rng, 1, dim)[0].tolist()
+        t = time.perf_counter()
+        await store.upsert(m, vector)
+        latencies.append(time.perf_counter() - t)
+        i += 1
+        await asyncio.sleep(WRITER_INTERVAL_S)
+    report = await build
+    return {
+        "build_s": time.perf_counter() - began,
+        "child_s": report["seconds"],
+        "written_during_build": len(latencies),
+        "write_p50_ms_during_build": _pct(latencies, 50),
+        "write_max_ms_during_build": max(latencies) * 1000.0,
+        "hnsw_segments": hnsw_segments(store.path),
+    }
+
+
+async def measure_index(
+    size: int, projects: int, *, dim: int = 384, searches: int = 200, seed: int = 0
+) -> dict[str, Any]:
+    """One scenario of the ``--index`` run on a fresh shard: searches before and after the index build."""
+    rng = np.random.default_rng([seed, size, projects])
+    scopes = [project_key(f"/bench/project-{k}") for k in range(projects)]
+    rss_base = _rss_mb()
+    with tempfile.TemporaryDirectory(prefix="memstream-bench-") as tmp:
+        root = Path(tmp)
+        store = EdgeStore(root, MODEL, dim)
+        await store.open()
+        try:
+            load_s = 0.0
+            for start in range(0, size, BULK):
+                n = min(BULK, size - start)
+                points = [
+                    _point(m, v)
+                    for m, v in zip(
+                        _memories(rng, start, n, scopes, "load"), _unit_vectors(rng, n, dim).tolist(), strict=True
+                    )
+                ]
+                began = time.perf_counter()
+                await store._run(lambda s, p=points: s.update(UpdateOperation.upsert_points(p)))  # type: ignore[misc]
+                load_s += time.perf_counter() - began
+            await store._run(lambda s: s.flush())
+            before = await _searches(store, scopes, dim, searches, seed)
+            rss_before = _rss_mb() - rss_base
+            disk_before = await asyncio.to_thread(_disk_mb, root)
+            build = await _build_under_writes(store, rng, scopes, dim, size)
+            after = await _searches(store, scopes, dim, searches, seed)
+            rss_after = _rss_mb() - rss_base
+            await store._run(lambda s: s.flush())
+            disk_after = await asyncio.to_thread(_disk_mb, root)
+            stored = (await store._run(lambda s: s.info())).points_count
+        finally:
+            await store.close()
+    per_million = 1_000_000 / stored
+    return {
+        "size": size,
+        "projects": projects,
+        "points": stored,
+        "bulk_load_per_s": size / load_s,
+        **{f"before_{k}": v for k, v in before.items()},
+        **{f"after_{k}": v for k, v in after.items()},
+        **build,
+        "rss_mb_per_million_before": rss_before * per_million,
+        "rss_mb_per_million_after": rss_after * per_million,
+        "disk_mb_per_million_before": disk_before * per_million,
+        "disk_mb_per_million_after": disk_after * per_million,
+        "peak_rss_mb": _peak_rss_mb(),
+        "child_peak_rss_mb": resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024,
+    }
+
+
+def format_index(rows: Sequence[dict[str, Any]]) -> str:
+    """The ``--index`` rows, before and after side by side."""
+    lines = [
+        f"{'scenario':>22} {'':>6} {'search p50':>10} {'search p95':>10} {'hybrid p50':>10} "
+        f"{'hybrid p95':>10} {'old-query hybrid p95':>20}"
+    ]
+    for row in rows:
+        name = f"{row['size']:,} / {row['projects']:,} proj."
+        for when in ("before", "after"):
+            lines.append(
+                f"{name:>22} {when:>6} {row[f'{when}_search_p50_ms']:>10.2f} {row[f'{when}_search_p95_ms']:>10.2f} "
+                f"{row[f'{when}_hybrid_p50_ms']:>10.2f} {row[f'{when}_hybrid_p95_ms']:>10.2f} "
+                f"{row[f'{when}_hybrid_old_p95_ms']:>20.2f}"
+            )
+            name = ""
+        lines.append(
+            f"{'':>22} build {row['build_s']:.0f} s (child {row['child_s']:.0f} s, {row['hnsw_segments']} HNSW "
+            f"segments); {row['written_during_build']:,} upserts meanwhile, "
+            f"p50 {row['write_p50_ms_during_build']:.2f} ms, "
+            f"max {row['write_max_ms_during_build']:.0f} ms (the copy and the swap)"
+        )
+        lines.append(
+            f"{'':>22} per million memories: RSS {row['rss_mb_per_million_before']:,.0f} MB unindexed, "
+            f"{row['rss_mb_per_million_after']:,.0f} MB indexed; disk {row['disk_mb_per_million_before']:,.0f} MB"
+            f" unindexed, {row['disk_mb_per_million_after']:,.0f} MB indexed; "
+            f"bulk load {row['bulk_load_per_s']:,.0f}/s; peak RSS {row['peak_rss_mb']:,.0f} MB, "
+            f"index child {row['child_peak_rss_mb']:,.0f} MB"
+        )
+    return "\n".join(lines)
+
+
 COLUMNS = (
     ("size", "{:>8,}"),
     ("upsert_per_s", "{:>12,.0f}"),
@@ -228,6 +420,11 @@ def format_table(rows: Sequence[dict[str, Any]]) -> str:
     return "\n".join(lines)
 
 
+def _scenario(text: str) -> tuple[int, int]:
+    size, _, projects = text.partition(":")
+    return int(size), int(projects or 1)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sizes", type=int, nargs="+", default=[10_000, 100_000])
@@ -235,13 +432,43 @@ def main() -> None:
     parser.add_argument("--searches", type=int, default=200)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--projects", type=int, default=SCOPES, help="project scopes the memories spread over")
+    parser.add_argument("--index", action="store_true", help="searches before and after the vector index is built")
+    parser.add_argument(
+        "--scenarios",
+        type=_scenario,
+        nargs="+",
+        default=list(INDEX_SCENARIOS),
+        help="SIZE:PROJECTS pairs for --index (default 100000:1 1000000:1000)",
+    )
     args = parser.parse_args()
-
-    rows = asyncio.run(measure(tuple(args.sizes), args.dim, args.searches, args.seed, args.projects))
-    print(
+    machine = (
         f"machine: {platform.platform()}, {platform.processor() or platform.machine()}, "
         f"{os.cpu_count()} CPUs, Python {platform.python_version()}"
     )
+    if args.index:
+        began = time.perf_counter()
+        rows = [
+            asyncio.run(measure_index(n, p, dim=args.dim, searches=args.searches, seed=args.seed))
+            for n, p in args.scenarios
+        ]
+        print(machine)
+        print(
+            f"EdgeStore, dim={args.dim}, {len(MEMORY_TYPES)} types, ~{SUPERSEDED_FRACTION:.0%} superseded, bulk load; "
+            f"{args.searches} searches (scope + active, limit {SEARCH_LIMIT}) after {WARMUP_SEARCHES} warm-up, "
+            "the same queries before and after the index build (ms)"
+        )
+        print(format_index(rows))
+        print(f"target: {INDEX_TARGET}")
+        for row in rows:
+            p95 = row["after_hybrid_p95_ms"]
+            print(
+                f"  {'met' if p95 < 10 else 'MISSED'}: hybrid p95 {p95:.2f} ms at {row['size']:,} / {row['projects']:,}"
+            )
+        print(f"run took {time.perf_counter() - began:.0f} s")
+        return
+
+    rows = asyncio.run(measure(tuple(args.sizes), args.dim, args.searches, args.seed, args.projects))
+    print(machine)
     print(
         f"EdgeStore, dim={args.dim}, {args.projects} project scopes, {len(MEMORY_TYPES)} types, "
         f"~{SUPERSEDED_FRACTION:.0%} superseded; load window {LOAD_WINDOW}, "
