@@ -447,17 +447,17 @@ def main() -> None:
     )
     if args.index:
         began = time.perf_counter()
-        rows = [
-            asyncio.run(measure_index(n, p, dim=args.dim, searches=args.searches, seed=args.seed))
-            for n, p in args.scenarios
-        ]
         print(machine)
         print(
             f"EdgeStore, dim={args.dim}, {len(MEMORY_TYPES)} types, ~{SUPERSEDED_FRACTION:.0%} superseded, bulk load; "
             f"{args.searches} searches (scope + active, limit {SEARCH_LIMIT}) after {WARMUP_SEARCHES} warm-up, "
-            "the same queries before and after the index build (ms)"
+            "the same queries before and after the index build (ms)",
+            flush=True,
         )
-        print(format_index(rows))
+        rows = []
+        for n, p in args.scenarios:
+            rows.append(asyncio.run(measure_index(n, p, dim=args.dim, searches=args.searches, seed=args.seed)))
+            print(format_index(rows[-1:]), flush=True)
         print(f"target: {INDEX_TARGET}")
         for row in rows:
             p95 = row["after_hybrid_p95_ms"]
