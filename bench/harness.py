@@ -225,7 +225,7 @@ async def _measure(
         )
     )
 
-    ingest = await raw_ingest.rounds_of(4, 2 if quick else 4, 1 if quick else 2)
+    ingest = await raw_ingest.rounds_of(4 if quick else 8, 2 if quick else 6, 1 if quick else 2)
     standalone_rate = sorted(p[0] for p in ingest)[(len(ingest) - 1) // 2]
     ratio = sorted(p[1] / p[0] for p in ingest)[(len(ingest) - 1) // 2]
     limits["a. raw ingest, bundled embedder"] = f"embedder alone: {standalone_rate:,.2f} exchanges/s"
@@ -248,7 +248,7 @@ async def _measure(
 
     # bench.embedder drives its embedder on an event loop of its own: in a thread, beside this one.
     described, rates = await asyncio.to_thread(
-        embedder_bench.measure, 8 if quick else 48, Settings().embed_batch, repeat
+        embedder_bench.measure, 8 if quick else 32, Settings().embed_batch, repeat
     )
     old_rate, new_rate = (statistics.median(rates[k]) for k in (embedder_bench.BEFORE, embedder_bench.AFTER))
     rows.append(
