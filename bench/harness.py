@@ -131,6 +131,27 @@ async def _measure(
         )
         if name == "fake":
             rows.append(_before_row(before, why, r, [x.cpu_ms_per_turn for x in runs]))
+            # The same turns in one project: a developer's backlog, where every fact meets the
+            # project's earlier memories in the decide stage's searches.
+            one = await _repeat(
+                repeat,
+                partial(
+                    pipeline.run,
+                    sessions=scale[0],
+                    turns_per_session=scale[1],
+                    llm_latency=0.0,
+                    embedder=name,
+                    projects=1,
+                ),
+            )
+            o = _median(one, rate)
+            rows.append(
+                (
+                    "a. … all in one project",
+                    f"{o.turns_per_s:,.1f} turns/s{_spread(one, rate)}, {o.cpu_ms_per_turn:.1f} ms CPU/turn",
+                    f"{scale[0] * scale[1]} memories in one scope; order kept: {all(x.order_kept for x in one)}",
+                )
+            )
 
     # The bundled embedder alone on the facts the overhead run embeds: one per turn.
     facts = [f"Fact recorded for bench-turn {s}.{t} in this project" for t in range(scale[1]) for s in range(scale[0])]
@@ -204,7 +225,7 @@ async def _measure(
         )
     )
 
-    ingest = await raw_ingest.rounds_of(4, 2 if quick else 4, 1 if quick else 2)
+    ingest = await raw_ingest.rounds_of(4 if quick else 8, 2 if quick else 6, 1 if quick else 2)
     standalone_rate = sorted(p[0] for p in ingest)[(len(ingest) - 1) // 2]
     ratio = sorted(p[1] / p[0] for p in ingest)[(len(ingest) - 1) // 2]
     limits["a. raw ingest, bundled embedder"] = f"embedder alone: {standalone_rate:,.2f} exchanges/s"
@@ -227,7 +248,7 @@ async def _measure(
 
     # bench.embedder drives its embedder on an event loop of its own: in a thread, beside this one.
     described, rates = await asyncio.to_thread(
-        embedder_bench.measure, 8 if quick else 48, Settings().embed_batch, repeat
+        embedder_bench.measure, 8 if quick else 32, Settings().embed_batch, repeat
     )
     old_rate, new_rate = (statistics.median(rates[k]) for k in (embedder_bench.BEFORE, embedder_bench.AFTER))
     rows.append(

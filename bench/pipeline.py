@@ -184,12 +184,14 @@ async def run(
     timeout: float = 600,
     overrides: Mapping[str, Any] | None = None,
     replies: Sequence[str] = (),
+    projects: int = 0,
 ) -> Result:
     """Publish ``sessions`` × ``turns_per_session`` assistant turns; wait for every fact's memory.
 
     ``overrides`` are settings to run with (``fetch_max_wait_ms=5``, say), to compare them.
     ``replies``: assistant texts to cycle through, each after the turn's tag (raw-mode ingest
-    of realistic exchanges); the default reply is the tag alone.
+    of realistic exchanges); the default reply is the tag alone. ``projects``: how many projects
+    the sessions share (a backlog of one project: 1); 0, the default, gives each session its own.
     """
     with tempfile.TemporaryDirectory() as tmp, fake_llm(llm_latency) as llm_url:
         settings, running = await start(Path(tmp), llm_url, embedder, overrides)
@@ -199,7 +201,7 @@ async def run(
         events_before = _total(metrics.EVENTS_PROCESSED)
         llm_before = _by_label(metrics.LLM_STAGE_CALLS, "stage"), _by_label(metrics.LLM_STAGE_TOKENS, "kind")
         try:
-            sent, seen, order = await _drive(running, settings, sessions, turns_per_session, timeout, replies)
+            sent, seen, order = await _drive(running, settings, sessions, turns_per_session, timeout, replies, projects)
             cpu = time.process_time() - cpu_before
             events = _total(metrics.EVENTS_PROCESSED) - events_before
             # The stages after memory-updated (contradiction, graph, history) finish the last
@@ -279,6 +281,7 @@ async def _drive(
     turns: int,
     timeout: float,
     replies: Sequence[str] = (),
+    projects: int = 0,
 ) -> tuple[dict[str, float], dict[str, float], bool]:
     consumer = AIOKafkaConsumer(
         topic_name(settings.topic_prefix, MEMORY_UPDATED),
@@ -298,7 +301,7 @@ async def _drive(
         for t in range(turns):
             for s in range(sessions):
                 session = f"s{s}"
-                project = f"/bench/project-{s}"
+                project = f"/bench/project-{s % projects if projects else s}"
                 ts = start + timedelta(seconds=t)
                 user = make_turn(session_id=session, project=project, role="user", content=f"question {t}", ts=ts)
                 content = reply_text(s, t, sessions, replies)

@@ -6,7 +6,7 @@ import pytest
 
 from bench import floor as bench_floor
 from bench import hops as bench_hops
-from bench import pipeline
+from bench import llm_calls, pipeline
 
 pytestmark = [pytest.mark.e2e, pytest.mark.asyncio]
 
@@ -38,3 +38,16 @@ async def test_floor_run_times_records_through_pass_through_agents() -> None:
     floor = await bench_floor.measure(messages=40, hops=2)
     assert (floor.messages, floor.hops) == (40, 2)
     assert floor.cpu_us_per_hop > 0 and floor.wall_us_per_hop > 0
+
+
+async def test_one_project_backlog_keeps_every_session_in_order() -> None:
+    result = await pipeline.run(sessions=3, turns_per_session=2, llm_latency=0.0, embedder="fake", projects=1)
+    assert result.turns == 6 and result.order_kept
+
+
+async def test_llm_calls_are_counted_at_the_model_by_the_stage_that_asked() -> None:
+    calls = await llm_calls.memstream_run(1)
+    # Every exchange is extracted once; the Redis fact is decided against the JWT one.
+    assert calls["extract"] == 1.0
+    assert calls["decide"] > 0
+    assert calls["input"] > calls["output"] > 0
