@@ -125,9 +125,7 @@ def fuse_scores(
     limit: int,
 ) -> list[Fused]:
     """Seed 003's merge of the two legs' hits by memory id, best first (see :func:`fuse`)."""
-    # Cosine similarity runs from -1 to 1, and float32 rounding can push it just past 1.
-    vector = {key: min(1.0, max(0.0, score)) for key, score in dense}
-    bm25 = {key: bm25_score(score) for key, score in lexical}
+    vector, bm25 = _leg_scores(dense, lexical)
     hits: list[Fused] = []
     for key in dict.fromkeys([*vector, *bm25]):
         v, b = vector.get(key), bm25.get(key)
@@ -139,8 +137,7 @@ def fuse_scores(
             score = alpha * v + (1.0 - alpha) * b
         if score >= min_score:
             hits.append(Fused(key, score, v, b))
-    hits.sort(key=lambda h: (-h.score, h.id))
-    return hits[:limit]
+    return _best(hits, limit)
 
 
 def fuse_scores_normalized(
@@ -153,14 +150,26 @@ def fuse_scores_normalized(
 ) -> list[Fused]:
     """The weighted sum over scores each leg rescales to its own candidates, by memory id (see
     :func:`fuse_normalized`)."""
-    raw_vector = {key: min(1.0, max(0.0, score)) for key, score in dense}
-    raw_bm25 = {key: bm25_score(score) for key, score in lexical}
+    raw_vector, raw_bm25 = _leg_scores(dense, lexical)
     vector, bm25 = leg_scaled(raw_vector), leg_scaled(raw_bm25)
     hits: list[Fused] = []
     for key in dict.fromkeys([*raw_vector, *raw_bm25]):
         score = alpha * vector.get(key, 0.0) + (1.0 - alpha) * bm25.get(key, 0.0)
         if score >= min_score:
             hits.append(Fused(key, score, raw_vector.get(key), raw_bm25.get(key)))
+    return _best(hits, limit)
+
+
+def _leg_scores(
+    dense: Sequence[tuple[str, float]], lexical: Sequence[tuple[str, float]]
+) -> tuple[dict[str, float], dict[str, float]]:
+    """Each leg's scores by id on a 0–1 scale: cosine similarity clamped, raw BM25 squashed."""
+    # Cosine similarity runs from -1 to 1, and float32 rounding can push it just past 1.
+    return {key: min(1.0, max(0.0, score)) for key, score in dense}, {key: bm25_score(score) for key, score in lexical}
+
+
+def _best(hits: list[Fused], limit: int) -> list[Fused]:
+    """The ``limit`` best hits; ties go by id, so both backends return the same order."""
     hits.sort(key=lambda h: (-h.score, h.id))
     return hits[:limit]
 
