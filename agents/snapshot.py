@@ -35,7 +35,7 @@ from memstream.agents.base import DeadLetters, expect, guarded, state_table
 from memstream.bootstrap import Providers
 from memstream.identity import derived_id, project_key, user_key
 from memstream.kafka_security import client_options
-from memstream.ledger import ForgottenLedger, stale_window
+from memstream.ledger import ledger_of, stale_window
 from memstream.project_files import read_project_files
 from memstream.rules.explicit import explicit_requests
 from memstream.rules.secrets import redact
@@ -62,8 +62,7 @@ def register(app: faust.App, topics: Topics, providers: Providers, sink: DeadLet
     # Written by the flush timer too, outside any stream event: through the partitioner.
     sessions = state_table(app, "snapshot-sessions", settings.partitions, use_partitioner=True)
     turns_topic = topics.turns.get_topic_name()
-    ledger = ForgottenLedger()
-    app.forgotten_ledger = ledger  # type: ignore[attr-defined]  # read by tests: what this worker knows
+    ledger = ledger_of(app)
 
     @app.task
     async def follow_ledger() -> None:
@@ -75,6 +74,7 @@ def register(app: faust.App, topics: Topics, providers: Providers, sink: DeadLet
                 topics.forgotten.get_topic_name(),
                 security=security,
                 fetch_max_wait_ms=settings.effective_fetch_max_wait_ms,
+                idle_wait_ms=settings.effective_fetch_idle_wait_ms,
             )
         except asyncio.CancelledError:
             raise

@@ -23,6 +23,7 @@ from memstream.agents.base import DeadLetters
 from memstream.bootstrap import Providers
 from memstream.codec import register_codec
 from memstream.kafka_security import faust_credentials
+from memstream.ledger import ForgottenLedger, ledger_of
 from memstream.metrics import CONSUMER_LAG, PARKED
 from memstream.schemas import DocumentIngest, DocumentRemove, Fact, ForgetScope, MemoryOp, MemoryUsage, Turn
 from memstream.settings import Settings
@@ -78,6 +79,7 @@ def build_app(settings: Settings, providers: Providers, bootstrap: str, *, web: 
         consumer_max_fetch_size=limits.FETCH_PARTITION_MAX_BYTES,
     )
     app.fetch_max_wait_ms = settings.effective_fetch_max_wait_ms
+    app.fetch_idle_wait_ms = settings.effective_fetch_idle_wait_ms
     app.prefetch_backoff_ms = settings.prefetch_backoff_ms
     topics = bind_topics(app, settings.topic_prefix, settings.partitions)
     dead_letters = DeadLetters(topics.dead_letters)
@@ -92,7 +94,7 @@ def build_app(settings: Settings, providers: Providers, bootstrap: str, *, web: 
             record_usage=_usage_sink(topics),
             update_lag=lambda: update_lag(app),
             publish_turns=_turn_sink(topics),
-            publish_forget=_forget_sink(topics),
+            publish_forget=_forget_sink(topics, ledger_of(app)),
             **api.ApiContext.auth_from(settings),
             health=lambda: _health(app),
             send_fact=_fact_sink(topics),
@@ -155,9 +157,11 @@ def _fact_sink(topics: Topics) -> api.FactSink:
     return send
 
 
-def _forget_sink(topics: Topics) -> api.ForgetSink:
+def _forget_sink(topics: Topics, ledger: ForgottenLedger) -> api.ForgetSink:
     async def send(event: ForgetScope) -> None:
         await topics.forgotten.send(key=event.scope_key.encode(), value=event)
+        # Known here before the API answers: a turn sent after it finds its window stale.
+        ledger.record(event)
 
     return send
 

@@ -21,6 +21,15 @@ log = logging.getLogger(__name__)
 POLL_MS = 200
 
 
+def ledger_of(app: Any) -> ForgottenLedger:
+    """The worker's ledger (``MemstreamApp.forgotten_ledger``), made at first use: the snapshot
+    agent reads it, and the forget agent and the API's forget sink record into it at once."""
+    ledger = getattr(app, "forgotten_ledger", None)
+    if ledger is None:
+        ledger = app.forgotten_ledger = ForgottenLedger()
+    return ledger
+
+
 class ForgottenLedger:
     def __init__(self) -> None:
         self._at: dict[str, datetime] = {}
@@ -41,13 +50,18 @@ class ForgottenLedger:
         *,
         security: Mapping[str, Any] | None = None,
         fetch_max_wait_ms: int = 500,
+        idle_wait_ms: int = 0,
     ) -> None:
         """Read the ledger from its beginning and keep reading it until cancelled.
 
-        ``fetch_max_wait_ms`` as the pipeline's own consumers use (the embedded broker holds a
-        fetch for the whole wait), so a forget reaches the ledger before it is through the stages.
+        Fetches wait as the pipeline's own consumers do (``memstream.transport.FetchWait``):
+        ``fetch_max_wait_ms`` while forgets come, up to ``idle_wait_ms`` while none do. A forget
+        this worker publishes or consumes is recorded at once besides (``ledger_of``), so
+        following the topic matters for the forgets other workers took.
         """
         from aiokafka import AIOKafkaConsumer, TopicPartition
+
+        from memstream.transport import FetchWait, adapt_fetch_wait
 
         consumer = AIOKafkaConsumer(
             bootstrap_servers=bootstrap,
@@ -57,6 +71,7 @@ class ForgottenLedger:
             **(security or {}),
         )
         await consumer.start()
+        adapt_fetch_wait(consumer, FetchWait(fetch_max_wait_ms, idle_wait_ms))
         try:
             partitions = consumer.partitions_for_topic(topic)
             while not partitions:

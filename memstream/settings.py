@@ -58,7 +58,13 @@ class Settings:
     replication: int = field(default=1, metadata=_env("MEMSTREAM_REPLICATION"))
     #: MEMSTREAM_FETCH_MAX_WAIT_MS: longest a consumer fetch waits for data. 0: 20 ms on the
     #: embedded broker (Tansu holds a fetch for the whole wait), 500 ms on Kafka.
-    fetch_max_wait_ms: int = field(default=0, metadata=_env("MEMSTREAM_FETCH_MAX_WAIT_MS"))
+    fetch_max_wait_ms: int = field(default=0, metadata=_env("MEMSTREAM_FETCH_MAX_WAIT_MS", low=0, high=60_000))
+    #: MEMSTREAM_FETCH_IDLE_WAIT_MS: the longest wait once fetches come back empty: after three
+    #: empty fetches in a row a consumer doubles its wait up to this, and drops back to
+    #: MEMSTREAM_FETCH_MAX_WAIT_MS at the first record. 0: 200 ms on the embedded broker (each
+    #: Tansu fetch costs its wait, so an idle worker otherwise polls it 50 times a second), the
+    #: fetch wait itself on Kafka (which answers a waiting fetch as soon as data arrives).
+    fetch_idle_wait_ms: int = field(default=0, metadata=_env("MEMSTREAM_FETCH_IDLE_WAIT_MS", low=0, high=60_000))
     #: MEMSTREAM_PREFETCH_BACKOFF_MS: how long a consumer stops fetching from a broker while fetched
     #: records wait to be taken. aiokafka's 100 ms made p99 latency spikes of 300-500 ms; 10 ms
     #: costs no measurable throughput (bench, interleaved runs).
@@ -442,6 +448,12 @@ class Settings:
         if self.fetch_max_wait_ms > 0:
             return self.fetch_max_wait_ms
         return 20 if self.embedded_broker else 500
+
+    @property
+    def effective_fetch_idle_wait_ms(self) -> int:
+        """Never below the fetch wait: an idle consumer only ever waits longer."""
+        idle = self.fetch_idle_wait_ms or (200 if self.embedded_broker else 0)
+        return max(idle, self.effective_fetch_max_wait_ms)
 
     @property
     def store_dir(self) -> Path:

@@ -17,6 +17,7 @@ from memstream import recall, runner
 from memstream.agents.store import FORGET_CAUSE
 from memstream.forget import forget_event
 from memstream.identity import memory_id, normalize_content, project_key, user_key
+from memstream.ledger import ledger_of
 from memstream.publish import publish_events
 from memstream.replay import read_forgotten, replayable
 from memstream.schemas import Entity, Fact, MemoryUpdated, Turn
@@ -232,6 +233,8 @@ async def test_the_admin_api_of_memstream_up_starts_a_forget(forgotten: runner.R
     async with httpx.AsyncClient(base_url=forgotten.settings.api_url) as client:
         response = await client.post("/admin/forget", json={"user": USERS[9]})
     assert response.status_code == 202 and response.json()["scope_key"] == target
+    # Known to this worker's snapshot windows before the API answered, not a fetch later.
+    assert ledger_of(forgotten.pipeline.app).latest(target) is not None
 
     async def gone() -> bool:
         return await providers.store.count([target]) == 0 and not await providers.history.for_scope(target)

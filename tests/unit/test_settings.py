@@ -238,3 +238,22 @@ def test_a_chunk_overlap_not_below_the_chunk_size_is_rejected() -> None:
         SettingsError, match="MEMSTREAM_DOCUMENT_CHUNK_OVERLAP must be below MEMSTREAM_DOCUMENT_CHUNK_SIZE"
     ):
         Settings.from_env({"MEMSTREAM_DOCUMENT_CHUNK_SIZE": "500", "MEMSTREAM_DOCUMENT_CHUNK_OVERLAP": "500"})
+
+
+def test_the_idle_fetch_wait_is_long_on_the_embedded_broker_and_the_fetch_wait_on_kafka() -> None:
+    embedded = Settings.from_env({})
+    assert (embedded.effective_fetch_max_wait_ms, embedded.effective_fetch_idle_wait_ms) == (20, 200)
+    kafka = Settings.from_env({"MEMSTREAM_KAFKA_BOOTSTRAP": "k:9092"})
+    assert (kafka.effective_fetch_max_wait_ms, kafka.effective_fetch_idle_wait_ms) == (500, 500)
+    chosen = Settings.from_env({"MEMSTREAM_FETCH_MAX_WAIT_MS": "5", "MEMSTREAM_FETCH_IDLE_WAIT_MS": "80"})
+    assert (chosen.effective_fetch_max_wait_ms, chosen.effective_fetch_idle_wait_ms) == (5, 80)
+    # An idle consumer only ever waits longer than a busy one.
+    assert Settings.from_env({}, fetch_max_wait_ms=300, fetch_idle_wait_ms=100).effective_fetch_idle_wait_ms == 300
+
+
+@pytest.mark.parametrize("name", ["MEMSTREAM_FETCH_MAX_WAIT_MS", "MEMSTREAM_FETCH_IDLE_WAIT_MS"])
+def test_fetch_waits_are_bounded(name: str) -> None:
+    with pytest.raises(SettingsError, match=name):
+        Settings.from_env({name: "-1"})
+    with pytest.raises(SettingsError, match=name):
+        Settings.from_env({name: "60001"})
