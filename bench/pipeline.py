@@ -11,6 +11,7 @@ import asyncio
 import hashlib
 import json
 import multiprocessing
+import os
 import statistics
 import tempfile
 import time
@@ -242,6 +243,47 @@ async def run(
     )
 
 
+@dataclass(frozen=True)
+class IdleCpu:
+    """Share of one core a started, idle pipeline uses: its own process and the embedded broker."""
+
+    worker_pct: float
+    broker_pct: float
+
+    @property
+    def total_pct(self) -> float:
+        return self.worker_pct + self.broker_pct
+
+
+def _cpu_seconds(pid: int) -> float:
+    """User and system CPU time of a process so far (Linux /proc)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+async def idle_cpu(
+    *, seconds: float = 20.0, settle: float = 8.0, overrides: Mapping[str, Any] | None = None
+) -> IdleCpu:
+    """What memstream costs beside a coding agent between turns: a pipeline started with
+    ``overrides``, left ``settle`` seconds to finish starting, then measured ``seconds``."""
+    with tempfile.TemporaryDirectory() as tmp, fake_llm(0.0) as llm_url:
+        _, running = await start(Path(tmp), llm_url, "fake", overrides)
+        try:
+            if running.broker is None or running.broker.pid is None:
+                raise RuntimeError("idle_cpu measures the embedded broker's process: no broker was started")
+            pid = running.broker.pid
+            await asyncio.sleep(settle)
+            began, worker, broker = time.monotonic(), time.process_time(), _cpu_seconds(pid)
+            await asyncio.sleep(seconds)
+            elapsed = time.monotonic() - began
+            return IdleCpu(
+                worker_pct=100 * (time.process_time() - worker) / elapsed,
+                broker_pct=100 * (_cpu_seconds(pid) - broker) / elapsed,
+            )
+        finally:
+            await running.stop()
+
+
 async def _quiet(seconds: float = 1.0, timeout: float = 15.0) -> None:
     """Wait until no stage has processed an event for ``seconds`` (at most ``timeout``)."""
     deadline = time.monotonic() + timeout
@@ -362,8 +404,17 @@ def _count(histogram: Any) -> float:
     return sum(s.value for m in histogram.collect() for s in m.samples if s.name.endswith("_count"))
 
 
-async def run_sequential(*, turns: int, embedder: str = "bundled", timeout: float = 120) -> dict[str, float]:
-    """One turn at a time, each published after the previous one's memory arrived.
+async def run_sequential(
+    *,
+    turns: int,
+    embedder: str = "bundled",
+    timeout: float = 120,
+    overrides: Mapping[str, Any] | None = None,
+    pause: float = 0.0,
+) -> dict[str, float]:
+    """One turn at a time, each published after the previous one's memory arrived and ``pause``
+    seconds of quiet (a developer's pace: the worker's fetches wait longest then, see
+    ``memstream.transport.FetchWait``); ``overrides``: settings to run with, as for :func:`run`.
 
     The pipeline's own share is each latency minus the mean LLM call and embedding batch
     times measured over the same run: the two outside services on the turn's path. Two
@@ -371,12 +422,12 @@ async def run_sequential(*, turns: int, embedder: str = "bundled", timeout: floa
     embedding model (~200 ms and more), which would otherwise be the p99 of a short run.
     """
     with tempfile.TemporaryDirectory() as tmp, fake_llm(0.0) as llm_url:
-        settings, running = await start(Path(tmp), llm_url, embedder)
+        settings, running = await start(Path(tmp), llm_url, embedder, overrides)
         await one_turn_at_a_time(running, settings, 2, "warm-up", timeout)
         llm_before = _sum(metrics.LLM_SECONDS), _count(metrics.LLM_SECONDS)
         embed_before = _sum(metrics.EMBED_SECONDS), _count(metrics.EMBED_SECONDS)
         try:
-            latencies = await one_turn_at_a_time(running, settings, turns, "sequential", timeout)
+            latencies = await one_turn_at_a_time(running, settings, turns, "sequential", timeout, pause)
         finally:
             await running.stop()
     llm_ms = (_sum(metrics.LLM_SECONDS) - llm_before[0]) / max(1, _count(metrics.LLM_SECONDS) - llm_before[1]) * 1000
@@ -401,10 +452,11 @@ def session_of(name: str, i: int) -> tuple[str, str]:
 
 
 async def one_turn_at_a_time(
-    running: runner.Running, settings: Settings, turns: int, name: str, timeout: float = 120
+    running: runner.Running, settings: Settings, turns: int, name: str, timeout: float = 120, pause: float = 0.0
 ) -> list[float]:
     """Publish ``turns`` user/assistant exchanges, each in a session (and project) of its
-    own and each after the previous one's memory arrived; returns their latencies (s)."""
+    own and each after the previous one's memory arrived and ``pause`` seconds of quiet;
+    returns their latencies (s)."""
     consumer = AIOKafkaConsumer(
         topic_name(settings.topic_prefix, MEMORY_UPDATED),
         bootstrap_servers=running.bootstrap,
@@ -420,6 +472,7 @@ async def one_turn_at_a_time(
     try:
         turns_topic = topic_name(settings.topic_prefix, TURNS)
         for i in range(turns):
+            await asyncio.sleep(pause)
             session, project = session_of(name, i)
             now = datetime.now(UTC)
             question = make_turn(session_id=session, project=project, role="user", content="q", ts=now)

@@ -18,6 +18,8 @@ import asyncio
 import os
 import statistics
 import time
+from collections.abc import Mapping
+from typing import Any
 
 from bench import embedder as embedder_bench
 from bench import pipeline
@@ -38,8 +40,11 @@ async def standalone(texts: list[str], batch: int, threads: int = 0) -> float:
         await embedder.close()
 
 
-async def rounds_of(sessions: int, turns: int, rounds: int, threads: int = 0) -> list[tuple[float, float, float]]:
-    """(standalone passages/s, pipeline exchanges/s, pipeline CPU ms per exchange) per round."""
+async def rounds_of(
+    sessions: int, turns: int, rounds: int, threads: int = 0, overrides: Mapping[str, Any] | None = None
+) -> list[tuple[float, float, float]]:
+    """(standalone passages/s, pipeline exchanges/s, pipeline CPU ms per exchange) per round;
+    ``overrides``: settings the pipeline runs with (``fetch_idle_wait_ms=20``, say)."""
     replies = embedder_bench.answers(sessions * turns)
     texts = [
         embedder_bench.raw_exchange(f"question {t}", pipeline.reply_text(s, t, sessions, replies))
@@ -55,7 +60,7 @@ async def rounds_of(sessions: int, turns: int, rounds: int, threads: int = 0) ->
             turns_per_session=turns,
             llm_latency=0.0,
             embedder="bundled",
-            overrides={"anthropic_api_key": "", "embed_threads": threads},
+            overrides={"anthropic_api_key": "", "embed_threads": threads, **(overrides or {})},
             replies=replies,
         )
         if not piped.order_kept:

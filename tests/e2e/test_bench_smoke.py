@@ -28,6 +28,18 @@ async def test_sequential_latency_run_separates_llm_and_embedder() -> None:
     assert 0 <= result["own_p50_ms"] <= result["p50_ms"]
 
 
+async def test_sequential_run_after_quiet_spells_still_times_each_turn() -> None:
+    result = await pipeline.run_sequential(turns=2, embedder="fake", timeout=120, pause=0.5)
+    assert result["p99_ms"] >= result["p50_ms"] > 0
+
+
+async def test_idle_cpu_counts_the_worker_and_the_embedded_broker() -> None:
+    idle = await pipeline.idle_cpu(seconds=2.0, settle=2.0)
+    # Idle is not free: both keep polling (the broker's fetches, the worker's timers).
+    assert idle.worker_pct > 0 and idle.broker_pct > 0
+    assert idle.total_pct == idle.worker_pct + idle.broker_pct
+
+
 async def test_hop_by_hop_run_times_every_stage_on_the_path() -> None:
     hops = await bench_hops.measure(2, "fake", {"embed_batch_window": 0.01})
     assert list(hops) == [f"{a.name} → {b.name}" for a, b in zip(bench_hops.PATH, bench_hops.PATH[1:], strict=False)]
