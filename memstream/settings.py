@@ -56,7 +56,7 @@ class Settings:
     partitions: int = field(default=4, metadata=_env("MEMSTREAM_PARTITIONS"))
     #: MEMSTREAM_REPLICATION: replication factor of created topics.
     replication: int = field(default=1, metadata=_env("MEMSTREAM_REPLICATION"))
-    #: MEMSTREAM_FETCH_MAX_WAIT_MS: longest a consumer fetch waits for data. 0: 20 ms on the
+    #: MEMSTREAM_FETCH_MAX_WAIT_MS: longest a consumer fetch waits while records come. 0: 20 ms on the
     #: embedded broker (Tansu holds a fetch for the whole wait), 500 ms on Kafka.
     fetch_max_wait_ms: int = field(default=0, metadata=_env("MEMSTREAM_FETCH_MAX_WAIT_MS", low=0, high=60_000))
     #: MEMSTREAM_FETCH_IDLE_WAIT_MS: the longest wait once fetches come back empty: after three
