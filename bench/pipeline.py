@@ -414,7 +414,7 @@ async def run_sequential(
 ) -> dict[str, float]:
     """One turn at a time, each published after the previous one's memory arrived and ``pause``
     seconds of quiet (a developer's pace: the worker's fetches wait longest then, see
-    ``memstream.transport.FetchWait``); ``overrides``: settings to run with, as for :func:`run`.
+    ``memstream.fetch_wait.FetchWait``); ``overrides``: settings to run with, as for :func:`run`.
 
     The pipeline's own share is each latency minus the mean LLM call and embedding batch
     times measured over the same run: the two outside services on the turn's path. Two

@@ -16,7 +16,7 @@ even when the first pass found data (below 250 ms it sleeps the whole remainder)
 fetch always costs about ``fetch_max_wait_ms``; only 0 avoids it, by polling. Lower waits
 buy latency with idle CPU: 11% of a core idle at 20 ms, 33% at 5 ms, 44% at 2 ms.
 
-So the wait adapts (:class:`FetchWait`): the short one while records flow, doubling after a few
+So the wait adapts (:class:`memstream.fetch_wait.FetchWait`): the short one while records flow, doubling after a few
 empty fetches up to an idle wait (200 ms on the embedded broker). Measured idle, worker and
 Tansu together: 31% of a core at a fixed 20 ms, 9% at 200 ms. The cost is the first hop after
 a quiet spell, which waits out the fetch in flight.
@@ -38,49 +38,8 @@ from aiokafka import TopicPartition
 from faust.transport.drivers import aiokafka as driver
 
 from memstream import offsets
+from memstream.fetch_wait import FetchWait, adapt_fetch_wait
 from memstream.ledger import ForgottenLedger
-
-
-class FetchWait:
-    """The wait of a consumer's next fetch: ``busy_ms`` while fetches bring records; after
-    ``patience`` empty fetches in a row it doubles with each further empty one, up to ``idle_ms``.
-    The first fetch with records brings it back to ``busy_ms``."""
-
-    def __init__(self, busy_ms: int, idle_ms: int, patience: int = 3) -> None:
-        self.busy_ms = busy_ms
-        self.idle_ms = max(idle_ms, busy_ms)
-        self.patience = patience
-        self.empty = 0
-
-    @property
-    def ms(self) -> int:
-        doublings = self.empty - self.patience + 1
-        if doublings <= 0 or self.busy_ms == self.idle_ms:
-            return self.busy_ms
-        return min(self.idle_ms, max(1, self.busy_ms) << min(doublings, 16))
-
-    def fetched(self, records: bool) -> int:
-        """Counts one fetch's outcome; the wait of the next one."""
-        self.empty = 0 if records else self.empty + 1
-        return self.ms
-
-
-def adapt_fetch_wait(consumer: aiokafka.AIOKafkaConsumer, wait: FetchWait) -> None:
-    """Has the started ``consumer`` wait ``wait.ms`` in each fetch, told whether each brought records.
-
-    aiokafka's fetcher builds the next request once the previous one's task is done and reads
-    ``_fetch_max_wait_ms`` then, so the wait set when a fetch ends is the next one's.
-    """
-    fetcher = consumer._fetcher
-    fetch = fetcher._proc_fetch_request
-
-    async def proc_fetch_request(assignment: Any, node_id: int, request: Any) -> bool:
-        records = bool(await fetch(assignment, node_id, request))
-        fetcher._fetch_max_wait_ms = wait.fetched(records)
-        return records
-
-    fetcher._fetch_max_wait_ms = wait.ms
-    fetcher._proc_fetch_request = proc_fetch_request
 
 
 def transport_class(fetch_max_wait_ms: int, prefetch_backoff_ms: int, idle_wait_ms: int = 0) -> type[driver.Transport]:
@@ -127,7 +86,7 @@ class MemstreamApp(faust.App):
     prefetch_backoff_ms: int = 10
     dead_letter_sink: Any = None
     #: The forgets this worker knows of: followed from the ledger topic, and recorded at once
-    #: when this worker starts or publishes one (memstream.ledger).
+    #: when this worker consumes or publishes one (memstream.ledger.ledger_of).
     forgotten_ledger: ForgottenLedger | None = None
     #: Set by the runner: () -> memstream.health.Status, what ``/health`` reports.
     health: Any = None
