@@ -22,8 +22,8 @@ from memstream.identity import derived_id
 from memstream.rules.aging import condense_prompt, stale_progress, summaries_to_condense
 from memstream.rules.extraction import CONDENSE_SYSTEM, parse_facts
 from memstream.schemas import AgeState, DeleteMemory, Fact, Memory, MemoryUpdated
+from memstream.telemetry.tracing import stage_span
 from memstream.topics.binding import Topics
-from memstream.tracing import stage_span
 
 STAGE = "age"
 log = logging.getLogger(__name__)

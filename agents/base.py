@@ -15,11 +15,11 @@ import msgspec
 from faust.types import EventT, Message
 from opentelemetry import trace
 
-from memstream import metrics
-from memstream.codec import CODEC_NAME
+from memstream.kafka.codec import CODEC_NAME
 from memstream.limits import DEAD_LETTER_PAYLOAD_MAX_BYTES, DEAD_LETTER_REASON_MAX_CHARS
-from memstream.redrive import ATTEMPTS_HEADER, REDRIVEN_FROM_HEADER, header
+from memstream.ops.redrive import ATTEMPTS_HEADER, REDRIVEN_FROM_HEADER, header
 from memstream.schemas import DeadLetter
+from memstream.telemetry import metrics
 
 log = logging.getLogger("memstream.agents")
 

@@ -39,7 +39,6 @@ import msgspec
 from faust.types import EventT
 from opentelemetry import trace
 
-from memstream import artifacts, metrics
 from memstream.agents.base import DeadLetters, state_table
 from memstream.bootstrap import Providers
 from memstream.identity import derived_id, normalize_content
@@ -55,8 +54,10 @@ from memstream.schemas import (
     Phase2State,
     RolloutOutput,
 )
+from memstream.store import artifacts
+from memstream.telemetry import metrics
+from memstream.telemetry.tracing import stage_span
 from memstream.topics.binding import Topics
-from memstream.tracing import stage_span
 
 STAGE = "consolidate"
 log = logging.getLogger(__name__)

@@ -23,8 +23,8 @@ from memstream.bootstrap import Providers
 from memstream.identity import derived_id
 from memstream.rules import contradiction as rules
 from memstream.schemas import ContradictionState, Memory, MemoryUpdated, SupersedeMemory
+from memstream.telemetry.tracing import stage_span
 from memstream.topics.binding import Topics
-from memstream.tracing import stage_span
 
 STAGE = "contradiction"
 log = logging.getLogger(__name__)

@@ -63,8 +63,8 @@ from memstream.schemas import (
     RefreshMemory,
     SupersedeMemory,
 )
+from memstream.telemetry.tracing import stage_span
 from memstream.topics.binding import Topics
-from memstream.tracing import stage_span
 
 STAGE = "decide"
 log = logging.getLogger(__name__)

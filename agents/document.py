@@ -29,13 +29,13 @@ from faust.types import EventT
 
 from memstream.agents.base import DeadLetters, expect, guarded_by_key
 from memstream.bootstrap import Providers
-from memstream.documents import DocumentError, fetch_url
 from memstream.identity import derived_id
+from memstream.intake.documents import DocumentError, fetch_url
 from memstream.rules import documents as rules
 from memstream.schemas import CreateMemory, DeleteMemory, Document, DocumentIngest, DocumentRemove
 from memstream.store.documents import DocumentStore
+from memstream.telemetry.tracing import stage_span
 from memstream.topics.binding import Topics
-from memstream.tracing import stage_span
 
 STAGE = "document"
 log = logging.getLogger(__name__)

@@ -19,15 +19,15 @@ import time
 
 import faust
 
-from memstream import metrics
 from memstream.agents.base import DeadLetters, batches, state_table
 from memstream.agents.counters import counters
 from memstream.agents.extract import park_delay
 from memstream.bootstrap import Providers
 from memstream.embed.base import EmbeddingOutage
 from memstream.schemas import EmbeddedFact, EmbedStats, Fact
+from memstream.telemetry import metrics
+from memstream.telemetry.tracing import span_from_headers, stage_span
 from memstream.topics.binding import Topics
-from memstream.tracing import span_from_headers, stage_span
 
 STAGE = "embed"
 log = logging.getLogger(__name__)

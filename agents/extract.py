@@ -39,8 +39,8 @@ from memstream.rules.extraction import (
 from memstream.rules.modes import REASON_LOW_CONFIDENCE
 from memstream.rules.secrets import redact
 from memstream.schemas import Entity, ExtractState, Fact, HistoryRecord, ParkedSnapshot, Scope, Snapshot
+from memstream.telemetry.tracing import stage_span
 from memstream.topics.binding import Topics
-from memstream.tracing import stage_span
 
 STAGE = "extract"
 log = logging.getLogger(__name__)

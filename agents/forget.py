@@ -8,7 +8,7 @@ op it made for the scope's earlier facts; the store agent deletes the scope's me
 graph links and passes it to ``history`` after every record it wrote; the history agent
 purges the scope's records. Each stage then drops the scope's facts, ops and records dated
 no later than the forget (a parked snapshot's retry, a redelivery, a replay of old turns).
-State: none (the forget is recorded in this worker's ledger, ``memstream.ledger``, for the
+State: none (the forget is recorded in this worker's ledger, ``memstream.kafka.ledger``, for the
 snapshot agent's windows); a redelivered forget purges again, which is harmless.
 """
 
@@ -21,10 +21,10 @@ from faust.types import EventT
 
 from memstream.agents.base import DeadLetters, expect, guarded
 from memstream.bootstrap import Providers
-from memstream.ledger import ledger_of
+from memstream.kafka.ledger import ledger_of
 from memstream.schemas import ForgetScope
+from memstream.telemetry.tracing import stage_span
 from memstream.topics.binding import Topics
-from memstream.tracing import stage_span
 
 STAGE = "forget"
 
@@ -36,7 +36,7 @@ def register(app: faust.App, topics: Topics, providers: Providers, sink: DeadLet
         op = expect(value, ForgetScope)
         # The snapshot agent's ledger, which also follows the topic on its own (every partition).
         ledger.record(op)
-        with stage_span("memstream.forget", scope=op.scope):
+        with stage_span("memstream.intake.forget", scope=op.scope):
             await topics.embedded.send(key=op.scope_key.encode(), value=op)
             await topics.consolidation.send(key=op.scope_key.encode(), value=op)
 

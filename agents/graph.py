@@ -27,8 +27,8 @@ from memstream.agents.base import DeadLetters, expect, guarded, state_table
 from memstream.agents.store import FORGET_CAUSE
 from memstream.bootstrap import Providers
 from memstream.schemas import GraphStats, MemoryUpdated
+from memstream.telemetry.tracing import stage_span
 from memstream.topics.binding import Topics
-from memstream.tracing import stage_span
 
 STAGE = "graph"
 log = logging.getLogger(__name__)

@@ -19,13 +19,13 @@ import logging
 
 import faust
 
-from memstream import metrics
 from memstream.agents.base import DeadLetters, state_table
 from memstream.agents.counters import counters
 from memstream.bootstrap import Providers
 from memstream.schemas import ForgetScope, ForgottenScope, HistoryRecord, HistoryStats
+from memstream.telemetry import metrics
+from memstream.telemetry.tracing import stage_span
 from memstream.topics.binding import Topics
-from memstream.tracing import stage_span
 
 STAGE = "history"
 log = logging.getLogger(__name__)

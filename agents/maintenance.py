@@ -1,7 +1,7 @@
 """Maintenance agent: seed 003's maintenance worker, a timer rather than a stream agent.
 
 Consumes nothing. Every ``MEMSTREAM_MAINTENANCE_INTERVAL_MS`` it runs one cycle of
-``memstream.maintenance.Maintenance`` (diagnostics, recommendations, and in ``execute`` mode
+``memstream.ops.maintenance.Maintenance`` (diagnostics, recommendations, and in ``execute`` mode
 the rate-limited repairs), on exactly one worker: like retention, the owner of the one
 ``consolidation`` partition. With ``MEMSTREAM_AUTONOMOUS_ENABLED`` off or
 ``MEMSTREAM_AUTONOMOUS_FROZEN`` on, the timer is never declared, but the worker's ``tick()``
@@ -22,7 +22,7 @@ import faust
 from memstream.agents import retention
 from memstream.agents.base import DeadLetters
 from memstream.bootstrap import Providers
-from memstream.maintenance import Maintenance
+from memstream.ops.maintenance import Maintenance
 from memstream.topics.binding import Topics
 
 STAGE = "maintenance"

@@ -15,12 +15,12 @@ from typing import Any
 import faust
 from faust.types import EventT
 
-from memstream import metrics
 from memstream.agents.base import DeadLetters, expect, guarded, state_table
 from memstream.bootstrap import Providers
 from memstream.schemas import ParkedSnapshot, ParkStats
+from memstream.telemetry import metrics
+from memstream.telemetry.tracing import stage_span
 from memstream.topics.binding import Topics
-from memstream.tracing import stage_span
 
 STAGE = "park"
 

@@ -28,15 +28,15 @@ from typing import Any
 
 import faust
 
-from memstream import metrics
 from memstream.agents.base import DeadLetters
 from memstream.bootstrap import Providers
 from memstream.rules import audit
 from memstream.rules.retention import BATCH_LIMIT, RetentionWindows, cutoffs
 from memstream.schemas import Memory
 from memstream.store.base import tombstone_since
+from memstream.telemetry import metrics
+from memstream.telemetry.tracing import stage_span
 from memstream.topics.binding import Topics
-from memstream.tracing import stage_span
 
 STAGE = "retention"
 log = logging.getLogger(__name__)

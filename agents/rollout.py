@@ -23,13 +23,13 @@ import faust
 import msgspec
 from faust.types import EventT
 
-from memstream import metrics
 from memstream.agents.base import DeadLetters, expect, guarded, state_table
 from memstream.bootstrap import Providers
 from memstream.rules import phase1
 from memstream.schemas import ConsolidationRequest, RolloutOutput, RolloutState, Snapshot
+from memstream.telemetry import metrics
+from memstream.telemetry.tracing import stage_span
 from memstream.topics.binding import Topics
-from memstream.tracing import stage_span
 
 STAGE = "rollout"
 log = logging.getLogger(__name__)

@@ -34,9 +34,9 @@ from faust.types import EventT
 from memstream.agents.base import DeadLetters, expect, guarded, state_table
 from memstream.bootstrap import Providers
 from memstream.identity import derived_id, project_key, user_key
-from memstream.kafka_security import client_options
-from memstream.ledger import ledger_of, stale_window
-from memstream.project_files import read_project_files
+from memstream.intake.project_files import read_project_files
+from memstream.kafka.ledger import ledger_of, stale_window
+from memstream.kafka.security import client_options
 from memstream.rules.explicit import explicit_requests
 from memstream.rules.secrets import redact
 from memstream.rules.snapshot import (
@@ -50,8 +50,8 @@ from memstream.rules.snapshot import (
     snapshot_modes,
 )
 from memstream.schemas import Message, SessionState, Snapshot, Turn
+from memstream.telemetry.tracing import stage_span
 from memstream.topics.binding import Topics
-from memstream.tracing import stage_span
 
 STAGE = "snapshot"
 log = logging.getLogger(__name__)

@@ -43,8 +43,8 @@ from memstream.schemas import (
 )
 from memstream.store.base import MemoryStore
 from memstream.store.graph import GraphStore
+from memstream.telemetry.tracing import stage_span
 from memstream.topics.binding import Topics
-from memstream.tracing import stage_span
 
 STAGE = "store"
 log = logging.getLogger(__name__)

@@ -230,12 +230,12 @@ async def count_memory_changes(bootstrap: str, settings: Any, expected: int, tim
 
 
 async def main_async(args: argparse.Namespace) -> dict[str, Any]:
-    from memstream import runner
-    from memstream.broker import free_port
     from memstream.capture.run import ingest
     from memstream.capture.spool import flush, pending
     from memstream.capture.state import CaptureState
+    from memstream.kafka.broker import free_port
     from memstream.settings import Settings
+    from memstream.worker import runner
 
     real = adapters_available() and FIXTURES.is_dir() and not args.standin
     work = Path(tempfile.mkdtemp(prefix="memstream-bench-capture-"))

@@ -31,8 +31,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from memstream.broker import EmbeddedBroker, free_port
-from memstream.publish import publish
+from memstream.intake.publish import publish
+from memstream.kafka.broker import EmbeddedBroker, free_port
 from memstream.schemas import Turn, encode
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -291,7 +291,7 @@ async def dead_letters(bootstrap: str, prefix: str) -> int:
     """How many records the dead-letter topic holds (read to its true end)."""
     from aiokafka import AIOKafkaConsumer, TopicPartition
 
-    from memstream import offsets
+    from memstream.kafka import offsets
     from memstream.topics import DEAD_LETTERS, topic_name
 
     topic = topic_name(prefix, DEAD_LETTERS)

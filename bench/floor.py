@@ -23,11 +23,11 @@ from typing import Any
 
 from aiokafka import AIOKafkaProducer
 
-from memstream.app import CONSUMER_OPTIONS
-from memstream.broker import EmbeddedBroker
-from memstream.runner import READY_TIMEOUT_SECONDS, _Worker
+from memstream.kafka.broker import EmbeddedBroker
+from memstream.kafka.transport import MemstreamApp
 from memstream.settings import Settings
-from memstream.transport import MemstreamApp
+from memstream.worker.app import CONSUMER_OPTIONS
+from memstream.worker.runner import READY_TIMEOUT_SECONDS, _Worker
 
 
 @dataclass

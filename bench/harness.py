@@ -227,7 +227,7 @@ async def _measure(
         )
     )
 
-    # The fetch wait of memstream.fetch_wait.FetchWait against the fixed 20 ms it replaced,
+    # The fetch wait of memstream.kafka.fetch_wait.FetchWait against the fixed 20 ms it replaced,
     # interleaved: idle, after a quiet spell, and in a raw-mode backlog.
     fixed = {"fetch_idle_wait_ms": 20}
     quiet_turns = 3 if quick else 10

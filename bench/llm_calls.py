@@ -30,13 +30,14 @@ from pathlib import Path
 from typing import Any
 
 from bench import pipeline
-from memstream import metrics, runner
 from memstream.bootstrap import build_providers
-from memstream.broker import free_port
 from memstream.embed.bundled import BundledEmbedder
-from memstream.publish import make_turn, publish
+from memstream.intake.publish import make_turn, publish
+from memstream.kafka.broker import free_port
 from memstream.rules import decision
 from memstream.settings import Settings
+from memstream.telemetry import metrics
+from memstream.worker import runner
 from tests.e2e import session
 from tests.fakes.anthropic_server import FakeAnthropic
 from tests.fakes.loopback import text_of_blocks, word_count
@@ -96,7 +97,7 @@ class Counted:
 def _stages() -> dict[str, str]:
     """Each stage's system prompt, naming the stage (the tree's own table where it has one)."""
     try:
-        from memstream.metrics import _prompt_stages
+        from memstream.telemetry.metrics import _prompt_stages
     except ImportError:  # the tree before per-stage metrics: its three per-turn stages
         from memstream.rules import contradiction, prompts
 

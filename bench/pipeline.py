@@ -26,16 +26,17 @@ from typing import Any
 import numpy as np
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 
-from memstream import metrics, runner
 from memstream.bootstrap import build_providers
-from memstream.broker import free_port
 from memstream.embed.base import DistanceProfile
 from memstream.embed.bundled import BundledEmbedder
-from memstream.publish import make_turn
+from memstream.intake.publish import make_turn
+from memstream.kafka.broker import free_port
 from memstream.rules import decision
 from memstream.schemas import MemoryUpdated, decode, encode
 from memstream.settings import Settings
+from memstream.telemetry import metrics
 from memstream.topics import MEMORY_UPDATED, TURNS, topic_name
+from memstream.worker import runner
 from tests.fakes.anthropic_server import FakeAnthropic
 
 #: One fact per assistant turn, tagged so its turn can be recognised downstream.
@@ -414,7 +415,7 @@ async def run_sequential(
 ) -> dict[str, float]:
     """One turn at a time, each published after the previous one's memory arrived and ``pause``
     seconds of quiet (a developer's pace: the worker's fetches wait longest then, see
-    ``memstream.fetch_wait.FetchWait``); ``overrides``: settings to run with, as for :func:`run`.
+    ``memstream.kafka.fetch_wait.FetchWait``); ``overrides``: settings to run with, as for :func:`run`.
 
     The pipeline's own share is each latency minus the mean LLM call and embedding batch
     times measured over the same run: the two outside services on the turn's path. Two

@@ -17,9 +17,9 @@ VERBS: dict[str, list[str]] = {
     "search": ["memstream.cli", "memstream.commands.read"],
     "block": ["memstream.cli", "memstream.commands.read"],
     "history": ["memstream.cli", "memstream.commands.read"],
-    "hook": ["memstream.cli", "memstream.commands.agent", "memstream.session_start"],
-    "mcp (stdio)": ["memstream.cli", "memstream.commands.agent", "memstream.mcp_server"],
-    "before: search/block/history (cli + runner)": ["memstream.cli", "memstream.runner"],
+    "hook": ["memstream.cli", "memstream.commands.agent", "memstream.recall.session_start"],
+    "mcp (stdio)": ["memstream.cli", "memstream.commands.agent", "memstream.serve.mcp_server"],
+    "before: search/block/history (cli + runner)": ["memstream.cli", "memstream.worker.runner"],
 }
 HEAVY = (
     "faust",

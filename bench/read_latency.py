@@ -23,7 +23,7 @@ import uuid
 from pathlib import Path
 
 from memstream.auth import read_token
-from memstream.broker import free_port
+from memstream.kafka.broker import free_port
 
 ROOT = Path(__file__).resolve().parents[1]
 FACTS = [

@@ -30,7 +30,7 @@ from typing import Any
 
 from memstream.embed.bundled import BundledEmbedder
 from memstream.identity import memory_id, normalize_content
-from memstream.rerank import rerank_top
+from memstream.recall.rerank import rerank_top
 from memstream.schemas import Memory
 from memstream.settings import Settings
 from memstream.store.base import Fusion

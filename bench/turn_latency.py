@@ -20,12 +20,12 @@ from pathlib import Path
 
 from aiokafka import AIOKafkaConsumer
 
-from memstream import runner
-from memstream.broker import free_port
-from memstream.publish import make_turn, publish
+from memstream.intake.publish import make_turn, publish
+from memstream.kafka.broker import free_port
 from memstream.schemas import MemoryUpdated, decode
 from memstream.settings import Settings
 from memstream.topics import MEMORY_UPDATED, topic_name
+from memstream.worker import runner
 
 
 async def measure(turns: int) -> None:

@@ -19,14 +19,14 @@ import time
 from datetime import UTC, datetime
 from pathlib import Path
 
-from memstream import runner
-from memstream.broker import free_port
-from memstream.documents import ingest_request
-from memstream.publish import make_turn, publish_events
-from memstream.redrive import RedriveFilter, redrive
+from memstream.intake.documents import ingest_request
+from memstream.intake.publish import make_turn, publish_events
+from memstream.kafka.broker import free_port
+from memstream.ops.redrive import RedriveFilter, redrive
 from memstream.schemas import DeadLetter, encode
 from memstream.settings import Settings
 from memstream.topics import DEAD_LETTERS, DOCUMENTS, TURNS, topic_name
+from memstream.worker import runner
 
 WORDS = [
     "deploy",

@@ -16,7 +16,7 @@ from memstream.store.graph import GraphStore
 from memstream.store.history import HistoryStore
 
 if TYPE_CHECKING:
-    from memstream.rerank import Reranker
+    from memstream.recall.rerank import Reranker
 
 log = logging.getLogger(__name__)
 
@@ -207,7 +207,7 @@ def build_providers(
     llm: LLM | None = None,
     history: HistoryStore | None = None,
 ) -> Providers:
-    from memstream.rerank import build_reranker
+    from memstream.recall.rerank import build_reranker
 
     embedder = embedder or build_embedder(settings)
     llm = llm or build_llm(settings)

@@ -2,7 +2,7 @@
 
 A minimal dispatcher: read the payload (JSON on stdin; for Codex's ``notify``, the last argument), route by
 its event, print what the handler returns (nothing, except where the host reads JSON back), and exit 0
-whatever happens. ``SessionStart`` goes to :func:`memstream.session_start.hook_output` (the [MEMORY] block
+whatever happens. ``SessionStart`` goes to :func:`memstream.recall.session_start.hook_output` (the [MEMORY] block
 as the host's additional context); every other event is capture (:mod:`memstream.capture.hook`).
 Imports stay light: no Faust, no Kafka client, no SDK.
 """
@@ -44,7 +44,7 @@ def dispatch(host: str, payload: dict[str, Any], *, data_dir: str = "") -> str:
     event = str(payload.get("hook_event_name") or payload.get("type") or "")
     if event == SESSION_START:
         try:
-            from memstream.session_start import hook_output
+            from memstream.recall.session_start import hook_output
 
             return str(hook_output(host, payload, settings) or "")
         except Exception:  # the recall side answers or says nothing: never a failed session

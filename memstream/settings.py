@@ -281,7 +281,7 @@ class Settings:
 
     # --- recall ------------------------------------------------------------------------
     #: MEMSTREAM_BLOCK_MAX_TOKENS: token budget of the [MEMORY] block (about 4 characters a token);
-    #: sections are trimmed by priority to fit (see memstream.recall.TRIM_ORDER).
+    #: sections are trimmed by priority to fit (see memstream.recall.search.TRIM_ORDER).
     block_max_tokens: int = field(default=2000, metadata=_env("MEMSTREAM_BLOCK_MAX_TOKENS"))
     #: MEMSTREAM_RECALL_ALPHA: weight of the vector leg in search's hybrid score (the BM25 leg gets 1 - alpha),
     #: both legs min-max scaled per query; 0.5 weighs them equally (bench/retrieval's dev half: 0.5-0.7 within
@@ -424,7 +424,7 @@ class Settings:
             raise SettingsError(f"{_var('reranker_timeout_ms')} must be between 100 and 30000")
         if self.trace_exporter not in {"none", "console", "otlp"}:
             raise SettingsError(f"{_var('trace_exporter')} must be none, console or otlp, got {self.trace_exporter!r}")
-        from memstream.kafka_security import problems
+        from memstream.kafka.security import problems
 
         for problem in problems(
             self.kafka_security_protocol, self.kafka_sasl_mechanism, self.kafka_sasl_username, self.kafka_sasl_password

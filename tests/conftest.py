@@ -8,9 +8,9 @@ from pathlib import Path
 import pytest
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
-from memstream.broker import free_port
+from memstream.kafka.broker import free_port
 from memstream.settings import Settings
-from memstream.tracing import configure_tracing
+from memstream.telemetry.tracing import configure_tracing
 
 _EXPORTER = InMemorySpanExporter()
 configure_tracing("memory", exporter=_EXPORTER)

@@ -9,7 +9,7 @@ from typing import Any, Protocol
 import faust
 from faust.types import Message
 
-from memstream.codec import CODEC_NAME
+from memstream.kafka.codec import CODEC_NAME
 from memstream.topics.admin import partitions_of
 from memstream.topics.catalog import (
     CONSOLIDATION,

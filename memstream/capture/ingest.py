@@ -125,7 +125,10 @@ def fingerprint(path: Path, length: int) -> str:
 
 
 def turn_payload(turn: CapturedTurn, content_hash: str, extracted_at: datetime) -> dict[str, Any]:
-    """A captured turn as the JSON the spool keeps and ``--json`` prints (``memstream.publish.make_turn``'s fields)."""
+    """A captured turn as the JSON the spool keeps and ``--json`` prints.
+
+    Its fields are ``memstream.intake.publish.make_turn``'s.
+    """
     return {
         "session_id": turn.session_id,
         "project": turn.project,

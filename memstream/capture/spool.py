@@ -43,7 +43,7 @@ def flush_lock(settings: Settings, *, wait: bool) -> Iterator[bool]:
 
 def make_turns(payloads: list[dict[str, Any]], user: str) -> list[Any]:
     """Spooled payloads as validated ``turn.v2`` events."""
-    from memstream.publish import make_turn
+    from memstream.intake.publish import make_turn
     from memstream.schemas import Provenance
 
     turns = []
@@ -74,7 +74,7 @@ async def flush(
     progress: Callable[[int], None] | None = None,
 ) -> int:
     """Send every spooled turn; returns how many were sent. Raises if the broker cannot be reached."""
-    from memstream.publish import open_producer, send_turns
+    from memstream.intake.publish import open_producer, send_turns
 
     if not settings.capture_db.exists():
         return 0

@@ -78,7 +78,7 @@ def as_principal(settings: Settings, turns: list[Any]) -> list[Any]:
 
 def kafka_security(settings: Settings) -> dict[str, Any]:
     """TLS/SASL options for a configured Kafka; none for the embedded broker found in the runtime file."""
-    from memstream.kafka_security import client_options
+    from memstream.kafka.security import client_options
 
     return client_options(settings) if settings.kafka_bootstrap else {}
 
@@ -159,7 +159,7 @@ def cmd_forget(args: argparse.Namespace, settings: Settings) -> int:
 
 
 def cmd_api(args: argparse.Namespace, settings: Settings) -> int:
-    from memstream.query_api import QueryApiError, serve
+    from memstream.serve.query_api import QueryApiError, serve
 
     logging.basicConfig(level=settings.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     try:

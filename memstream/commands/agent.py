@@ -26,8 +26,8 @@ def cmd_hook(args: argparse.Namespace, settings: Settings) -> int:
 
 
 def cmd_mcp(args: argparse.Namespace, settings: Settings) -> int:
-    from memstream.mcp_server import stdio_main
     from memstream.runtime import api_url, auth_headers, user_identity
+    from memstream.serve.mcp_server import stdio_main
 
     stdio_main(api_url(settings), user_identity(settings), str(Path.cwd()), headers=auth_headers(settings))
     return 0

@@ -39,8 +39,9 @@ EXIT_CRASHED = 70
 
 
 async def _up(settings: Settings) -> int:
-    from memstream import health, runner
-    from memstream.tracing import configure_tracing
+    from memstream.telemetry import health
+    from memstream.telemetry.tracing import configure_tracing
+    from memstream.worker import runner
 
     if runner.read_runtime_file(settings):
         raise CliError(f"memstream is already running with data dir {settings.data_dir} (see {settings.runtime_file})")
@@ -128,7 +129,7 @@ def _banner(running: Any) -> str:
 
 
 def cmd_publish(args: argparse.Namespace, settings: Settings) -> int:
-    from memstream.publish import TurnError, make_turn, parse_jsonl, publish, read_jsonl
+    from memstream.intake.publish import TurnError, make_turn, parse_jsonl, publish, read_jsonl
 
     try:
         if args.file:
@@ -195,8 +196,8 @@ def cmd_init(args: argparse.Namespace, settings: Settings) -> int:
     from datetime import UTC, datetime
 
     from memstream.identity import derived_id, project_key, user_key
-    from memstream.project_files import PROJECT_FILES, read_project_files
-    from memstream.publish import publish_events
+    from memstream.intake.project_files import PROJECT_FILES, read_project_files
+    from memstream.intake.publish import publish_events
     from memstream.rules.secrets import redact
     from memstream.schemas import Snapshot
     from memstream.topics import SNAPSHOTS
@@ -235,8 +236,8 @@ def cmd_init(args: argparse.Namespace, settings: Settings) -> int:
 
 
 def cmd_remember(args: argparse.Namespace, settings: Settings) -> int:
-    from memstream.publish import publish_events
-    from memstream.remember import RememberError, make_fact
+    from memstream.intake.publish import publish_events
+    from memstream.intake.remember import RememberError, make_fact
     from memstream.topics import FACTS
 
     project = str(Path(args.project).resolve())
@@ -275,8 +276,8 @@ def cmd_remember(args: argparse.Namespace, settings: Settings) -> int:
 def cmd_replay(args: argparse.Namespace, settings: Settings) -> int:
     from datetime import datetime
 
-    from memstream.replay import ReplayError, Start, replay
     from memstream.runtime import read_runtime_file
+    from memstream.worker.replay import ReplayError, Start, replay
 
     start = Start()
     if args.from_time:

@@ -37,8 +37,8 @@ def _bootstrap(settings: Settings) -> str:
 
 
 def cmd_doc_add(args: argparse.Namespace, settings: Settings) -> int:
-    from memstream.documents import DocumentError, ingest_request
-    from memstream.publish import publish_events
+    from memstream.intake.documents import DocumentError, ingest_request
+    from memstream.intake.publish import publish_events
     from memstream.topics import DOCUMENTS
 
     project = str(Path(args.project).resolve())
@@ -102,8 +102,8 @@ def cmd_doc_show(args: argparse.Namespace, settings: Settings) -> int:
 
 
 def cmd_doc_remove(args: argparse.Namespace, settings: Settings) -> int:
-    from memstream.documents import remove_request
-    from memstream.publish import publish_events
+    from memstream.intake.documents import remove_request
+    from memstream.intake.publish import publish_events
     from memstream.topics import DOCUMENTS
 
     request = remove_request(args.document_id.strip())
@@ -118,7 +118,7 @@ def cmd_doc_remove(args: argparse.Namespace, settings: Settings) -> int:
 
 
 def cmd_doctor(args: argparse.Namespace, settings: Settings) -> int:
-    from memstream.maintenance import render
+    from memstream.ops.maintenance import render
 
     method = "POST" if args.execute else "GET"
     _, body = api_request(settings, method, "/maintenance", {}, timeout=DOCTOR_TIMEOUT_S)
@@ -132,7 +132,7 @@ def cmd_doctor(args: argparse.Namespace, settings: Settings) -> int:
 def cmd_redrive(args: argparse.Namespace, settings: Settings) -> int:
     from datetime import UTC, datetime
 
-    from memstream.redrive import RedriveError, RedriveFilter, parse_since, redrive
+    from memstream.ops.redrive import RedriveError, RedriveFilter, parse_since, redrive
 
     try:
         wanted = RedriveFilter(

@@ -9,9 +9,9 @@ from __future__ import annotations
 import time
 from collections.abc import Sequence
 
-from memstream import metrics
 from memstream.llm.base import LLM, Completion, LLMError
-from memstream.tracing import stage_span
+from memstream.telemetry import metrics
+from memstream.telemetry.tracing import stage_span
 
 #: Seed 000's fallback order; the configured primary moves to the front.
 PROVIDER_ORDER: tuple[str, ...] = ("anthropic", "xai", "google", "local")

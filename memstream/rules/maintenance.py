@@ -1,7 +1,7 @@
 """Seed 003's maintenance worker, as pure functions: diagnostics and their composite score,
 recommendations, per-action rate limits, and the halt tracker.
 
-The measurements come in as numbers (``memstream.maintenance`` reads them from Kafka and the
+The measurements come in as numbers (``memstream.ops.maintenance`` reads them from Kafka and the
 store); everything decided from them is here, so it is tested without a broker or a store.
 """
 

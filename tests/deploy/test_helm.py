@@ -452,7 +452,7 @@ def test_service_monitor_scrapes_both_services(rendered: dict[str, list[dict[str
 
 
 def test_probed_and_scraped_paths_are_routes_of_memstream_api(rendered: dict[str, list[dict[str, Any]]]) -> None:
-    source = (Path(__file__).resolve().parents[2] / "memstream" / "api.py").read_text()
+    source = (Path(__file__).resolve().parents[2] / "memstream" / "serve" / "api.py").read_text()
     assert 'Route("/health"' in source and 'Route("/health/live"' in source
     monitor = one(rendered["servicemonitor"], "ServiceMonitor")
     for endpoint in monitor["spec"]["endpoints"]:

@@ -11,8 +11,8 @@ from typing import Any, TypeVar
 import pytest_asyncio
 from aiokafka import AIOKafkaConsumer
 
-from memstream import runner
 from memstream.schemas import decode
+from memstream.worker import runner
 from tests.conftest import make_settings
 
 T = TypeVar("T")

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from memstream.broker import free_port
+from memstream.kafka.broker import free_port
 
 pytestmark = pytest.mark.e2e
 
@@ -125,7 +125,7 @@ def test_quickstart_publish_search_block_and_ctrl_c(
     assert process.wait(timeout=60) == 0
     assert not (Path(env["MEMSTREAM_DATA_DIR"]) / "runtime.json").exists()
     host, port = runtime["bootstrap"].split(":")
-    from memstream.broker import metadata_ready
+    from memstream.kafka.broker import metadata_ready
 
     assert not metadata_ready(host, int(port)), "the embedded broker outlived memstream"
 

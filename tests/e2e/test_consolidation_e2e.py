@@ -11,12 +11,12 @@ from pathlib import Path
 
 import pytest
 
-from memstream import artifacts
 from memstream.agents.consolidate import consolidated_memory_id
 from memstream.identity import project_key
-from memstream.publish import publish, publish_events
+from memstream.intake.publish import publish, publish_events
 from memstream.rules import phase2
 from memstream.schemas import ConsolidationRequest, MemoryUsage, RolloutOutput, Turn
+from memstream.store import artifacts
 from memstream.topics.catalog import CONSOLIDATION
 from tests.e2e.conftest import eventually, read_topic, start_pipeline, values
 from tests.e2e.phase_model import PhaseModel

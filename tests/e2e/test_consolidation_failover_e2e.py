@@ -26,14 +26,14 @@ from typing import Any
 
 import pytest
 
-from memstream import artifacts
 from memstream.agents.consolidate import consolidated_memory_id
-from memstream.broker import EmbeddedBroker, free_port
 from memstream.identity import project_key
-from memstream.publish import publish
+from memstream.intake.publish import publish
+from memstream.kafka.broker import EmbeddedBroker, free_port
 from memstream.rules import phase2
 from memstream.schemas import Turn
 from memstream.schemas.events import Role
+from memstream.store import artifacts
 from tests.e2e.conftest import eventually
 from tests.e2e.phase_model import PhaseModel
 from tests.fakes.anthropic_server import FakeAnthropic

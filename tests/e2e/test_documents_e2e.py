@@ -16,10 +16,10 @@ import pytest
 import pytest_asyncio
 from aiohttp import web
 
-from memstream import runner
 from memstream.identity import project_key
 from memstream.rules.documents import chunk
 from memstream.schemas import DOCUMENT_CHUNK, Memory
+from memstream.worker import runner
 from tests.e2e.conftest import eventually, start_pipeline
 
 pytestmark = [pytest.mark.e2e, pytest.mark.asyncio(loop_scope="module")]

@@ -1,5 +1,5 @@
 """True end offsets on the embedded broker: Tansu 0.6 answers ListOffsets "latest" with the
-last batch's base offset + 1, so everything that reads "to the end" asks memstream.offsets."""
+last batch's base offset + 1, so everything that reads "to the end" asks memstream.kafka.offsets."""
 
 from __future__ import annotations
 
@@ -11,9 +11,9 @@ import pytest_asyncio
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 
-from memstream import offsets
-from memstream.broker import EmbeddedBroker
-from memstream.replay import Start, copy_turns
+from memstream.kafka import offsets
+from memstream.kafka.broker import EmbeddedBroker
+from memstream.worker.replay import Start, copy_turns
 from tests.e2e.conftest import start_pipeline
 
 pytestmark = [pytest.mark.e2e, pytest.mark.asyncio]

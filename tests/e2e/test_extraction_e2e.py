@@ -13,11 +13,11 @@ from typing import Any
 import pytest
 import pytest_asyncio
 
-from memstream import runner
 from memstream.identity import project_key
-from memstream.publish import make_turn, publish
+from memstream.intake.publish import make_turn, publish
 from memstream.schemas import DeadLetter, Memory
 from memstream.topics import ALL_TOPICS, DEAD_LETTERS, FACTS, PARKED, TURNS, topic_name
+from memstream.worker import runner
 from tests.e2e.conftest import eventually, read_topic, start_pipeline, values
 from tests.fakes.anthropic_server import FakeAnthropic
 from tests.fakes.openai_server import FakeOpenAI

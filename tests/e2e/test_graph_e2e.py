@@ -14,13 +14,14 @@ import faust
 import pytest
 import pytest_asyncio
 
-from memstream import recall, runner
 from memstream.identity import project_key
-from memstream.publish import make_turn, publish
+from memstream.intake.publish import make_turn, publish
+from memstream.recall import search as recall
 from memstream.rules import contradiction, decision
 from memstream.rules.graph import canonical_name
 from memstream.rules.prompts import NORMAL_SYSTEM
 from memstream.schemas import GraphStats, Memory
+from memstream.worker import runner
 from tests.e2e.conftest import eventually, start_pipeline
 from tests.fakes.anthropic_server import FakeAnthropic
 from tests.fakes.loopback import text_of_blocks

@@ -17,12 +17,12 @@ from typing import Any
 import pytest
 
 from memstream.identity import memory_id, normalize_content, project_key
-from memstream.publish import publish
+from memstream.intake.publish import publish
 from memstream.rules import decision
 from memstream.rules.contradiction import SYSTEM as CONTRADICTION_SYSTEM
 from memstream.rules.prompts import NORMAL_SYSTEM
-from memstream.runner import Running
 from memstream.schemas import HistoryRecord, Memory, Turn
+from memstream.worker.runner import Running
 from tests.e2e.conftest import eventually, start_pipeline
 from tests.fakes.anthropic_server import FakeAnthropic
 

@@ -19,14 +19,15 @@ import pytest
 import pytest_asyncio
 from qdrant_edge import UpdateOperation
 
-from memstream import metrics, runner
 from memstream.agents import retention
 from memstream.identity import derived_id, project_key
-from memstream.maintenance import Maintenance
-from memstream.publish import make_turn, publish, publish_events
+from memstream.intake.publish import make_turn, publish, publish_events
+from memstream.ops.maintenance import Maintenance
 from memstream.schemas import DeadLetter, Memory, encode
 from memstream.store.base import BM25_VECTOR, DENSE_VECTOR
+from memstream.telemetry import metrics
 from memstream.topics import DEAD_LETTERS, TURNS, topic_name
+from memstream.worker import runner
 from tests.e2e.conftest import eventually, start_pipeline
 
 pytestmark = [pytest.mark.e2e, pytest.mark.asyncio(loop_scope="module")]
@@ -246,14 +247,14 @@ async def test_doctor_reports_injected_problems_and_execute_repairs_them(run: Ru
 
 
 async def test_doctor_prints_a_readable_report_without_importing_faust(run: Run) -> None:
-    from memstream.maintenance import render
+    from memstream.ops.maintenance import render
 
     report = await run.doctor()
     lines = render(report).splitlines()
     assert lines[0].startswith("health ") and lines[1].startswith("  queue:")
     assert any(line.startswith("halted: ") for line in lines)
     # `memstream doctor` is a read verb: what it imports to print the report brings no Faust.
-    check = "import sys, memstream.cli, memstream.maintenance; print('faust' in sys.modules)"
+    check = "import sys, memstream.cli, memstream.ops.maintenance; print('faust' in sys.modules)"
     process = await asyncio.create_subprocess_exec(sys.executable, "-c", check, stdout=asyncio.subprocess.PIPE)
     assert (await process.communicate())[0] == b"False\n"
 

@@ -16,8 +16,8 @@ import pytest_asyncio
 from mcp import Client, StdioServerParameters
 from pydantic import FileUrl
 
-from memstream import runner
-from memstream.publish import make_turn, publish
+from memstream.intake.publish import make_turn, publish
+from memstream.worker import runner
 from tests.e2e.conftest import eventually, start_pipeline
 
 pytestmark = [pytest.mark.e2e, pytest.mark.asyncio(loop_scope="module")]

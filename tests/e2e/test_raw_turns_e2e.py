@@ -9,10 +9,10 @@ from pathlib import Path
 import pytest
 import pytest_asyncio
 
-from memstream import runner
 from memstream.identity import project_key
-from memstream.publish import make_turn, publish
+from memstream.intake.publish import make_turn, publish
 from memstream.schemas import Memory
+from memstream.worker import runner
 from tests.e2e.conftest import eventually, start_pipeline
 
 pytestmark = [pytest.mark.e2e, pytest.mark.asyncio(loop_scope="module")]

@@ -17,11 +17,11 @@ from typing import Any
 import pytest
 import pytest_asyncio
 
-from memstream import runner
 from memstream.identity import project_key
-from memstream.publish import make_turn, publish
-from memstream.redrive import RedriveFilter, dead_letters, redrive, redriven
+from memstream.intake.publish import make_turn, publish
+from memstream.ops.redrive import RedriveFilter, dead_letters, redrive, redriven
 from memstream.schemas import Memory
+from memstream.worker import runner
 from tests.e2e.conftest import eventually, start_pipeline
 from tests.fakes.anthropic_server import FakeAnthropic
 

@@ -13,7 +13,7 @@ from typing import Any
 import msgspec
 import pytest
 
-from memstream.publish import publish, read_jsonl
+from memstream.intake.publish import publish, read_jsonl
 from memstream.rules import decision
 from tests.e2e.conftest import eventually, start_pipeline
 from tests.fakes.anthropic_server import FakeAnthropic

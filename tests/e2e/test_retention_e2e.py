@@ -19,7 +19,7 @@ import pytest
 from memstream.agents.retention import sweep
 from memstream.cli import main
 from memstream.identity import derived_id, project_key
-from memstream.publish import publish_events
+from memstream.intake.publish import publish_events
 from memstream.schemas import CreateMemory, Memory, SupersedeMemory
 from memstream.schemas.events import Entity
 from memstream.topics.catalog import MEMORY_OPS

@@ -17,11 +17,11 @@ import pytest
 import pytest_asyncio
 from aiokafka import AIOKafkaProducer
 
-from memstream import runner
 from memstream.identity import project_key, user_key
-from memstream.publish import make_turn, publish
+from memstream.intake.publish import make_turn, publish
 from memstream.schemas import DeadLetter, Memory, MemoryUpdated
 from memstream.topics import ALL_TOPICS, DEAD_LETTERS, MEMORY_UPDATED, TURNS, topic_name
+from memstream.worker import runner
 from tests.e2e import session
 from tests.e2e.conftest import eventually, read_topic, start_pipeline, values
 from tests.fakes.anthropic_server import FakeAnthropic
@@ -228,7 +228,7 @@ async def test_one_trace_spans_every_stage(run: Run, spans: Any) -> None:
     # take_events, which bypasses the sensor, so it continues the trace itself (memstream.embed).
     stages = {f"{prefix}.{t} process" for t in ("turns", "snapshots", "embedded", "memory-ops", "memory-updated")}
     stages |= {
-        "memstream.publish",
+        "memstream.intake.publish",
         "memstream.snapshot",
         "memstream.extract",
         "memstream.llm",

@@ -16,8 +16,8 @@ from typing import Any
 import pytest
 import pytest_asyncio
 
-from memstream import runner
-from memstream.broker import free_port
+from memstream.kafka.broker import free_port
+from memstream.worker import runner
 from tests.e2e.conftest import start_pipeline
 
 pytestmark = [pytest.mark.e2e, pytest.mark.asyncio(loop_scope="module")]

@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from memstream.publish import make_turn, publish_events
+from memstream.intake.publish import make_turn, publish_events
 from memstream.topics import TURNS
 from tests.e2e.conftest import eventually, start_pipeline
 

@@ -10,10 +10,10 @@ from pathlib import Path
 
 import pytest
 
-from memstream import metrics
 from memstream.identity import project_key
-from memstream.publish import make_turn, publish
+from memstream.intake.publish import make_turn, publish
 from memstream.schemas import DeadLetter
+from memstream.telemetry import metrics
 from memstream.topics import DEAD_LETTERS, topic_name
 from tests.e2e.conftest import eventually, start_pipeline, values
 from tests.e2e.test_replay_e2e import one_note_per_turn

@@ -10,9 +10,9 @@ import pytest
 from aiokafka import AIOKafkaProducer
 
 from bench.chaos import normalized, workload
-from memstream.replay import replay
 from memstream.schemas import encode
 from memstream.topics import TURNS, topic_name
+from memstream.worker.replay import replay
 from tests.e2e.conftest import eventually, start_pipeline
 
 pytestmark = [pytest.mark.e2e, pytest.mark.asyncio]

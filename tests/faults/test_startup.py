@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from bench.chaos import ROOT, worker_env
-from memstream.broker import free_port
+from memstream.kafka.broker import free_port
 
 pytestmark = [pytest.mark.e2e]
 

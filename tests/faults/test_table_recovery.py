@@ -1,5 +1,5 @@
 """A plain restart recovers every table write: Faust reads each changelog up to
-``consumer.highwaters``, which on Tansu must be the true end (memstream.offsets), not
+``consumer.highwaters``, which on Tansu must be the true end (memstream.kafka.offsets), not
 ListOffsets' last batch base + 1."""
 
 from __future__ import annotations
@@ -11,9 +11,9 @@ import pytest
 from aiokafka import AIOKafkaProducer
 
 from bench.chaos import external_broker, workload
-from memstream import runner
 from memstream.schemas import encode
 from memstream.topics import TURNS, topic_name
+from memstream.worker import runner
 from tests.conftest import make_settings
 from tests.e2e.conftest import eventually
 

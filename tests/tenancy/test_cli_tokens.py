@@ -13,8 +13,8 @@ from typing import Any, ClassVar
 import pytest
 
 from memstream.auth import TokenStore
-from memstream.broker import free_port
 from memstream.cli import main
+from memstream.kafka.broker import free_port
 
 
 @pytest.fixture

@@ -13,15 +13,16 @@ import httpx
 import pytest
 import pytest_asyncio
 
-from memstream import recall, runner
 from memstream.agents.store import FORGET_CAUSE
-from memstream.forget import forget_event
 from memstream.identity import memory_id, normalize_content, project_key, user_key
-from memstream.ledger import ledger_of
-from memstream.publish import publish_events
-from memstream.replay import read_forgotten, replayable
+from memstream.intake.forget import forget_event
+from memstream.intake.publish import publish_events
+from memstream.kafka.ledger import ledger_of
+from memstream.recall import search as recall
 from memstream.schemas import Entity, Fact, MemoryUpdated, Turn
 from memstream.topics import FACTS, FORGOTTEN, MEMORY_UPDATED, TURNS, topic_name
+from memstream.worker import runner
+from memstream.worker.replay import read_forgotten, replayable
 from tests.e2e.conftest import eventually, read_topic, start_pipeline, values
 
 pytestmark = pytest.mark.asyncio(loop_scope="module")

@@ -12,11 +12,11 @@ from typing import Any
 import msgspec
 import pytest
 
-from memstream import artifacts
 from memstream.agents.consolidate import GLOBAL, Consolidator
-from memstream.forget import forget_event
+from memstream.intake.forget import forget_event
 from memstream.schemas import ConsolidationRequest, CreateMemory
 from memstream.settings import Settings
+from memstream.store import artifacts
 from tests.unit.test_consolidator import NOW, Embedder, Model, Sent, Store, output
 
 pytestmark = pytest.mark.asyncio

@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from memstream.auth import FailureLimiter, TokenStore, admin_principal, user_principal
-from memstream.guard import AuthMiddleware, principal_of
+from memstream.serve.guard import AuthMiddleware, principal_of
 
 ALICE = user_principal("alice@example.com", ["/repos/a"])
 

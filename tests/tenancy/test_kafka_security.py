@@ -8,7 +8,7 @@ from pathlib import Path
 import faust
 import pytest
 
-from memstream.kafka_security import client_options, faust_credentials
+from memstream.kafka.security import client_options, faust_credentials
 from memstream.settings import Settings, SettingsError
 
 

@@ -5,9 +5,9 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta
 from types import SimpleNamespace
 
-from memstream.forget import forget_event
 from memstream.identity import project_key, user_key
-from memstream.ledger import ForgottenLedger, ledger_of, stale_window
+from memstream.intake.forget import forget_event
+from memstream.kafka.ledger import ForgottenLedger, ledger_of, stale_window
 
 T = datetime(2026, 11, 23, tzinfo=UTC)
 

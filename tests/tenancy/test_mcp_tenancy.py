@@ -17,11 +17,11 @@ import pytest_asyncio
 from mcp import Client
 from mcp.client.streamable_http import create_mcp_http_client, streamable_http_client
 
-from memstream import query_api
 from memstream.auth import TokenStore, user_principal
 from memstream.bootstrap import build_providers
-from memstream.broker import EmbeddedBroker, free_port
 from memstream.identity import memory_id, normalize_content, project_key, user_key
+from memstream.kafka.broker import EmbeddedBroker, free_port
+from memstream.serve import query_api
 from memstream.topics.admin import ensure_topics
 from tests.conftest import make_settings
 from tests.e2e.conftest import eventually

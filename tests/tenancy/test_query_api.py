@@ -18,8 +18,8 @@ import pytest_asyncio
 from memstream.auth import TokenStore, admin_principal, user_principal
 from memstream.cli import main
 from memstream.identity import user_key
-from memstream.query_api import Publisher, QueryApiError, build, check_settings, query_providers
 from memstream.schemas import decode
+from memstream.serve.query_api import Publisher, QueryApiError, build, check_settings, query_providers
 from tests.conftest import make_settings
 
 ASYNC = pytest.mark.asyncio(loop_scope="module")
@@ -34,8 +34,8 @@ class RecordingProducer:
 
 
 def test_the_query_api_imports_no_pipeline() -> None:
-    heavy = ("faust", "mode", "aiokafka", "memstream.agents", "memstream.app", "memstream.runner")
-    code = f"import sys, memstream.query_api\nprint(' '.join(m for m in {heavy!r} if m in sys.modules))"
+    heavy = ("faust", "mode", "aiokafka", "memstream.agents", "memstream.worker.app", "memstream.worker.runner")
+    code = f"import sys, memstream.serve.query_api\nprint(' '.join(m for m in {heavy!r} if m in sys.modules))"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "", "a query-only process must not load the pipeline (nor join its group)"
 
@@ -130,9 +130,9 @@ async def test_serve_answers_over_http_and_publishes_a_forget_to_kafka(
     import contextlib
     import dataclasses
 
-    from memstream import query_api
     from memstream.bootstrap import build_providers
-    from memstream.broker import EmbeddedBroker, free_port
+    from memstream.kafka.broker import EmbeddedBroker, free_port
+    from memstream.serve import query_api
     from memstream.topics.admin import ensure_topics
     from memstream.topics.catalog import FORGOTTEN, topic_name
     from tests.e2e.conftest import eventually, read_topic

@@ -7,16 +7,16 @@ import sys
 
 
 def test_the_api_module_imports_no_faust_kafka_or_agents() -> None:
-    heavy = ("faust", "aiokafka", "mode", "memstream.agents", "memstream.app")
-    code = f"import sys, memstream.api\nprint(' '.join(m for m in {heavy!r} if m in sys.modules))"
+    heavy = ("faust", "aiokafka", "mode", "memstream.agents", "memstream.worker.app")
+    code = f"import sys, memstream.serve.api\nprint(' '.join(m for m in {heavy!r} if m in sys.modules))"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == ""
 
 
 def test_a_result_carries_what_a_caller_needs() -> None:
-    from memstream.api import result
     from memstream.commands.read import format_hit
     from memstream.schemas import Provenance
+    from memstream.serve.api import result
     from tests.unit.factories import T0, memory
 
     stored = memory(

@@ -7,8 +7,8 @@ from typing import Any
 
 from starlette.testclient import TestClient
 
-from memstream.api import ApiContext, create_app
 from memstream.auth import admin_principal
+from memstream.serve.api import ApiContext, create_app
 from memstream.settings import Settings
 
 

@@ -1,10 +1,10 @@
-"""The [MEMORY] block of seed 001: memstream.recall.render_block."""
+"""The [MEMORY] block of seed 001: memstream.recall.search.render_block."""
 
 from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
 
-from memstream.recall import LAST_SESSION_LIMIT, RELEVANT_LIMIT, SECTION_LIMIT, render_block, scopes
+from memstream.recall.search import LAST_SESSION_LIMIT, RELEVANT_LIMIT, SECTION_LIMIT, render_block, scopes
 from memstream.schemas import MEMORY_TYPES, Memory, ScoredMemory
 
 T0 = datetime(2025, 1, 1, tzinfo=UTC)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from memstream.recall import CHARS_PER_TOKEN, RELEVANT, TRIM_ORDER, build_block, estimate_tokens
+from memstream.recall.search import CHARS_PER_TOKEN, RELEVANT, TRIM_ORDER, build_block, estimate_tokens
 from memstream.schemas import ScoredMemory
 from tests.unit.test_block import memory, sections
 

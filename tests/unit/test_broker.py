@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from memstream.broker import EmbeddedBroker, free_port, metadata_ready
+from memstream.kafka.broker import EmbeddedBroker, free_port, metadata_ready
 
 ROOT = Path(__file__).resolve().parents[2]
 DEADLINE_SECONDS = 20.0
@@ -93,7 +93,7 @@ def test_context_manager_stops_the_broker() -> None:
 _PARENT = textwrap.dedent(
     """
     import time
-    from memstream.broker import EmbeddedBroker
+    from memstream.kafka.broker import EmbeddedBroker
 
     broker = EmbeddedBroker().start()
     print(broker.pid, broker.port, flush=True)

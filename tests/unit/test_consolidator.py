@@ -12,11 +12,11 @@ from typing import Any
 
 import pytest
 
-from memstream import artifacts
 from memstream.agents.consolidate import GLOBAL, Consolidator, consolidated_memory_id
 from memstream.llm.base import Completion
 from memstream.schemas import ConsolidationRequest, CreateMemory, MemoryUsage, Phase2State, RolloutOutput
 from memstream.settings import Settings
+from memstream.store import artifacts
 
 pytestmark = pytest.mark.asyncio
 

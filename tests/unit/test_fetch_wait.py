@@ -6,7 +6,7 @@ import asyncio
 from types import SimpleNamespace
 from typing import Any
 
-from memstream.fetch_wait import FetchWait, adapt_fetch_wait
+from memstream.kafka.fetch_wait import FetchWait, adapt_fetch_wait
 
 
 def waits_after(wait: FetchWait, outcomes: str) -> list[int]:

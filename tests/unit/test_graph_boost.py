@@ -1,4 +1,4 @@
-"""Seed 003's graph-augmented search (memstream.recall) and the graph agent, with fakes."""
+"""Seed 003's graph-augmented search (memstream.recall.search) and the graph agent, with fakes."""
 
 from __future__ import annotations
 
@@ -11,11 +11,11 @@ from typing import Any, cast
 import faust
 import pytest
 
-from memstream import recall
 from memstream.agents import graph as graph_agent
 from memstream.agents.base import DeadLetters
 from memstream.bootstrap import Providers
-from memstream.codec import register_codec
+from memstream.kafka.codec import register_codec
+from memstream.recall import search as recall
 from memstream.rules.graph import GraphWrite
 from memstream.schemas import Entity, GraphStats, MemoryUpdated
 from memstream.schemas.graph import GraphEntity, GraphRelation

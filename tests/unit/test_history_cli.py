@@ -15,9 +15,9 @@ from urllib.parse import parse_qs, urlparse
 import msgspec
 import pytest
 
-from memstream.broker import free_port
 from memstream.cli import main
 from memstream.commands.read import format_record
+from memstream.kafka.broker import free_port
 from memstream.schemas.history import HistoryRecord
 
 MEMORY = "6f1c1a2e-0000-5000-8000-000000000001"

@@ -10,7 +10,7 @@ import faust
 import pytest
 
 from memstream.agents import maintenance
-from memstream.maintenance import Maintenance
+from memstream.ops.maintenance import Maintenance
 from memstream.settings import Settings
 from memstream.topics.binding import bind_topics
 

@@ -10,7 +10,7 @@ import mcp.types as types
 from mcp import Client
 from pydantic import FileUrl
 
-from memstream.mcp_server import ApiClient, build_server
+from memstream.serve.mcp_server import ApiClient, build_server
 
 
 def api(asked: list[httpx.Request], status: int = 200) -> ApiClient:
@@ -75,8 +75,8 @@ def test_the_tools_accept_exactly_the_stored_memory_types() -> None:
     # The MCP schema spells the types out to stay light; it once lacked document_chunk.
     import typing
 
-    from memstream.mcp_server import MemoryTypeName
     from memstream.schemas.memory import StoredType
+    from memstream.serve.mcp_server import MemoryTypeName
 
     def names(tp: object) -> set[str]:
         args = typing.get_args(tp)

@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from memstream import artifacts
 from memstream.rules import phase1, phase2
 from memstream.schemas import Phase2Input, RolloutOutput, RolloutState, SelectedRollout
+from memstream.store import artifacts
 
 NOW = datetime(2026, 11, 22, 12, 0, tzinfo=UTC)
 IDLE = timedelta(minutes=15)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from memstream.project_files import FILE_MAX_CHARS, PROJECT_FILES, TOTAL_MAX_CHARS, read_project_files
+from memstream.intake.project_files import FILE_MAX_CHARS, PROJECT_FILES, TOTAL_MAX_CHARS, read_project_files
 from memstream.rules.prompts import extraction_prompt
 
 

@@ -299,7 +299,7 @@ def test_delay_is_capped_at_max_delay_and_jittered() -> None:
 
 
 def _sample(name: str, labels: dict[str, str]) -> float:
-    from memstream import metrics
+    from memstream.telemetry import metrics
 
     return metrics.REGISTRY.get_sample_value(name, labels) or 0.0
 
@@ -323,6 +323,6 @@ async def test_calls_and_tokens_are_counted_per_stage_by_their_system_prompt() -
 
 
 def test_a_system_prompt_no_stage_uses_is_other() -> None:
-    from memstream import metrics
+    from memstream.telemetry import metrics
 
     assert metrics.llm_stage("You are a helpful assistant.") == "other"

@@ -9,7 +9,7 @@ from pathlib import Path
 import msgspec
 import pytest
 
-from memstream.publish import TurnError, make_turn, parse_jsonl, read_jsonl
+from memstream.intake.publish import TurnError, make_turn, parse_jsonl, read_jsonl
 from memstream.schemas import ROLES, Provenance, Turn, turn_hash
 
 TS = datetime(2025, 1, 2, 3, 4, 5, tzinfo=UTC)

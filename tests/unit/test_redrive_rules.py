@@ -6,7 +6,7 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from memstream.redrive import (
+from memstream.ops.redrive import (
     ATTEMPTS_HEADER,
     Letter,
     RedriveError,

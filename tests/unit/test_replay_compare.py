@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import msgspec
 
-from memstream.replay import compare
+from memstream.worker.replay import compare
 from tests.unit.factories import memory
 
 

@@ -11,10 +11,10 @@ from typing import Any, cast
 
 import pytest
 
-from memstream import recall
 from memstream.bootstrap import Providers
 from memstream.llm.base import Completion
-from memstream.rerank import LLMReranker, VoyageReranker, apply_order, build_reranker, rerank_top
+from memstream.recall import search as recall
+from memstream.recall.rerank import LLMReranker, VoyageReranker, apply_order, build_reranker, rerank_top
 from memstream.schemas.memory import HybridHit
 from tests.conftest import make_settings
 from tests.fakes.voyage_server import FakeVoyage

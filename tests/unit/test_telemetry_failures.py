@@ -10,7 +10,7 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor, SpanExporter, Sp
 
 from memstream.llm.base import Completion
 from memstream.llm.chain import ProviderChain
-from memstream.tracing import stage_span
+from memstream.telemetry.tracing import stage_span
 
 
 class BrokenExporter(SpanExporter):

@@ -29,7 +29,7 @@ def test_each_sample_goes_to_the_first_group_that_claims_it() -> None:
 
 def test_start_up_and_other_threads_are_not_a_turns() -> None:
     assert group("<module> (cpu.py:1);<module> (memstream/llm/anthropic.py:1)") is None
-    assert group(f"{LOOP};start (memstream/runner.py:90)") is None
+    assert group(f"{LOOP};start (memstream/worker/runner.py:90)") is None
     assert group(f"{THREAD};_open_shard (memstream/store/edge.py:100)") is None
 
 

@@ -9,7 +9,7 @@ from datetime import UTC, datetime
 import msgspec
 
 from memstream.commands.read import format_record
-from memstream.publish import make_turn
+from memstream.intake.publish import make_turn
 from memstream.rules.snapshot import exchange_sources, window
 from memstream.schemas import (
     HistoryRecord,

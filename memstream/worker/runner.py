@@ -16,15 +16,15 @@ from typing import Any
 
 import faust
 
-from memstream import health
-from memstream.app import Pipeline, build_app
 from memstream.bootstrap import Providers, build_providers
-from memstream.broker import EmbeddedBroker
-from memstream.kafka_security import client_options
+from memstream.kafka.broker import EmbeddedBroker
+from memstream.kafka.security import client_options
 from memstream.logs import quiet_payload_loggers
 from memstream.runtime import read_runtime_file as read_runtime_file  # its old home: callers still import it here
 from memstream.settings import Settings
+from memstream.telemetry import health
 from memstream.topics.admin import ensure_topics
+from memstream.worker.app import Pipeline, build_app
 
 log = logging.getLogger(__name__)
 
@@ -64,7 +64,7 @@ class Running:
     started_in: float
     timings: dict[str, float] = field(default_factory=dict)
     announced: bool = True
-    #: Read positions seen per partition, to tell a stalled one (memstream.health).
+    #: Read positions seen per partition, to tell a stalled one (memstream.telemetry.health).
     watch: health.Watch = field(default_factory=health.Watch)
     runtime_written: bool = False
 
@@ -73,7 +73,7 @@ class Running:
         return self.pipeline.providers
 
     def health(self) -> health.Status:
-        """Liveness and readiness (memstream.health); what ``/health`` reports."""
+        """Liveness and readiness (memstream.telemetry.health); what ``/health`` reports."""
         return health.status(
             self.pipeline.app,
             started=self.worker.ready.is_set(),

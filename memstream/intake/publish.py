@@ -16,8 +16,8 @@ from aiokafka import AIOKafkaProducer
 from memstream.limits import RECORD_MAX_BYTES, TURN_CONTENT_MAX_CHARS
 from memstream.logs import quiet_payload_loggers
 from memstream.schemas import ROLES, Provenance, Turn, encode, universal_turn
+from memstream.telemetry.tracing import stage_span
 from memstream.topics import TURNS, TopicSpec, topic_name
-from memstream.tracing import stage_span
 
 #: Ends a turn's content cut to memstream.limits.TURN_CONTENT_MAX_CHARS.
 TRUNCATION_MARK = " …[truncated]"
@@ -131,7 +131,7 @@ async def send_turns(producer: AIOKafkaProducer, prefix: str, turns: Sequence[Tu
     aiokafka keeps one request in flight per broker, so turns of one session (one partition) stay in order.
     """
     topic = topic_name(prefix, TURNS)
-    with stage_span("memstream.publish.batch", topic=topic, size=len(turns)):
+    with stage_span("memstream.intake.publish.batch", topic=topic, size=len(turns)):
         futures = [await producer.send(topic, encode(turn), key=turn.session_id.encode()) for turn in turns]
         for future in futures:
             await future
@@ -164,7 +164,7 @@ async def publish_events(
     try:
         topic = topic_name(prefix, spec)
         for key, event in events:
-            with stage_span("memstream.publish", topic=topic, key=key):
+            with stage_span("memstream.intake.publish", topic=topic, key=key):
                 await producer.send_and_wait(topic, encode(event), key=key.encode())
         return len(events)
     finally:

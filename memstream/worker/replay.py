@@ -23,15 +23,17 @@ from typing import Any
 import msgspec
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 
-from memstream import metrics, offsets, runner
 from memstream.bootstrap import active_collection, build_embedder, build_providers, build_store
 from memstream.identity import project_key, user_key
-from memstream.kafka_security import client_options
+from memstream.kafka import offsets
+from memstream.kafka.security import client_options
 from memstream.logs import quiet_payload_loggers
 from memstream.schemas import ForgetScope, Memory, Turn, decode, encode
 from memstream.settings import Settings
 from memstream.store.base import collection_name
+from memstream.telemetry import metrics
 from memstream.topics import ALL_TOPICS, FORGOTTEN, TURNS, topic_name
+from memstream.worker import runner
 
 #: How long the shadow pipeline must stay idle, with nothing left to read, to count as drained.
 IDLE_SECONDS = 2.0

@@ -21,7 +21,7 @@ from typing import Any
 
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 
-from memstream import offsets
+from memstream.kafka import offsets
 from memstream.logs import quiet_payload_loggers
 from memstream.schemas import DeadLetter, DecodeError, Redriven, dead_letter_id, decode, encode
 from memstream.topics.catalog import DEAD_LETTERS, REDRIVEN, topic_name
@@ -154,7 +154,7 @@ async def read_topic(bootstrap: str, topic: str) -> list[tuple[int, int, bytes |
             return []
         consumer.assign(tps)
         await consumer.seek_to_beginning(*tps)
-        # The true ends: Tansu's ListOffsets is short of them (memstream.offsets).
+        # The true ends: Tansu's ListOffsets is short of them (memstream.kafka.offsets).
         ends: dict[TopicPartition, int] = await offsets.end_offsets(consumer, tps)
         pending = {tp for tp in tps if ends[tp] > 0}
         records: list[tuple[int, int, bytes | None]] = []

@@ -17,10 +17,10 @@ from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from typing import Any
 
-from memstream import api
 from memstream.bootstrap import Providers, build_embedder, build_graph, build_history, build_store
-from memstream.kafka_security import client_options
+from memstream.kafka.security import client_options
 from memstream.schemas import ForgetScope, MemoryUsage, Turn, encode
+from memstream.serve import api
 from memstream.settings import Settings
 from memstream.topics.catalog import CONSOLIDATION, FORGOTTEN, TURNS, topic_name
 

@@ -1,6 +1,6 @@
 """The HTTP API: a Starlette (ASGI) app built from an explicit context, no Faust in sight.
 
-Every route but /health needs ``Authorization: Bearer <token>`` (``memstream.guard``, which
+Every route but /health needs ``Authorization: Bearer <token>`` (``memstream.serve.guard``, which
 wraps the whole app, MCP at /mcp included); reads are scoped by the token's principal, never
 by a parameter the caller chooses. (admin): admin tokens only.
 
@@ -17,7 +17,7 @@ POST /memories/{id}/forget  tombstone a memory (JSON: reason), recorded in its a
 GET /history?memory_id= the audit trail of one memory, oldest first (or ?scope= / ?project=:
                         a scope's newest records, returned oldest first)
 GET /metrics            Prometheus metrics                                         (admin)
-GET|POST|DELETE /documents  documents (seed 003's document ingest; memstream.documents_api) (admin)
+GET|POST|DELETE /documents  documents (seed 003's document ingest; memstream.serve.documents_api) (admin)
 GET|POST /maintenance   the maintenance report (seed 003's tick()); POST runs its repairs (admin)
 POST /turns             publish turns (JSON list) as the caller: its user, its projects
 POST /admin/forget      forget a user or a project (JSON: user or project)        (admin)
@@ -25,7 +25,7 @@ POST /admin/forget      forget a user or a project (JSON: user or project)      
 GET /memories without ``project`` and GET /history?scope= / ?project= are admin-only; a user
 reads the history of a memory it may read.
 
-``memstream up`` serves it from inside its Faust worker (``memstream.app``), which fills the
+``memstream up`` serves it from inside its Faust worker (``memstream.worker.app``), which fills the
 context with the callables only a running pipeline has: the consumer lag and the producer that
 records memory usage. A process without Faust can build the same app with those left out.
 """
@@ -48,7 +48,6 @@ from starlette.responses import PlainTextResponse, Response
 from starlette.routing import BaseRoute, Route
 from starlette.types import ASGIApp
 
-from memstream import documents_api, metrics, recall
 from memstream.auth import (
     AuthError,
     FailureLimiter,
@@ -60,10 +59,9 @@ from memstream.auth import (
     read_scopes,
     require_admin,
 )
-from memstream.guard import CURRENT_PRINCIPAL, AuthMiddleware, principal_of
-from memstream.health import Status as HealthStatus
 from memstream.identity import derived_id, project_key, user_key
-from memstream.remember import RememberError, expected_memory_id, make_fact
+from memstream.intake.remember import RememberError, expected_memory_id, make_fact
+from memstream.recall import search as recall
 from memstream.schemas import (
     DocumentIngest,
     DocumentRemove,
@@ -76,10 +74,14 @@ from memstream.schemas import (
     SupersedeMemory,
     Turn,
 )
+from memstream.serve import documents_api
+from memstream.serve.guard import CURRENT_PRINCIPAL, AuthMiddleware, principal_of
+from memstream.telemetry import metrics
+from memstream.telemetry.health import Status as HealthStatus
 
 if TYPE_CHECKING:
     from memstream.bootstrap import Providers
-    from memstream.maintenance import Maintenance
+    from memstream.ops.maintenance import Maintenance
 
 log = logging.getLogger(__name__)
 
@@ -127,7 +129,7 @@ class ApiContext:
     record_usage: UsageSink = _no_usage
     #: Refreshes the consumer-lag gauges before /metrics is served; a no-op without a consumer.
     update_lag: Callable[[], None] = _no_lag
-    #: The pipeline's liveness and readiness (memstream.health); always ready without a pipeline.
+    #: The pipeline's liveness and readiness (memstream.telemetry.health); always ready without a pipeline.
     health: Callable[[], HealthStatus] = _no_pipeline
     #: Sends facts (POST /memories); None in a process that cannot write.
     send_fact: FactSink | None = None
@@ -552,7 +554,7 @@ def create_app(ctx: ApiContext) -> ASGIApp:
 
     async def forget_scope(request: Request) -> Response:
         """Forget a user or a project, through the pipeline (memstream.agents.forget)."""
-        from memstream.forget import ForgetError, forget_event
+        from memstream.intake.forget import ForgetError, forget_event
 
         principal = caller(request)
         require_admin(principal)
@@ -671,7 +673,7 @@ def _mcp(api: ASGIApp, host: str) -> tuple[list[BaseRoute], Callable[[], Abstrac
     """MCP's stateless streamable HTTP at /mcp, its tools calling ``api`` in process."""
     import httpx
 
-    from memstream.mcp_server import API_TIMEOUT_S, ApiClient, build_server
+    from memstream.serve.mcp_server import API_TIMEOUT_S, ApiClient, build_server
 
     client = httpx.AsyncClient(
         transport=httpx.ASGITransport(app=api, raise_app_exceptions=False),

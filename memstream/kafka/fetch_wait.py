@@ -1,7 +1,7 @@
 """How long a consumer's next fetch waits: short while records come, growing while none do.
 
 The embedded broker (Tansu 0.6) holds every fetch for its whole wait, so a fixed short wait
-polls it many times a second whether or not records come (``memstream.transport`` has the
+polls it many times a second whether or not records come (``memstream.kafka.transport`` has the
 measurements). The worker's Faust consumer and the forget ledger's consumer both adapt.
 The policy is plain counting, testable without a broker; aiokafka is only a type here.
 """

@@ -16,15 +16,15 @@ even when the first pass found data (below 250 ms it sleeps the whole remainder)
 fetch always costs about ``fetch_max_wait_ms``; only 0 avoids it, by polling. Lower waits
 buy latency with idle CPU: 11% of a core idle at 20 ms, 33% at 5 ms, 44% at 2 ms.
 
-So the wait adapts (:class:`memstream.fetch_wait.FetchWait`): the short one while records flow, doubling after a few
-empty fetches up to an idle wait (200 ms on the embedded broker). Measured idle, worker and
+So the wait adapts (:class:`memstream.kafka.fetch_wait.FetchWait`): the short one while records flow, doubling
+after a few empty fetches up to an idle wait (200 ms on the embedded broker). Measured idle, worker and
 Tansu together: 31% of a core at a fixed 20 ms, 9% at 200 ms. The cost is the first hop after
 a quiet spell, which waits out the fetch in flight.
 
 Faust's table recovery reads each changelog up to ``consumer.highwaters()``, which its
 driver answers with ListOffsets; Tansu 0.6 answers that with the last batch's base offset
 + 1, so recovery stopped short and a restarted worker lost the last writes of its tables.
-Here it is the true end (:mod:`memstream.offsets`).
+Here it is the true end (:mod:`memstream.kafka.offsets`).
 """
 
 from __future__ import annotations
@@ -37,9 +37,9 @@ import faust
 from aiokafka import TopicPartition
 from faust.transport.drivers import aiokafka as driver
 
-from memstream import offsets
-from memstream.fetch_wait import FetchWait, adapt_fetch_wait
-from memstream.ledger import ForgottenLedger
+from memstream.kafka import offsets
+from memstream.kafka.fetch_wait import FetchWait, adapt_fetch_wait
+from memstream.kafka.ledger import ForgottenLedger
 
 
 def transport_class(fetch_max_wait_ms: int, prefetch_backoff_ms: int, idle_wait_ms: int = 0) -> type[driver.Transport]:
@@ -86,9 +86,9 @@ class MemstreamApp(faust.App):
     prefetch_backoff_ms: int = 10
     dead_letter_sink: Any = None
     #: The forgets this worker knows of: followed from the ledger topic, and recorded at once
-    #: when this worker consumes or publishes one (memstream.ledger.ledger_of).
+    #: when this worker consumes or publishes one (memstream.kafka.ledger.ledger_of).
     forgotten_ledger: ForgottenLedger | None = None
-    #: Set by the runner: () -> memstream.health.Status, what ``/health`` reports.
+    #: Set by the runner: () -> memstream.telemetry.health.Status, what ``/health`` reports.
     health: Any = None
 
     def _new_transport(self) -> Any:

@@ -18,17 +18,19 @@ from faust.contrib.asgi import AsgiService
 from faust.contrib.opentelemetry import sdk_is_configured, setup_opentelemetry
 
 import memstream.agents as agents
-from memstream import api, health, limits
+from memstream import limits
 from memstream.agents.base import DeadLetters
 from memstream.bootstrap import Providers
-from memstream.codec import register_codec
-from memstream.kafka_security import faust_credentials
-from memstream.ledger import ForgottenLedger, ledger_of
-from memstream.metrics import CONSUMER_LAG, PARKED
+from memstream.kafka.codec import register_codec
+from memstream.kafka.ledger import ForgottenLedger, ledger_of
+from memstream.kafka.security import faust_credentials
+from memstream.kafka.transport import MemstreamApp
 from memstream.schemas import DocumentIngest, DocumentRemove, Fact, ForgetScope, MemoryOp, MemoryUsage, Turn
+from memstream.serve import api
 from memstream.settings import Settings
+from memstream.telemetry import health
+from memstream.telemetry.metrics import CONSUMER_LAG, PARKED
 from memstream.topics.binding import Topics, bind_topics
-from memstream.transport import MemstreamApp
 
 #: Seconds a consumer-group join waits for members. Faust's default made a worker
 #: take 30 s to become ready on Tansu; the broker holds a join for the session timeout.
@@ -67,7 +69,7 @@ def build_app(settings: Settings, providers: Providers, bootstrap: str, *, web: 
         topic_partitions=settings.partitions,
         topic_replication_factor=settings.replication,
         **CONSUMER_OPTIONS,
-        # The API is a Starlette app (memstream.api) served by uvicorn on the worker's loop, in place
+        # The API is a Starlette app (memstream.serve.api) served by uvicorn on the worker's loop, in place
         # of Faust's aiohttp server: Faust starts it once tables are recovered (faust.contrib.asgi).
         web_enabled=web,
         web_host=settings.http_host,

@@ -18,7 +18,7 @@ from memstream.schemas.memory import HybridHit
 from memstream.store.graph import GraphStore
 
 if TYPE_CHECKING:
-    from memstream.rerank import Reranker
+    from memstream.recall.rerank import Reranker
 
 log = logging.getLogger(__name__)
 
@@ -149,7 +149,7 @@ async def search_scopes(
     if boost is not None:
         hits = rerank(hits, await boost, settings.graph_boost_weight, len(hits))
     if reranker is not None:
-        from memstream.rerank import rerank_top
+        from memstream.recall.rerank import rerank_top
 
         hits = await rerank_top(
             query, hits, reranker, top_n=settings.reranker_top_n, timeout_s=settings.reranker_timeout_ms / 1000

@@ -14,7 +14,7 @@ from collections.abc import Mapping
 from datetime import datetime
 from typing import Any
 
-from memstream.fetch_wait import FetchWait, adapt_fetch_wait
+from memstream.kafka.fetch_wait import FetchWait, adapt_fetch_wait
 from memstream.schemas import ForgetScope, decode
 
 log = logging.getLogger(__name__)
@@ -55,7 +55,7 @@ class ForgottenLedger:
     ) -> None:
         """Read the ledger from its beginning and keep reading it until cancelled.
 
-        Fetches wait as the pipeline's own consumers do (``memstream.fetch_wait.FetchWait``):
+        Fetches wait as the pipeline's own consumers do (``memstream.kafka.fetch_wait.FetchWait``):
         ``fetch_max_wait_ms`` while forgets come, up to ``idle_wait_ms`` while none do. A forget
         this worker publishes or consumes is recorded at once besides (``ledger_of``), so
         following the topic matters for the forgets other workers took.

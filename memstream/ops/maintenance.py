@@ -7,7 +7,7 @@ It reads the queues through Kafka (end offsets, the consumer group's committed o
 dead letters and the re-drive records) and the store through ``MemoryStore.index_health``;
 every decision is a pure rule in ``memstream.rules.maintenance``.
 
-The repairs: ``requeue_dead_letters`` re-drives dead letters (``memstream.redrive``);
+The repairs: ``requeue_dead_letters`` re-drives dead letters (``memstream.ops.redrive``);
 ``repair_sparse_vectors``, ``repair_indexes`` and ``reembed`` go through the store interface
 (index upkeep of memories whose content does not change, so they write to the store directly
 rather than through the store agent); ``retention_sweep`` runs the retention worker's sweep.
@@ -25,10 +25,11 @@ from typing import TYPE_CHECKING, Any
 import msgspec
 from aiokafka import AIOKafkaConsumer, TopicPartition
 
-from memstream import metrics, offsets
-from memstream.redrive import RedriveFilter, dead_letters, redrive, redriven
+from memstream.kafka import offsets
+from memstream.ops.redrive import RedriveFilter, dead_letters, redrive, redriven
 from memstream.rules import maintenance as rules
 from memstream.rules.maintenance import Diagnostics, HaltTracker, Limit, QueueHealth, Recommendation, StoreHealth
+from memstream.telemetry import metrics
 from memstream.topics.catalog import (
     CONSOLIDATION,
     DOCUMENTS,
@@ -102,7 +103,7 @@ class Maintenance:
         try:
             await consumer.topics()
             tps = [TopicPartition(n, p) for n in names for p in sorted(consumer.partitions_for_topic(n) or ())]
-            # The true ends: Tansu's ListOffsets is short of them (memstream.offsets).
+            # The true ends: Tansu's ListOffsets is short of them (memstream.kafka.offsets).
             ends_by_tp: dict[TopicPartition, int] = await offsets.end_offsets(consumer, tps) if tps else {}
             committed: dict[str, int] = {}
             ends: dict[str, int] = {}

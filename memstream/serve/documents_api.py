@@ -1,6 +1,6 @@
 """The documents' HTTP handlers, as plain async functions of their inputs: (status, JSON body).
 
-Whatever serves the API wraps them (``memstream.api``): they take the document store and a
+Whatever serves the API wraps them (``memstream.serve.api``): they take the document store and a
 ``send`` that publishes a request on the documents topic, and read nothing else.
 
 GET    /documents?project=DIR       the project's documents, newest first (no chunk list)
@@ -16,8 +16,8 @@ from typing import Any
 
 import msgspec
 
-from memstream.documents import DocumentError, ingest_request, is_url, remove_request
 from memstream.identity import project_key
+from memstream.intake.documents import DocumentError, ingest_request, is_url, remove_request
 from memstream.schemas import Document, DocumentIngest, DocumentRemove
 from memstream.store.documents import DocumentStore
 

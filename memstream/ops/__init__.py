@@ -1,0 +1,1 @@
+"""Operations on a running pipeline: re-driving dead letters and the maintenance worker."""
