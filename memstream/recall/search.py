@@ -12,12 +12,12 @@ from typing import TYPE_CHECKING, Protocol
 
 import msgspec
 
-from memstream.bootstrap import Providers
 from memstream.schemas import CONSOLIDATED, DOCUMENT_CHUNK, MEMORY_TYPES, Memory
 from memstream.schemas.memory import HybridHit
 from memstream.store.graph import GraphStore
 
 if TYPE_CHECKING:
+    from memstream.bootstrap import Providers
     from memstream.recall.rerank import Reranker
 
 log = logging.getLogger(__name__)

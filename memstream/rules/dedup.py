@@ -8,12 +8,15 @@ decided on but the store may not show yet, so back-to-back duplicates are caught
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
+from typing import TYPE_CHECKING
 
 import msgspec
 import numpy as np
 
-from memstream.embed.base import DistanceProfile
 from memstream.schemas import STRUCTURAL_TYPES, RecentMemory, ScoredMemory
+
+if TYPE_CHECKING:
+    from memstream.embed.base import DistanceProfile
 
 #: Types that merge only when their content is exactly the same (the content hash, checked before
 #: any distance): a conversation exchange is evidence of what was said, and two different exchanges
