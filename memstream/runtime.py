@@ -3,6 +3,7 @@ pipeline: the read commands, hooks and MCP over stdio use it to find the API."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 from pathlib import Path
@@ -16,33 +17,66 @@ __all__ = [
     "bootstrap_of",
     "client_token",
     "git_email",
+    "process_identity",
     "publish_target",
     "read_runtime_file",
+    "remove_runtime_file",
     "user_identity",
+    "write_runtime_file",
 ]
 
 
 def read_runtime_file(settings: Settings) -> dict[str, Any] | None:
-    """What a running ``memstream up`` wrote about itself, if it is still alive."""
+    """What a running ``memstream up`` wrote about itself, if that very process is still alive."""
     try:
         data = json.loads(settings.runtime_file.read_text())
         pid = int(data["pid"])
-        os.kill(pid, 0)
-    except (
-        FileNotFoundError,
-        NotADirectoryError,
-        ValueError,
-        KeyError,
-        TypeError,
-        ProcessLookupError,
-        PermissionError,
-    ):
+    except (FileNotFoundError, NotADirectoryError, ValueError, KeyError, TypeError):
         return None
-    # A container restarted after a crash reuses low pids: a file naming this very process,
-    # or a process that is not memstream, was left behind and means nothing.
-    if pid == os.getpid() or not _is_memstream(pid):
+    # Pids are reused: after a crash or a reboot the file's pid may name any process, even another
+    # memstream one (a hook, `memstream mcp`). Only the process that wrote the file holds its identity.
+    if pid == os.getpid() or data.get("process") != process_identity(pid):
         return None
     return data
+
+
+def write_runtime_file(settings: Settings, data: dict[str, Any]) -> None:
+    """Record this process (``up``) for the other commands, with the identity that only it holds."""
+    record = {**data, "pid": os.getpid(), "process": process_identity(os.getpid())}
+    path = settings.runtime_file
+    partial = path.with_name(path.name + ".partial")
+    partial.write_text(json.dumps(record, indent=2))
+    partial.replace(path)  # a reader never sees half a file
+
+
+def remove_runtime_file(settings: Settings) -> None:
+    with contextlib.suppress(FileNotFoundError):
+        settings.runtime_file.unlink()
+
+
+def process_identity(pid: int) -> str | None:
+    """Who ``pid`` is, exactly: the boot and the process's start time (``/proc/<pid>/stat`` field 22, in
+    clock ticks since boot), which no later process with the same pid can share. None: no such process.
+
+    Without /proc (not Linux), the pid alone: "alive" is the best that can be said there.
+    """
+    proc = Path("/proc")
+    if not (proc / "self" / "stat").exists():
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            return None
+        except PermissionError:
+            pass
+        return f"pid:{pid}"
+    try:
+        stat = (proc / str(pid) / "stat").read_text()
+        boot = (proc / "sys" / "kernel" / "random" / "boot_id").read_text().strip()
+    except OSError:
+        return None
+    # The command name (field 2) is in parentheses and may hold spaces: count fields after its ")".
+    fields = stat[stat.rindex(")") + 2 :].split()
+    return f"{boot}:{fields[19]}"
 
 
 def bootstrap_of(settings: Settings) -> str | None:
@@ -61,13 +95,6 @@ def publish_target(settings: Settings) -> tuple[str, str] | None:
     if runtime is None:
         return None
     return str(runtime["bootstrap"]), str(runtime.get("topic_prefix") or settings.topic_prefix)
-
-
-def _is_memstream(pid: int) -> bool:
-    try:
-        return b"memstream" in Path(f"/proc/{pid}/cmdline").read_bytes()
-    except OSError:
-        return True  # no /proc (not Linux): trust the pid
 
 
 def api_url(settings: Settings) -> str:

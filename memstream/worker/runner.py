@@ -6,10 +6,7 @@ Used by ``memstream up`` and by the end-to-end tests, so both exercise the same 
 from __future__ import annotations
 
 import asyncio
-import contextlib
-import json
 import logging
-import os
 import time
 from dataclasses import dataclass, field
 from typing import Any
@@ -21,6 +18,7 @@ from memstream.kafka.broker import EmbeddedBroker
 from memstream.kafka.security import client_options
 from memstream.logs import quiet_payload_loggers
 from memstream.runtime import read_runtime_file as read_runtime_file  # its old home: callers still import it here
+from memstream.runtime import remove_runtime_file, write_runtime_file
 from memstream.settings import Settings
 from memstream.telemetry import health
 from memstream.topics.admin import ensure_topics
@@ -91,7 +89,7 @@ class Running:
                 if self.broker is not None:
                     self.broker.stop()
                 if self.announced:
-                    _remove_runtime_file(self.settings)
+                    remove_runtime_file(self.settings)
 
 
 async def start(
@@ -157,7 +155,7 @@ async def start(
             if broker is not None:
                 broker.stop()
             if announce:
-                _remove_runtime_file(settings)
+                remove_runtime_file(settings)
         raise
     running.started_in = time.monotonic() - began
     if announce:  # a replay's shadow pipeline shares the data dir but is not what `up` serves
@@ -177,19 +175,10 @@ async def _stop_worker(worker: _Worker) -> None:
 
 def _write_runtime_file(settings: Settings, bootstrap: str, broker: EmbeddedBroker | None, *, ready: bool) -> None:
     data = {
-        "pid": os.getpid(),
         "bootstrap": bootstrap,
         "api_url": settings.api_url,
         "topic_prefix": settings.topic_prefix,
         "embedded_broker": broker is not None,
         "ready": ready,
     }
-    path = settings.runtime_file
-    partial = path.with_name(path.name + ".partial")
-    partial.write_text(json.dumps(data, indent=2))
-    partial.replace(path)  # a reader never sees half a file
-
-
-def _remove_runtime_file(settings: Settings) -> None:
-    with contextlib.suppress(FileNotFoundError):
-        settings.runtime_file.unlink()
+    write_runtime_file(settings, data)
