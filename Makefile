@@ -16,12 +16,13 @@ $(STAMP): pyproject.toml
 up: $(STAMP)
 	$(VENV)/bin/memstream up
 
-## Lint, format and type checks; fixes are made by hand, or for formatting by `.venv/bin/ruff format .`.
+## Lint, format, type and docs checks; fixes are made by hand, or for formatting by `.venv/bin/ruff format .`.
 ## mypy keeps its cache in .mypy_cache (gitignored), so a second run checks only what changed.
 check: $(STAMP)
 	$(VENV)/bin/ruff format --check .
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/mypy
+	$(VENV)/bin/mkdocs build --strict --quiet
 
 ## Run the checks, then the whole test suite against the same real components.
 test: check
