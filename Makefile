@@ -24,9 +24,10 @@ check: $(STAMP)
 	$(VENV)/bin/mypy
 	$(VENV)/bin/mkdocs build --strict --quiet
 
-## Run the checks, then the whole test suite against the same real components.
+## Run the checks, then the whole test suite against the same real components, a test file per core
+## (the end-to-end tests wait on brokers and processes; tests/conftest.py starts the longest files first).
 test: check
-	$(VENV)/bin/python -m pytest -q -p no:cacheprovider
+	$(VENV)/bin/python -m pytest -q -p no:cacheprovider -n auto --dist loadfile
 
 ## Measure: throughput, latency, store scaling, and mem0 side by side (installs the bench extra).
 bench: $(STAMP)

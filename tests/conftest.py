@@ -12,6 +12,11 @@ from memstream.kafka.broker import free_port
 from memstream.settings import Settings
 from memstream.telemetry.tracing import configure_tracing
 
+#: The test folders from the longest-running files to the shortest. With ``-n auto --dist loadfile``, files are
+#: handed to workers in collection order, so starting the long ones first keeps one worker from finishing
+#: a 50 s replay alone at the end while the other sits idle.
+_LONGEST_FIRST = ("faults", "e2e", "tenancy", "contract", "deploy", "unit")
+
 _EXPORTER = InMemorySpanExporter()
 configure_tracing("memory", exporter=_EXPORTER)
 
@@ -37,3 +42,12 @@ def make_settings(data_dir: Path, **overrides: object) -> Settings:
     }
     values.update(overrides)
     return Settings.from_env({}, **values)
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    def weight(item: pytest.Item) -> int:
+        parts = item.path.parts
+        folder = parts[parts.index("tests") + 1] if "tests" in parts else ""
+        return _LONGEST_FIRST.index(folder) if folder in _LONGEST_FIRST else len(_LONGEST_FIRST)
+
+    items.sort(key=weight)  # stable: a file's tests keep their order
