@@ -177,8 +177,11 @@ class Capture:
         since: datetime | None = None,
         forced: Source | None = None,
         live_window: float = LIVE_WINDOW,
+        project: str = "",
     ):
         self.state = state
+        #: The project named by the user (``ingest --project``) for turns whose file cannot know theirs.
+        self.project = project
         self.live_window = live_window
         self.formats = formats
         self.dry_run = dry_run
@@ -317,6 +320,7 @@ class Capture:
                 turn.project
                 or self._projects.get((turn.source.value, turn.session_id))
                 or self.state.project_of(turn.source.value, turn.session_id)
+                or self.project
             )
             if not project:
                 outcome.skipped += 1
