@@ -164,8 +164,8 @@ def parse(
                 neighbours = [lines[i][0] for i in (index - 1, index + 1) if 0 <= i < len(lines)]
                 local = any(_is_local_command_mark(other) for other in neighbours)
                 text = f"{command[0]} {command[1]}" if command[1] and not local else ""
-            elif text.startswith(NOT_A_PROMPT):
-                text = ""
+            elif text.startswith(NOT_A_PROMPT) or _COMMAND_TAGS.match(text):
+                text = ""  # the CLI's output, or a command line this version writes otherwise
             if text:
                 base.add(text)
                 drafts.append(base)

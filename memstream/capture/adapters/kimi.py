@@ -40,9 +40,11 @@ Decisions, case by case:
   ``<system-reminder>`` injections. The marker ``[Imported context from …]`` of ``/import`` is not a prompt.
 - Slash commands reach the log when the agent core runs them (``kimisoul.run``): a built-in (``/clear``,
   ``/compact``, ``/yolo``, ``/plan``, ``/init``…) is answered by the CLI itself, with text parts outside
-  any step ("The context has been cleared."): neither the command nor that feedback is conversation. A
-  skill or prompt flow (``/skill:<name>``, ``/flow:<name>``) sends a prompt to the model: with arguments
-  the command as typed is the person's request (as for Claude Code); without, its only words are the name.
+  any step ("The context has been cleared."): neither the command nor that feedback is conversation.
+  ``/init`` runs the agent on the CLI's own prompt, as a turn inside the command's turn: that prompt is
+  not the person's, the model's answer to it is kept as any answer. A skill or prompt flow
+  (``/skill:<name>``, ``/flow:<name>``) sends a prompt to the model: with arguments the command as typed
+  is the person's request (as for Claude Code); without, its only words are the name.
 - The model's answer: the text parts of one step (between ``StepBegin`` and the next step or turn
   boundary; Kimi Code: one ``stepUuid``; the old log: one assistant message) make one turn, stamped with
   the time and line of its first part. Text parts outside a step are the CLI's (a command's feedback, a
@@ -240,6 +242,10 @@ class _Log:
         # A read may start inside a step (resumed at an answer's first part): text counts until a turn
         # boundary says otherwise.
         self.in_step = True
+        # A slash command's turn is open: a turn begun inside it is the command's own (``/init`` runs the
+        # agent on the CLI's prompt), and its prompt is not the person's.
+        self.command_open = False
+        self.nested = 0
 
     def take(self, line: Mapping[str, Any], record: RawRecord) -> None:
         message = line.get("message")
@@ -259,7 +265,15 @@ class _Log:
         if kind in _BOUNDARIES:
             self.close()
             self.in_step = kind == "StepBegin"
-        if kind in ("TurnBegin", "SteerInput"):
+        if kind == "TurnBegin" and self.command_open:
+            self.nested += 1
+        elif kind == "TurnBegin":
+            text = text_of(payload.get("user_input"))
+            self.command_open = command_request(text) is not None
+            self._prompt(text, timestamp, record)
+        elif kind == "TurnEnd":
+            self.nested, self.command_open = max(self.nested - 1, 0), self.command_open and self.nested > 0
+        elif kind == "SteerInput":
             self._prompt(text_of(payload.get("user_input")), timestamp, record)
         elif kind in ("ContentPart", "TextPart") and payload.get("type") == "text" and self.in_step:
             self._stream(payload.get("text"), timestamp, record, key=None)

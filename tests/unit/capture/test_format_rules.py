@@ -260,6 +260,27 @@ def test_kimi_local_command_and_the_cli_feedback_are_not_turns(tmp_path: Path) -
     assert turns(Source.KIMI, path, projects={}) == [("user", "fix the retry loop"), ("assistant", "Done.")]
 
 
+def test_kimi_init_runs_the_agent_on_the_clis_own_prompt_which_is_not_the_persons(tmp_path: Path) -> None:
+    # slash.init: a temporary soul runs prompts.INIT, so its TurnBegin is nested in the command's turn.
+    path = write(
+        tmp_path / "wire.jsonl",
+        [
+            HEADER,
+            _wire("TurnBegin", {"user_input": "/init"}, 1),
+            _wire("TurnBegin", {"user_input": "You are a software engineering expert. Analyse the project"}, 2),
+            _wire("StepBegin", {"n": 1}, 3),
+            _text("Wrote AGENTS.md.", 4),
+            _wire("TurnEnd", {}, 5),
+            _wire("TurnEnd", {}, 6),
+            _wire("TurnBegin", {"user_input": "thanks, now run the tests"}, 7),
+        ],
+    )
+    assert turns(Source.KIMI, path, projects={}) == [
+        ("assistant", "Wrote AGENTS.md."),
+        ("user", "thanks, now run the tests"),
+    ]
+
+
 def test_kimi_skill_command_with_arguments_is_the_request_as_typed(tmp_path: Path) -> None:
     path = write(
         tmp_path / "wire.jsonl",
