@@ -36,8 +36,10 @@ Decisions, case by case:
 
 - The person's words: ``TurnBegin`` and ``SteerInput`` (typed while the model works); in Kimi Code
   ``turn.prompt`` and ``turn.steer`` of origin ``user`` (other origins are the CLI's); in the old log the
-  ``user`` messages, without the CLI's ``<system>…</system>`` markers (``CHECKPOINT n``) and
-  ``<system-reminder>`` injections. The marker ``[Imported context from …]`` of ``/import`` is not a prompt.
+  ``user`` messages. Never the CLI's text in the person's place: its ``<system>…</system>`` markers
+  (``CHECKPOINT n``), ``<system-reminder>`` injections and the synthetic prompts of background-task
+  follow-ups (``ui/print``) and notifications (``<notification …>``). The marker ``[Imported context
+  from …]`` of ``/import`` is not a prompt either.
 - Slash commands reach the log when the agent core runs them (``kimisoul.run``): a built-in (``/clear``,
   ``/compact``, ``/yolo``, ``/plan``, ``/init``…) is answered by the CLI itself, with text parts outside
   any step ("The context has been cleared."): neither the command nor that feedback is conversation.
@@ -100,8 +102,9 @@ _IMPORTED = re.compile(r"^\[Imported context from .*\]$", flags=re.DOTALL)
 #: Slash commands that send the model a prompt (skills, prompt flows); every other one is the CLI's own.
 PROMPT_COMMAND_PREFIXES = ("skill:", "flow:")
 _SLASH = re.compile(r"^/([a-zA-Z0-9_-]+(?::[a-zA-Z0-9_-]+)*)(?:\s+(.*))?$", flags=re.DOTALL)
-#: The CLI's own markers in a context log's user messages (``message.system``, ``system_reminder``).
-_CLI_TEXT_OPENINGS = ("<system>", "<system-reminder>")
+#: The CLI's own text in the person's place: markers in a context log's user messages (``message.system``,
+#: ``system_reminder``), and the synthetic prompts of background-task follow-ups and notifications.
+_CLI_TEXT_OPENINGS = ("<system>", "<system-reminder>", "<notification ")
 _ROTATION = re.compile(r"_\d+$")
 _SUBAGENT_CONTEXT = re.compile(r"_read_\d+$")
 #: Absolute paths in tool arguments: candidates for the work dir whose md5 names the session folder.
@@ -319,9 +322,7 @@ class _Log:
                 self._collect_paths(json.dumps(call.get("function"), ensure_ascii=False))
         content = line.get("content")
         if role == "user":
-            text = text_of(content)
-            if not text.lstrip().startswith(_CLI_TEXT_OPENINGS):
-                self._prompt(text, None, record)
+            self._prompt(text_of(content), None, record)
         elif role == "assistant":
             parts = content if isinstance(content, list) else [content]
             text = "\n\n".join(
@@ -349,6 +350,8 @@ class _Log:
         self.fragments = []
 
     def _prompt(self, text: str, timestamp: object, record: RawRecord) -> None:
+        if text.lstrip().startswith(_CLI_TEXT_OPENINGS):
+            return
         command = command_request(text)
         if command is not None:
             text = command

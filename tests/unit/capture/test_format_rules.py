@@ -255,6 +255,11 @@ def test_kimi_local_command_and_the_cli_feedback_are_not_turns(tmp_path: Path) -
             _wire("TurnBegin", {"user_input": "/yolo"}, 8),
             _text("You only live once! All actions will be auto-approved.", 9),
             _wire("TurnEnd", {}, 10),
+            # ui/print's follow-up once background tasks finish: the CLI's prompt, not the person's
+            _wire(
+                "TurnBegin", {"user_input": "<system-reminder>Background tasks have completed.</system-reminder>"}, 11
+            ),
+            _wire("TurnEnd", {}, 12),
         ],
     )
     assert turns(Source.KIMI, path, projects={}) == [("user", "fix the retry loop"), ("assistant", "Done.")]
