@@ -9,8 +9,7 @@ Standard locations (checked against each CLI's source, see the adapters' docstri
   ``/chat save`` checkpoints ``~/.gemini/tmp/<…>/checkpoint-*.json``
 - kimi: ``~/.kimi/sessions/<md5 of the work dir>/<session uuid>/wire.jsonl``, and before the wire log
   ``~/.kimi/sessions/<md5 of the work dir>/<session uuid>.jsonl`` (the context log); Kimi Code's
-  ``~/.kimi-code/sessions/<workspace>/<session>/agents/<agent>/wire.jsonl`` is recognised by its path or
-  records wherever it is given (it has no standard root here)
+  ``~/.kimi-code/sessions/<workspace>/<session>/agents/<agent>/wire.jsonl`` (beside the Kimi home)
 
 Files deliberately not captured: Kimi's ``context.jsonl`` beside a wire log and its rotations
 ``context_<n>.jsonl`` (the model's context, rewritten on compaction and ``/undo``; ``wire.jsonl`` holds the
@@ -54,7 +53,7 @@ PATTERNS: dict[Source, tuple[str, ...]] = {
     Source.CLAUDE: ("*/*.jsonl",),
     Source.CODEX: ("*/*/*/rollout-*.jsonl", "rollout-*.jsonl"),
     Source.GEMINI: ("*/chats/session-*.jsonl", "*/chats/session-*.json", "*/checkpoint-*.json"),
-    Source.KIMI: ("*/*/wire.jsonl", "*/*.jsonl"),
+    Source.KIMI: ("*/*/wire.jsonl", "*/*.jsonl", "*/*/agents/*/wire.jsonl"),
 }
 
 _CODEX_ENVELOPES = frozenset({"session_meta", "response_item", "event_msg", "turn_context", "compacted"})
@@ -73,7 +72,7 @@ def standard_roots(home: Path) -> dict[Source, list[Path]]:
             home / ".codex" / CODEX_HISTORY_NAME,
         ],
         Source.GEMINI: [home / ".gemini" / "tmp"],
-        Source.KIMI: [home / ".kimi" / "sessions"],
+        Source.KIMI: [home / ".kimi" / "sessions", home / ".kimi-code" / "sessions"],
     }
 
 

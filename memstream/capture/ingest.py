@@ -103,13 +103,18 @@ class CliFormats:
 
 
 def standard_roots(homes: Mapping[str, Path]) -> dict[Source, list[Path]]:
-    """Each CLI's session roots below its home folder (``MEMSTREAM_CLAUDE_DIR`` …), as the detect module knows them."""
+    """Each CLI's session roots below its home folder (``MEMSTREAM_CLAUDE_DIR`` …), as the detect module knows
+    them; a root beside the home (Kimi Code's ``~/.kimi-code`` next to ``~/.kimi``) stays beside it."""
     detect = importlib.import_module("memstream.capture.detect")
     placeholder = Path("/HOME")
     roots: dict[Source, list[Path]] = {}
     for source, paths in detect.standard_roots(placeholder).items():
         home = homes[Source(source).value]
-        roots[Source(source)] = [home / path.relative_to(placeholder / f".{Source(source).value}") for path in paths]
+        dot = placeholder / f".{Source(source).value}"
+        roots[Source(source)] = [
+            home / path.relative_to(dot) if path.is_relative_to(dot) else home.parent / path.relative_to(placeholder)
+            for path in paths
+        ]
     return roots
 
 

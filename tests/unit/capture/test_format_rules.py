@@ -410,3 +410,15 @@ def test_kimi_unclosed_step_is_released_once_the_file_is_quiet(tmp_path: Path) -
         assert [t["content"] for t in quiet.new] == ["Fixed"]
         again = Capture(state, CliFormats(), project="/home/ada/orbit", live_window=1e-9).file(path)
         assert again.status == "unchanged"
+
+
+def test_kimi_code_sessions_beside_the_kimi_home_are_found_by_default(tmp_path: Path) -> None:
+    from memstream.capture.detect import discover
+    from memstream.capture.ingest import standard_roots
+
+    wire = tmp_path / ".kimi-code" / "sessions" / "wd_orbit_59c41eae8e68" / "session_0a6f" / "agents" / "main"
+    write(wire / "wire.jsonl", [{"type": "metadata", "protocol_version": "1.5"}])
+    old = write(tmp_path / ".kimi" / "sessions" / "00d5060aaec3fda180930ea52304b87b" / "531d.jsonl", [])
+    roots = standard_roots({"claude": tmp_path, "codex": tmp_path, "gemini": tmp_path, "kimi": tmp_path / ".kimi"})
+    found = {path for path, source in discover([], roots) if source is Source.KIMI}
+    assert found == {wire / "wire.jsonl", old}
