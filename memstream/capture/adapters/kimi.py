@@ -49,9 +49,10 @@ Decisions, case by case:
   is the person's request (as for Claude Code); without, its only words are the name.
 - The model's answer: the text parts of one step (between ``StepBegin`` and the next step or turn
   boundary; Kimi Code: one ``stepUuid``; the old log: one assistant message) make one turn, stamped with
-  the time and line of its first part. Text parts outside a step are the CLI's (a command's feedback, a
-  hook's block). ``think`` parts, tool calls and results, status, hook, MCP, approval and notification
-  events are not conversation.
+  the time and line of its first part. Kimi Code also appends the model's message to the context
+  (``context.append_message``, role ``assistant``): the same text, read only from a log without parts.
+  Text parts outside a step are the CLI's (a command's feedback, a hook's block). ``think`` parts, tool
+  calls and results, status, hook, MCP, approval and notification events are not conversation.
 - A side question (``/btw``: ``BtwBegin``/``BtwEnd``) is asked and answered beside the conversation,
   without entering it: left out.
 - With ``final=False`` (the CLI may still be writing), an answer whose step the records do not close is
@@ -193,6 +194,8 @@ def parse(
         result.resume_offset, result.resume_line = log.answer_start, log.answer.line
     else:
         log.close()
+    if log.appended and not log.streamed:
+        log.drafts.extend(log.appended)
     project = log.project or log.cwd or _root_by_md5(folder, log.paths)
     for draft in log.drafts:
         draft.project = project
@@ -249,6 +252,9 @@ class _Log:
         # agent on the CLI's prompt), and its prompt is not the person's.
         self.command_open = False
         self.nested = 0
+        #: Kimi Code's assistant messages as appended to the context, and whether any step part was read.
+        self.appended: list[Draft] = []
+        self.streamed = False
 
     def take(self, line: Mapping[str, Any], record: RawRecord) -> None:
         message = line.get("message")
@@ -296,6 +302,16 @@ class _Log:
             origin = line.get("origin")
             if not isinstance(origin, dict) or origin.get("kind", "user") == "user":
                 self._prompt(text_of(line.get("input")), timestamp, record)
+            return
+        message = line.get("message")
+        if kind == "context.append_message" and isinstance(message, dict) and message.get("role") == "assistant":
+            # The model's message as it entered the context: the same text as its step's parts, kept only
+            # for a log that records no parts.
+            text = text_of(message.get("content"))
+            if text.strip():
+                draft = self._draft("assistant", timestamp, record)
+                draft.add(text)
+                self.appended.append(draft)
             return
         event = line.get("event")
         if kind != "context.append_loop_event" or not isinstance(event, dict):
@@ -374,6 +390,7 @@ class _Log:
             self.answer_start = record.start
             self.answer_key = key
         self.fragments.append(text)
+        self.streamed = True
 
     def _collect_paths(self, text: str) -> None:
         for found in _ABSOLUTE_PATH.findall(text):

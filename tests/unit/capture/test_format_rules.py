@@ -422,3 +422,24 @@ def test_kimi_code_sessions_beside_the_kimi_home_are_found_by_default(tmp_path: 
     roots = standard_roots({"claude": tmp_path, "codex": tmp_path, "gemini": tmp_path, "kimi": tmp_path / ".kimi"})
     found = {path for path, source in discover([], roots) if source is Source.KIMI}
     assert found == {wire / "wire.jsonl", old}
+
+
+def test_kimi_code_answer_appended_to_the_context_is_read_once(tmp_path: Path) -> None:
+    # MoonshotAI/kimi-code's own fixture shape: the step's part and the message appended to the context.
+    head = [{"type": "metadata", "protocol_version": "1.1"}, {"type": "config.update", "cwd": "/tmp/work", "time": 1}]
+    prompt = {"type": "turn.prompt", "input": [{"type": "text", "text": "hi"}], "origin": {"kind": "user"}, "time": 2}
+    part = {
+        "type": "context.append_loop_event",
+        "event": {"type": "content.part", "stepUuid": "s1", "part": {"type": "text", "text": "hello"}},
+        "time": 3,
+    }
+    appended = {
+        "type": "context.append_message",
+        "message": {"role": "assistant", "content": [{"type": "text", "text": "hello"}]},
+        "time": 4,
+    }
+    both = write(tmp_path / "both" / "wire.jsonl", [*head, prompt, part, appended])
+    assert turns(Source.KIMI, both, projects={}) == [("user", "hi"), ("assistant", "hello")]
+    assert {turn.project for turn in read(Source.KIMI, both, projects={}).turns} == {"/tmp/work"}
+    only_appended = write(tmp_path / "appended" / "wire.jsonl", [*head, prompt, appended])
+    assert turns(Source.KIMI, only_appended, projects={}) == [("user", "hi"), ("assistant", "hello")]
