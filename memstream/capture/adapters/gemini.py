@@ -71,6 +71,8 @@ TOOL_OUTPUT_OPENINGS = ("[Function Response:", "[Function Call:")
 TRUSTED_FOLDERS = "trustedFolders.json"
 #: Absolute paths (POSIX or Windows) in tool arguments and the session context: candidate project roots.
 _ABSOLUTE_PATH = re.compile(r"(?:[A-Za-z]:\\|/)[^\s\"'`<>|*?]*")
+#: How much of each recorded tool result is searched for paths.
+RESULT_SCAN_CHARS = 4_096
 #: How many distinct candidate paths one file may contribute to the project-hash search.
 MAX_PATH_CANDIDATES = 200
 ACKNOWLEDGEMENTS = frozenset({"Got it. Thanks for the additional context!", "Got it. Thanks for the context!"})
@@ -193,7 +195,8 @@ class _Chat:
         # (how Gemini CLI itself names it), so a path outside the project can never be taken for it.
         calls = [call for call in message.get("toolCalls") or [] if isinstance(call, dict)]
         texts = [json.dumps(call.get("args")) for call in calls]
-        texts += [json.dumps([call.get("result"), call.get("resultDisplay")]) for call in calls]
+        # A result can be a whole file read (hundreds of KB); the path a tool names comes first.
+        texts += [json.dumps([call.get("result"), call.get("resultDisplay")])[:RESULT_SCAN_CHARS] for call in calls]
         content = text_of(message.get("content"))
         if content.lstrip().startswith("<session_context>"):
             texts.append(content)
