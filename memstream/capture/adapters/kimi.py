@@ -166,7 +166,8 @@ def session_of(path: str) -> tuple[str, str]:
     if _is_kimi_code_layout(pure):
         session = pure.parents[2]
         return session.name, session.parent.name
-    if pure.name == WIRE_NAME:
+    if pure.name == WIRE_NAME or _ROTATION.sub("", pure.stem) == "context":
+        # the wire, or (read only when forced) the context log beside it: named by the session folder
         return pure.parent.name, pure.parent.parent.name
     return _ROTATION.sub("", pure.stem), pure.parent.name
 
