@@ -60,7 +60,9 @@ Decisions, case by case:
   cuts one answer in two; with ``final=True`` it is emitted as far as it goes. The ingest machinery passes
   ``final=True`` once the file has been quiet for its live window (a crashed or killed session): the same
   rule as every CLI's held-back reply.
-- Compaction and interruption only close the current answer; the logs keep no summary text.
+- Compaction and interruption only close the current answer; the logs keep no summary text. A
+  ``SteerInput`` is written the moment the person types it, while the step's answer may still stream:
+  it is a turn of its own and leaves the answer whole.
 - Sub-agents: ``SubagentEvent`` wraps a sub-agent's own events (skipped); a sub-agent's own log (under
   ``subagents/``, Kimi Code's ``agents/<agent>`` other than ``main``, the old ``_read_<n>`` transcripts)
   gives no turns.
@@ -92,10 +94,11 @@ LOCAL_KAOS = "local"
 WIRE_NAME = "wire.jsonl"
 #: Kimi Code's main agent: the other ``agents/<agent>`` folders are sub-agents.
 MAIN_AGENT = "main"
-#: Events that end the answer being streamed (Kimi CLI's wire).
-_BOUNDARIES = frozenset(
-    {"TurnBegin", "SteerInput", "StepBegin", "StepInterrupted", "TurnEnd", "CompactionBegin", "CompactionEnd"}
-)
+#: Events that end the answer being streamed (Kimi CLI's wire). Compaction runs inside a step, before the
+#: model is called: it ends nothing but what came before it.
+_BOUNDARIES = frozenset({"TurnBegin", "StepBegin", "StepInterrupted", "TurnEnd", "CompactionBegin", "CompactionEnd"})
+#: Events after which text is the model's (True) or the CLI's (False) until the next of them.
+_STEP_STATE = {"StepBegin": True, "TurnBegin": False, "StepInterrupted": False, "TurnEnd": False}
 #: Kimi Code's loop events and records that end a step's answer.
 _CODE_BOUNDARIES = frozenset({"step.begin", "step.end", "step.interrupted"})
 _CODE_TURN_RECORDS = frozenset({"turn.prompt", "turn.steer", "turn.cancel", "turn.ended"})
@@ -274,7 +277,7 @@ class _Log:
     def _take_wire(self, kind: str, payload: Mapping[str, Any], timestamp: object, record: RawRecord) -> None:
         if kind in _BOUNDARIES:
             self.close()
-            self.in_step = kind == "StepBegin"
+        self.in_step = _STEP_STATE.get(kind, self.in_step)
         if kind == "TurnBegin" and self.command_open:
             self.nested += 1
         elif kind == "TurnBegin":

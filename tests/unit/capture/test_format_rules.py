@@ -443,3 +443,27 @@ def test_kimi_code_answer_appended_to_the_context_is_read_once(tmp_path: Path) -
     assert {turn.project for turn in read(Source.KIMI, both, projects={}).turns} == {"/tmp/work"}
     only_appended = write(tmp_path / "appended" / "wire.jsonl", [*head, prompt, appended])
     assert turns(Source.KIMI, only_appended, projects={}) == [("user", "hi"), ("assistant", "hello")]
+
+
+def test_kimi_compaction_inside_a_step_and_a_steer_mid_answer_leave_the_answer_whole(tmp_path: Path) -> None:
+    # kimisoul._agent_loop: StepBegin, then auto-compaction, then the model's call; steer() writes
+    # SteerInput at once, while the current step may still stream.
+    path = write(
+        tmp_path / "wire.jsonl",
+        [
+            HEADER,
+            _wire("TurnBegin", {"user_input": "refactor retry.py"}, 1),
+            _wire("StepBegin", {"n": 1}, 2),
+            _wire("CompactionBegin", {}, 3),
+            _wire("CompactionEnd", {}, 4),
+            _text("Moving the counter ", 5),
+            _wire("SteerInput", {"user_input": "keep the delay linear"}, 6),
+            _text("out of the loop.", 7),
+            _wire("TurnEnd", {}, 8),
+        ],
+    )
+    assert turns(Source.KIMI, path, projects={}) == [
+        ("user", "refactor retry.py"),
+        ("assistant", "Moving the counter out of the loop."),
+        ("user", "keep the delay linear"),
+    ]
