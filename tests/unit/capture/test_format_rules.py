@@ -467,3 +467,25 @@ def test_kimi_compaction_inside_a_step_and_a_steer_mid_answer_leave_the_answer_w
         ("assistant", "Moving the counter out of the loop."),
         ("user", "keep the delay linear"),
     ]
+
+
+def test_claude_background_task_notification_is_the_clis_message_not_a_prompt(tmp_path: Path) -> None:
+    # Claude Code 2.1.56 (a real session): a finished background command is reported as a user message.
+    notice = (
+        "<task-notification>\n<task-id>b52e078</task-id>\n<tool-use-id>toolu_01US</tool-use-id>\n"
+        "<output-file>/tmp/claude-501/tasks/b52e078.output</output-file>\n<status>completed</status>\n"
+        '<summary>Background command "Generate docs" completed (exit code 0)</summary>\n</task-notification>\n'
+        "Read the output file to retrieve the result: /tmp/claude-501/tasks/b52e078.output"
+    )
+    path = write(
+        tmp_path / "s-1.jsonl",
+        [
+            _claude("user", "run make gen-docs in the background", 1),
+            _claude("user", notice, 2),
+            _claude("assistant", [{"type": "text", "text": "`make gen-docs` finished."}], 3),
+        ],
+    )
+    assert turns(Source.CLAUDE, path) == [
+        ("user", "run make gen-docs in the background"),
+        ("assistant", "`make gen-docs` finished."),
+    ]
