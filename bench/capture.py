@@ -1,6 +1,16 @@
-"""Capture throughput and hook latency: a backlog of session files into searchable memories.
+"""Capture throughput and hook latency: a backlog of session files into searchable memories; and fidelity.
 
     .venv/bin/python -m bench.capture [--sessions 1000 --turns 50] [--hooks 200] [--quick]
+    .venv/bin/python -m bench.capture --fidelity [--show-misses]
+
+``--fidelity`` reads the real recorded session files of ``tests/fixtures/capture/real`` (their origins in
+``SOURCES.md``) the way ``memstream ingest --dry-run --json`` does, and scores the turns it would publish
+against the turns labelled by hand beside each file (``<name>.labels.json``): recall (expected turns
+printed) and precision (printed turns that were expected), per CLI. A turn matches when its role, its text
+(whitespace collapsed) and its project are the expected ones; a session's repeated message is one turn
+(first seen wins). Two runs: "as found", the files read where they are with nothing else given (a new
+user's first try on an export); and "named", with ``--project`` given for the files whose records cannot
+name their project (the label says so), as the user would then do.
 
 Builds a backlog of ``--sessions`` session files of ``--turns`` turns each (the full size is 1,000 sessions,
 50,000 turns): copies of the Claude Code fixtures (``tests/fixtures/capture/claude``) with fresh session,
@@ -39,6 +49,9 @@ from memstream.capture.model import Source
 
 ROOT = Path(__file__).resolve().parents[1]
 FIXTURES = ROOT / "tests" / "fixtures" / "capture" / "claude"
+REAL = ROOT / "tests" / "fixtures" / "capture" / "real"
+LABELS_SUFFIX = ".labels.json"
+FIDELITY_TARGET = 0.97
 HOOK_TARGET_P95_MS = 200.0
 RERUN_TARGET_S = 2.0
 
@@ -295,6 +308,75 @@ async def main_async(args: argparse.Namespace) -> dict[str, Any]:
     return figures
 
 
+def _norm(text: str) -> str:
+    return " ".join(text.split())
+
+
+def labelled_files(root: Path = REAL) -> list[tuple[Path, dict[str, Any]]]:
+    """Every real session file with its labels, in a stable order."""
+    found = []
+    for labels in sorted(root.rglob(f"*{LABELS_SUFFIX}")):
+        data = json.loads(labels.read_text(encoding="utf-8"))
+        found.append((labels.parent / data["file"].split("/")[-1], data))
+    return found
+
+
+def printed_turns(path: Path, project: str) -> list[dict[str, Any]]:
+    """The turns ``memstream ingest --dry-run`` would publish from ``path`` (with ``--project`` if given)."""
+    from memstream.capture.ingest import Capture, CliFormats
+    from memstream.capture.state import CaptureState
+
+    with (
+        tempfile.TemporaryDirectory(prefix="memstream-fidelity-") as work,
+        CaptureState.open(Path(work) / "capture.db") as state,
+    ):
+        outcome = Capture(state, CliFormats(), dry_run=True, project=project).file(path, final=True)
+    return outcome.new
+
+
+def score(expected: set[tuple[str, str, str]], printed: set[tuple[str, str, str]]) -> tuple[int, int, int]:
+    """(matched, expected, printed): a turn matches on role, whitespace-collapsed text and project."""
+    return len(expected & printed), len(expected), len(printed)
+
+
+def fidelity(*, named: bool, show_misses: bool = False) -> dict[str, tuple[int, int, int]]:
+    """Per CLI: (matched, expected, printed) over its labelled real files."""
+    totals: dict[str, tuple[int, int, int]] = {}
+    for path, labels in labelled_files():
+        cli = path.relative_to(REAL).parts[0]
+        project = labels["project"] if named and labels.get("project_needs_flag") else ""
+        expected = {(t["role"], _norm(t["text"]), labels["project"]) for t in labels["turns"]}
+        printed = {(p["role"], _norm(p["content"]), p["project"]) for p in printed_turns(path, project)}
+        matched, want, got = score(expected, printed)
+        if show_misses:
+            for role, text, where in sorted(expected - printed):
+                print(f"  missed  {cli} {path.name} {role}: {text[:100]!r} ({where})")
+            for role, text, where in sorted(printed - expected):
+                print(f"  extra   {cli} {path.name} {role}: {text[:100]!r} ({where})")
+        old = totals.get(cli, (0, 0, 0))
+        totals[cli] = (old[0] + matched, old[1] + want, old[2] + got)
+    return totals
+
+
+def print_fidelity(show_misses: bool) -> bool:
+    """Both runs as tables; True when every CLI meets the target in the "named" run."""
+    met = True
+    for named in (False, True):
+        title = "named (--project where the file cannot know it)" if named else "as found (nothing given)"
+        print(f"fidelity on real sessions, {title}; target >= {FIDELITY_TARGET:.0%} each")
+        totals = fidelity(named=named, show_misses=show_misses)
+        print(f"  {'CLI':<8}{'files':>6}{'expected':>10}{'printed':>9}{'recall':>9}{'precision':>11}")
+        files = {cli: 0 for cli in totals}
+        for path, _ in labelled_files():
+            files[path.relative_to(REAL).parts[0]] += 1
+        for cli, (matched, want, got) in totals.items():
+            recall = matched / want if want else 1.0
+            precision = matched / got if got else (1.0 if not want else 0.0)
+            met = met and (not named or (recall >= FIDELITY_TARGET and precision >= FIDELITY_TARGET))
+            print(f"  {cli:<8}{files[cli]:>6}{want:>10}{got:>9}{recall:>9.1%}{precision:>11.1%}")
+    return met
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--sessions", type=int, default=1000)
@@ -303,7 +385,11 @@ def main() -> None:
     parser.add_argument("--timeout", type=float, default=900.0, help="longest wait for the memories (s)")
     parser.add_argument("--standin", action="store_true", help="use the stand-in format even if adapters exist")
     parser.add_argument("--quick", action="store_true", help="20 sessions of 10 turns, 20 hooks")
+    parser.add_argument("--fidelity", action="store_true", help="recall and precision on the real labelled sessions")
+    parser.add_argument("--show-misses", action="store_true", help="with --fidelity: list each missed or extra turn")
     args = parser.parse_args()
+    if args.fidelity:
+        raise SystemExit(0 if print_fidelity(args.show_misses) else 1)
     if args.quick:
         args.sessions, args.turns, args.hooks, args.timeout = 20, 10, 20, min(args.timeout, 180.0)
     figures = asyncio.run(main_async(args))

@@ -152,6 +152,11 @@ def _parser() -> argparse.ArgumentParser:
         "--dry-run", action="store_true", help="publish nothing, write no checkpoint: say what would be"
     )
     ingest.add_argument("--json", action="store_true", help="print the turns (one JSON object a line) instead")
+    ingest.add_argument(
+        "--project",
+        metavar="DIR",
+        help="the project directory of sessions whose files cannot name theirs (an export, another machine's copy)",
+    )
     _root_flags(ingest)
     ingest.set_defaults(run="capture:cmd_ingest")
 

@@ -7,11 +7,14 @@ Standard locations (checked against each CLI's source, see the adapters' docstri
   and the prompt log ``~/.codex/history.jsonl``
 - gemini: ``~/.gemini/tmp/<project hash or slug>/chats/session-*.jsonl`` (and the older ``.json``), and
   ``/chat save`` checkpoints ``~/.gemini/tmp/<…>/checkpoint-*.json``
-- kimi: ``~/.kimi/sessions/<md5 of the work dir>/<session uuid>/wire.jsonl``
+- kimi: ``~/.kimi/sessions/<md5 of the work dir>/<session uuid>/wire.jsonl``, and before the wire log
+  ``~/.kimi/sessions/<md5 of the work dir>/<session uuid>.jsonl`` (the context log); Kimi Code's
+  ``~/.kimi-code/sessions/<workspace>/<session>/agents/<agent>/wire.jsonl`` (beside the Kimi home)
 
-Files deliberately not captured: Kimi's ``context.jsonl`` (the model's context, rewritten on compaction and
-``/undo``; ``wire.jsonl`` holds the same conversation append-only), Claude's ``~/.claude/history.jsonl``
-(prompt history of the input box), and anything that is not a session file.
+Files deliberately not captured: Kimi's ``context.jsonl`` beside a wire log and its rotations
+``context_<n>.jsonl`` (the model's context, rewritten on compaction and ``/undo``; ``wire.jsonl`` holds the
+same conversation append-only), Claude's ``~/.claude/history.jsonl`` (prompt history of the input box), and
+anything that is not a session file.
 
 Detection (seed 002): the path pattern first, then content markers of the first records, so that a session
 file copied anywhere under any name is still recognised. The markers are the record shapes each CLI writes
@@ -38,13 +41,19 @@ HEAD_RECORDS = 20
 
 CODEX_HISTORY_NAME = "history.jsonl"
 KIMI_WIRE_NAME = "wire.jsonl"
+#: Kimi CLI's context log beside its wire (and its rotations): never a session file of its own.
+_KIMI_CONTEXT_NAME = re.compile(r"^context(_\d+)?\.jsonl$")
+#: The roles of a Kimi context log's bookkeeping lines: no other CLI writes them.
+_KIMI_CONTEXT_ROLES = frozenset({"_checkpoint", "_usage", "_system_prompt"})
+#: Kimi Code's record types (flat ``{"type", "time"}`` lines after the same metadata header as the wire).
+_KIMI_CODE_TYPES = frozenset({"turn.prompt", "turn.steer", "context.append_message", "context.append_loop_event"})
 
 #: Glob patterns of session files below each standard root (a root that is a file is taken as is).
 PATTERNS: dict[Source, tuple[str, ...]] = {
     Source.CLAUDE: ("*/*.jsonl",),
     Source.CODEX: ("*/*/*/rollout-*.jsonl", "rollout-*.jsonl"),
     Source.GEMINI: ("*/chats/session-*.jsonl", "*/chats/session-*.json", "*/checkpoint-*.json"),
-    Source.KIMI: ("*/*/wire.jsonl",),
+    Source.KIMI: ("*/*/wire.jsonl", "*/*.jsonl", "*/*/agents/*/wire.jsonl"),
 }
 
 _CODEX_ENVELOPES = frozenset({"session_meta", "response_item", "event_msg", "turn_context", "compacted"})
@@ -63,12 +72,14 @@ def standard_roots(home: Path) -> dict[Source, list[Path]]:
             home / ".codex" / CODEX_HISTORY_NAME,
         ],
         Source.GEMINI: [home / ".gemini" / "tmp"],
-        Source.KIMI: [home / ".kimi" / "sessions"],
+        Source.KIMI: [home / ".kimi" / "sessions", home / ".kimi-code" / "sessions"],
     }
 
 
 def detect(path: Path, head: bytes) -> Source | None:
     """The CLI that wrote ``path`` (whose first bytes are ``head``), or None if it is no session file."""
+    if _KIMI_CONTEXT_NAME.match(path.name):
+        return None
     return detect_by_path(path) or detect_by_content(path, head)
 
 
@@ -82,7 +93,7 @@ def detect_by_path(path: Path) -> Source | None:
         return Source.CODEX
     if ".gemini" in parts and (_GEMINI_SESSION_NAME.match(name) or _GEMINI_CHECKPOINT_NAME.match(name)):
         return Source.GEMINI
-    if ".kimi" in parts and name == KIMI_WIRE_NAME:
+    if (".kimi" in parts or ".kimi-code" in parts) and name == KIMI_WIRE_NAME:
         return Source.KIMI
     return None
 
@@ -127,6 +138,8 @@ def _record_markers(record: Mapping[str, object]) -> Source | None:
     if kind == "metadata" and "protocol_version" in record:
         return Source.KIMI
     if isinstance(message, dict) and "payload" in message and isinstance(record.get("timestamp"), int | float):
+        return Source.KIMI
+    if record.get("role") in _KIMI_CONTEXT_ROLES or (kind in _KIMI_CODE_TYPES and "time" in record):
         return Source.KIMI
     if kind in _CLAUDE_TYPES and any(key in record for key in ("sessionId", "leafUuid", "uuid", "messageId")):
         return Source.CLAUDE

@@ -71,9 +71,14 @@ class Formats(Protocol):
 
 
 class CliFormats:
-    """The real formats: ``memstream.capture.reader``, ``.detect`` and the ``.adapters`` registry."""
+    """The real formats: ``memstream.capture.reader``, ``.detect`` and the ``.adapters`` registry.
 
-    def __init__(self) -> None:
+    ``homes`` are the CLIs' home folders by source name (``Settings.capture_roots``): a session file
+    outside them is read with the project map of its CLI's configured home.
+    """
+
+    def __init__(self, homes: Mapping[str, Path] | None = None) -> None:
+        self._homes = dict(homes or {})
         self._reader = importlib.import_module("memstream.capture.reader")
         self._detect = importlib.import_module("memstream.capture.detect")
         self._adapters = importlib.import_module("memstream.capture.adapters")
@@ -92,18 +97,24 @@ class CliFormats:
         return result
 
     def parse(self, source: Source, path: Path, records: list[RawRecord], *, mtime: datetime, final: bool) -> Parsed:
-        parsed: Parsed = self._adapters.parse(source, str(path), records, mtime=mtime, final=final)
+        home = self._homes.get(source.value)
+        parsed: Parsed = self._adapters.parse(source, str(path), records, mtime=mtime, final=final, home=home)
         return parsed
 
 
 def standard_roots(homes: Mapping[str, Path]) -> dict[Source, list[Path]]:
-    """Each CLI's session roots below its home folder (``MEMSTREAM_CLAUDE_DIR`` …), as the detect module knows them."""
+    """Each CLI's session roots below its home folder (``MEMSTREAM_CLAUDE_DIR`` …), as the detect module knows
+    them; a root beside the home (Kimi Code's ``~/.kimi-code`` next to ``~/.kimi``) stays beside it."""
     detect = importlib.import_module("memstream.capture.detect")
     placeholder = Path("/HOME")
     roots: dict[Source, list[Path]] = {}
     for source, paths in detect.standard_roots(placeholder).items():
         home = homes[Source(source).value]
-        roots[Source(source)] = [home / path.relative_to(placeholder / f".{Source(source).value}") for path in paths]
+        dot = placeholder / f".{Source(source).value}"
+        roots[Source(source)] = [
+            home / path.relative_to(dot) if path.is_relative_to(dot) else home.parent / path.relative_to(placeholder)
+            for path in paths
+        ]
     return roots
 
 
@@ -163,6 +174,13 @@ class FileOutcome:
     skipped: int = 0
     problems: list[Problem] = field(default_factory=list)
     sessions: set[str] = field(default_factory=set)
+    #: Turns skipped because no project is known for their session, by session id (also in ``skipped``).
+    unplaced: dict[str, int] = field(default_factory=dict)
+
+    @property
+    def produced(self) -> int:
+        """Turns the file gave, whatever became of them, except those skipped for want of a project."""
+        return len(self.new) + self.seen + self.skipped - sum(self.unplaced.values())
 
 
 class Capture:
@@ -177,8 +195,11 @@ class Capture:
         since: datetime | None = None,
         forced: Source | None = None,
         live_window: float = LIVE_WINDOW,
+        project: str = "",
     ):
         self.state = state
+        #: The project named by the user (``ingest --project``) for turns whose file cannot know theirs.
+        self.project = project
         self.live_window = live_window
         self.formats = formats
         self.dry_run = dry_run
@@ -228,7 +249,9 @@ class Capture:
             if offset > 0:
                 records = [*self._header(path), *records]
             mtime = datetime.fromtimestamp(stat.st_mtime, UTC)
-            parsed = self.formats.parse(source, path, records, mtime=mtime, final=final)
+            # A message the file has not finished (a Kimi step never closed: a crashed or killed session)
+            # is taken as it stands once the file is quiet: the rule every CLI's held-back reply follows.
+            parsed = self.formats.parse(source, path, records, mtime=mtime, final=final or self._quiet(stat))
         except OSError as exc:
             return FileOutcome(path, source, "failed", problems=[Problem(key, 0, f"cannot read: {exc.strerror}")])
         turns = [t for t in parsed.turns if offset == 0 or t.line >= line]
@@ -248,14 +271,17 @@ class Capture:
                 source=source.value,
                 inode=stat.st_ino,
                 size=stat.st_size,
-                # A held-back reply must be read again even if the file never changes (a session that
-                # ended without SessionEnd): no stat matches this mtime, so the next read takes it.
-                mtime_ns=HELD if held is not None else stat.st_mtime_ns,
+                # A held-back reply (or a message the adapter left unfinished) must be read again even if
+                # the file never changes (a session that ended without SessionEnd, a killed CLI): no stat
+                # matches this mtime, so the next read takes it, whole once the file is quiet.
+                mtime_ns=HELD if held is not None or parsed.resume_offset is not None else stat.st_mtime_ns,
                 offset=end,
                 line=end_line,
                 fingerprint=fingerprint(path, end),
             )
-            self._commit(outcome, done)
+            # Turns skipped for want of a project are not passed over for good: the checkpoint stays where
+            # it was, so the next read (with --project, or once the session's project is known) takes them.
+            self._commit(outcome, None if outcome.unplaced else done)
         return outcome
 
     def _held_back(
@@ -269,13 +295,17 @@ class Capture:
         ``live_window`` seconds) and not final, a trailing assistant turn waits: the next read, once
         the next prompt follows it or the file has been quiet, or a ``SessionEnd``, takes it whole.
         """
-        if final or self.live_window <= 0 or path.suffix == ".json" or not turns:
+        if final or self._quiet(stat) or path.suffix == ".json" or not turns:
             return None
         last = turns[-1]
-        if last.role != "assistant" or time.time() - stat.st_mtime > self.live_window:
+        if last.role != "assistant":
             return None
         first = next((r for r in records if r.line == last.line and r.start >= 0), None)
         return first
+
+    def _quiet(self, stat: os.stat_result) -> bool:
+        """Whether the file has not been written for the live window: its CLI is done with what it holds."""
+        return self.live_window <= 0 or time.time() - stat.st_mtime > self.live_window
 
     def _start(self, path: Path, stat: os.stat_result, checkpoint: Checkpoint | None) -> tuple[int, int, str]:
         """Where to read from: the checkpoint if the file only grew since, else the start (a rewrite)."""
@@ -302,6 +332,7 @@ class Capture:
 
     def _decide(self, turns: list[CapturedTurn], outcome: FileOutcome) -> None:
         extracted_at = datetime.now(UTC)
+        first_lines: dict[str, int] = {}
         for t in turns:
             if t.project:
                 self._projects[(t.source.value, t.session_id)] = t.project
@@ -317,10 +348,12 @@ class Capture:
                 turn.project
                 or self._projects.get((turn.source.value, turn.session_id))
                 or self.state.project_of(turn.source.value, turn.session_id)
+                or self.project
             )
             if not project:
                 outcome.skipped += 1
-                outcome.problems.append(Problem(turn.file, turn.line, "no project directory known for the session"))
+                outcome.unplaced[turn.session_id] = outcome.unplaced.get(turn.session_id, 0) + 1
+                first_lines.setdefault(turn.session_id, turn.line)
                 continue
             content_hash = turn_hash(turn.content)
             key = dedup_key(turn.session_id, turn.role, content_hash)
@@ -337,8 +370,19 @@ class Capture:
             payload["keys"] = keys
             outcome.new.append(payload)
             outcome.sessions.add(turn.session_id)
+        # One line per session, with the fix, rather than one per turn.
+        for session, count in outcome.unplaced.items():
+            outcome.problems.append(
+                Problem(
+                    str(outcome.path),
+                    first_lines[session],
+                    f"{count} turn{'s' if count != 1 else ''} of session {session} skipped: no project directory "
+                    f"is known for it (the file does not name one); name it with: "
+                    f"memstream ingest --project DIR {outcome.path}",
+                )
+            )
 
-    def _commit(self, outcome: FileOutcome, checkpoint: Checkpoint) -> None:
+    def _commit(self, outcome: FileOutcome, checkpoint: Checkpoint | None) -> None:
         """New turns into the spool, their keys into ``seen`` and the checkpoint forward: all or nothing."""
         kept: list[dict[str, Any]] = []
         with self.state.transaction():
@@ -352,7 +396,8 @@ class Capture:
                 self.state.remember_project(payload["source"], payload["session_id"], payload["project"])
                 self.state.spool(payload["key"], payload["session_id"], payload)
                 kept.append(payload)
-            self.state.save_checkpoint(checkpoint)
+            if checkpoint is not None:
+                self.state.save_checkpoint(checkpoint)
         outcome.new = kept
-        if self._checkpoints is not None:
+        if self._checkpoints is not None and checkpoint is not None:
             self._checkpoints[checkpoint.path] = checkpoint

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import sys
 import time
 from collections.abc import Sequence
@@ -120,13 +121,15 @@ def ingest(
     formats: Formats | None = None,
     bootstrap: str | None = None,
     user: str = "",
+    project: str = "",
     out: IO[str] | None = None,
     err: IO[str] | None = None,
 ) -> int:
-    """Run one ingest; returns the exit status (1 only if nothing could be read)."""
+    """Run one ingest; returns the exit status: 1 if nothing could be read, or if a path given on the
+    command line gave no turn at all (``project`` names the project of files that cannot know theirs)."""
     out = out or sys.stdout
     err = err or sys.stderr
-    formats = formats or CliFormats()
+    formats = formats or CliFormats(homes=settings.capture_roots)
     files = find_files(settings, formats, paths, llm)
     if not files:
         where = ", ".join(str(p) for p in paths) if paths else "the standard locations"
@@ -136,14 +139,18 @@ def ingest(
     tally = Tally()
     began = time.monotonic()
     with state:
-        capture = Capture(state, formats, dry_run=dry_run, since=since, forced=llm)
+        capture = Capture(state, formats, dry_run=dry_run, since=since, forced=llm, project=project)
         capture.preload_checkpoints()
+        given = {Path(os.path.abspath(p)): _Given() for p in paths}
         with _progress(err, len(files), enabled=not as_json) as advance:
             for path, source in files:
                 if since is not None and _older_than(path, since):
+                    _account(given, Path(os.path.abspath(path)), gave=True, unplaced=False)
                     continue
                 outcome = capture.file(path, source)
                 tally.add(outcome)
+                gave = outcome.status == "unchanged" or outcome.produced > 0
+                _account(given, outcome.path, gave=gave, unplaced=bool(outcome.unplaced))
                 if as_json:
                     for payload in outcome.new:
                         print(json_line(payload), file=out)
@@ -155,7 +162,34 @@ def ingest(
         if dry_run:
             _print_dry_run(tally, out)
         _print_summary(tally, read_seconds, dry_run=dry_run, out=out)
-    return 0 if tally.read_ok else 1
+    silent = [(path, given_path) for path, given_path in given.items() if not given_path.gave]
+    for path, given_path in silent:
+        print(f"memstream: {path} gave no turn: {given_path.why()}", file=err)
+    return 0 if tally.read_ok and not silent else 1
+
+
+@dataclass
+class _Given:
+    """What became of one path given on the command line."""
+
+    files: int = 0
+    gave: bool = False
+    unplaced: bool = False
+
+    def why(self) -> str:
+        if not self.files:
+            return "no session file of a known CLI in it"
+        if self.unplaced:
+            return "its project cannot be known from the file; name it with --project DIR"
+        return "no conversation in it (see the problems above)"
+
+
+def _account(given: dict[Path, _Given], path: Path, *, gave: bool, unplaced: bool) -> None:
+    for root, state in given.items():
+        if path == root or root in path.parents:
+            state.files += 1
+            state.gave = state.gave or gave
+            state.unplaced = state.unplaced or unplaced
 
 
 def _older_than(path: Path, since: datetime) -> bool:

@@ -7,6 +7,7 @@ import argparse
 import asyncio
 import dataclasses
 import logging
+import os
 import signal
 from pathlib import Path
 from typing import Any
@@ -42,6 +43,7 @@ def cmd_ingest(args: argparse.Namespace, settings: Settings) -> int:
         dry_run=args.dry_run,
         as_json=args.json,
         user=settings.user or git_email(),
+        project=os.path.abspath(os.path.expanduser(args.project)) if args.project else "",
     )
 
 

@@ -231,3 +231,55 @@ def test_a_message_taken_by_another_process_meanwhile_is_not_spooled_twice(
         outcome = second.file(path, Source.CLAUDE)
         assert outcome.new == [] and outcome.seen == 2
     assert len(spooled(settings)) == 2
+
+
+def test_a_session_without_a_known_project_is_summarised_once_with_the_fix_and_fails_the_run(
+    settings: Settings, tmp_path: Path
+) -> None:
+    export = session_file(tmp_path / "export.jsonl", "sx", 6, cwd="")
+    code, output = run(settings, export, dry_run=True)
+    assert code == 1  # the one source given gave no turn at all
+    assert output.count("skipped: no project directory") == 1
+    assert "6 turns of session sx skipped" in output and f"--project DIR {export}" in output
+    assert f"{export} gave no turn: its project cannot be known from the file; name it with --project DIR" in output
+
+
+def test_project_names_the_project_of_a_file_that_cannot_know_it_also_in_json(
+    settings: Settings, tmp_path: Path
+) -> None:
+    export = session_file(tmp_path / "export.jsonl", "sx", 2, cwd="")
+    known = session_file(tmp_path / "known.jsonl", "sk", 2, cwd="/work/api")
+    out = io.StringIO()
+    code = ingest(
+        settings,
+        [export, known],
+        formats=FakeFormats(),
+        as_json=True,
+        dry_run=True,
+        project="/work/shop",
+        out=out,
+        err=io.StringIO(),
+    )
+    assert code == 0
+    lines = [json.loads(line) for line in out.getvalue().splitlines()]
+    assert {(line["session_id"], line["project"]) for line in lines} == {("sx", "/work/shop"), ("sk", "/work/api")}
+
+
+def test_turns_skipped_for_want_of_a_project_are_taken_by_a_later_run_that_names_it(
+    settings: Settings, tmp_path: Path
+) -> None:
+    export = session_file(tmp_path / "export.jsonl", "sx", 2, cwd="")
+    assert run(settings, export)[0] == 1
+    assert spooled(settings) == []
+    assert run(settings, export, project="/work/shop")[0] == 0
+    assert [(t["session_id"], t["project"]) for t in spooled(settings)] == [("sx", "/work/shop")] * 2
+
+
+def test_exit_status_is_non_zero_when_one_given_source_gave_no_turn(settings: Settings, tmp_path: Path) -> None:
+    good = session_file(tmp_path / "good.jsonl", "sa", 2)
+    (tmp_path / "empty").mkdir()
+    code, output = run(settings, good, tmp_path / "empty")
+    assert code == 1
+    assert f"{tmp_path / 'empty'} gave no turn: no session file of a known CLI in it" in output
+    assert len(spooled(settings)) == 2
+    assert run(settings, good)[0] == 0  # unchanged since: it gave its turns before

@@ -9,8 +9,10 @@ the default ``True`` emits everything read. Each module's docstring names the so
 and how each case of the format is handled.
 
 :func:`parse` is the registry's entry point. When it is given no ``projects``, it finds the CLI's home
-from the session file's own path (``~/.gemini`` above ``tmp/``, ``~/.kimi`` above ``sessions/``) and loads
-that CLI's map (:func:`cli_projects`), so a caller that knows nothing of project maps still gets projects.
+from the session file's own path (``~/.gemini`` above ``tmp/``, ``~/.kimi`` or ``~/.kimi-code`` above
+``sessions/``), else takes the ``home`` it is given (the configured ``--gemini-dir``/``--kimi-dir``: an
+export or a copy from another machine read with this machine's map), and loads that CLI's map
+(:func:`cli_projects`), so a caller that knows nothing of project maps still gets projects.
 """
 
 from __future__ import annotations
@@ -53,31 +55,48 @@ def parse(
     mtime: datetime,
     projects: Mapping[str, str] | None = None,
     final: bool = True,
+    home: Path | None = None,
 ) -> Parsed:
     """The turns of ``path`` read with ``source``'s adapter (``projects`` defaults to :func:`cli_projects`)."""
     if projects is None:
-        projects = cli_projects(source, Path(path))
+        projects = cli_projects(source, Path(path), home=home)
     return ADAPTERS[source](path, records, mtime=mtime, projects=projects, final=final)
 
 
-def cli_projects(source: Source, session_file: Path) -> Mapping[str, str]:
-    """The project map of the CLI home ``session_file`` lives in, or {} (other layouts, other CLIs)."""
+def cli_projects(source: Source, session_file: Path, *, home: Path | None = None) -> Mapping[str, str]:
+    """The project map of the CLI home ``session_file`` lives in, else of ``home``; {} for other CLIs.
+
+    A file inside a CLI's own folders uses that CLI home's map; a file anywhere else (an export, a copy
+    from another machine) uses the configured ``home``'s, when one is given.
+    """
     if source is Source.GEMINI:
-        home, marker = _home_above(session_file, "tmp"), "projects.json"
+        home = _home_above(session_file, "tmp", GEMINI_DEPTHS) or home
+        markers = ("projects.json", "trustedFolders.json")
     elif source is Source.KIMI:
-        home, marker = _home_above(session_file, "sessions"), "kimi.json"
+        home = _home_above(session_file, "sessions", KIMI_DEPTHS) or home
+        markers = ("kimi.json", "workspaces.json")
     else:
         return {}
     if home is None:
         return {}
     folders = _stamp(home / "tmp") if source is Source.GEMINI else 0  # new .project_root markers
-    return _load(source, str(home), (_stamp(home / marker), folders))
+    return _load(source, str(home), (*(_stamp(home / marker) for marker in markers), folders))
 
 
-def _home_above(session_file: Path, folder: str) -> Path | None:
-    for parent in session_file.parents:
-        if parent.name == folder:
-            return parent.parent
+#: How many folders below ``tmp`` a Gemini CLI file lives: ``<project>/checkpoint-*.json``,
+#: ``<project>/chats/session-*``, a sub-agent's ``<project>/chats/<parent session>/…``.
+GEMINI_DEPTHS = (1, 2, 3)
+#: How many folders below ``sessions`` a Kimi file lives: ``<md5>/<uuid>.jsonl`` (before the wire log),
+#: ``<md5>/<session>/wire.jsonl``, and Kimi Code's ``<workspace>/<session>/agents/<agent>/wire.jsonl``.
+KIMI_DEPTHS = (1, 2, 4)
+
+
+def _home_above(session_file: Path, folder: str, depths: tuple[int, ...]) -> Path | None:
+    # Only the CLI's own layout counts: a "tmp" or "sessions" folder higher up is someone else's.
+    parents = session_file.parents
+    for depth in depths:
+        if depth + 1 < len(parents) and parents[depth].name == folder:
+            return parents[depth + 1]
     return None
 
 
@@ -89,7 +108,7 @@ def _stamp(path: Path) -> int:
 
 
 @lru_cache(maxsize=32)
-def _load(source: Source, home: str, stamp: tuple[int, int]) -> Mapping[str, str]:
+def _load(source: Source, home: str, stamp: tuple[int, ...]) -> Mapping[str, str]:
     # Keyed by the map's modification time, so an ingest run loads each map once and sees later changes.
     del stamp
     if source is Source.GEMINI:

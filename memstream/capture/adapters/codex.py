@@ -10,11 +10,16 @@ response items among them), ``codex-rs/core/src/event_mapping.rs`` and ``codex-r
 
 Decisions, case by case:
 
-- Every message is recorded twice in current rollouts: the ``response_item`` (what the model saw) and the
-  ``event_msg`` (``user_message`` / ``agent_message``, what the UI showed). When a file holds any such
-  event, the events are the conversation and message response items are ignored; files written before
-  Codex persisted those events (and the pre-envelope format of 2025, one ``ResponseItem`` a line) are read
-  from their ``message`` response items instead. Either way each message is taken once.
+- Every message is recorded twice in most rollouts: the ``response_item`` (what the model saw) and the
+  ``event_msg`` (``user_message`` / ``agent_message``, what the UI showed). Each role is read from the
+  events when the file holds an event of that role, else from its ``message`` response items: files
+  written before Codex persisted those events (and the pre-envelope format of 2025, one ``ResponseItem``
+  a line) have only items, and some versions (Codex Desktop 0.128) persist prompts as events but replies
+  only as items. Either way each message is taken once.
+- Prompts sent from the IDE extension or Codex Desktop carry a preamble the extension writes: ``# Context
+  from my IDE setup:`` (active file, open tabs, selection) or ``# Files mentioned by the user:``, then the
+  person's words after ``## My request for Codex:`` (``## My request:`` in some versions). The turn is
+  the request; the preamble (file names the extension listed) is dropped.
 - Injected context is not a prompt: user messages that are contextual fragments in Codex's own sense
   (``<user_instructions>``, ``<environment_context>``, ``# AGENTS.md instructions for …``, ``<skill>``,
   ``<user_shell_command>``, ``<turn_aborted>``, ``<subagents>``, ``<subagent_notification>``, hook prompts)
@@ -65,8 +70,20 @@ CONTEXTUAL_OPENINGS = (
     "<hook_prompt",
 )
 _CONTEXT_KINDS = frozenset({"user_instructions", "environment_context"})
+#: Openings of the preamble the IDE extension / Codex Desktop puts before the person's request.
+IDE_PREAMBLE_OPENINGS = ("# Context from my IDE setup:", "# Files mentioned by the user:")
+#: The heading that ends the preamble: the request follows it.
+_IDE_REQUEST = re.compile(r"^#{1,2} My request(?: for Codex)?:[ \t]*\n?", flags=re.MULTILINE)
 _SESSION_UUID = re.compile(r"([0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12})$")
 _CWD = re.compile(r"<cwd>(.*?)</cwd>", flags=re.DOTALL)
+
+
+def ide_request(text: str) -> str:
+    """The person's request in an IDE-extension prompt (its preamble dropped); other texts unchanged."""
+    if not text.lstrip().startswith(IDE_PREAMBLE_OPENINGS):
+        return text
+    match = _IDE_REQUEST.search(text)
+    return text[match.end() :].strip() if match else text
 
 
 def is_contextual(text: str) -> bool:
@@ -119,7 +136,12 @@ class _Rollout:
             if line is not None:
                 self._take(line, record)
         if not self.subagent:
-            drafts = self.events if self.events else self.items
+            drafts = [
+                draft
+                for role in ("user", "assistant")
+                for draft in (self.events if any(d.role == role for d in self.events) else self.items)
+                if draft.role == role
+            ]
             for draft in drafts:  # the session id and project may be learnt after the first message
                 draft.session_id = self.session_id
                 draft.project = draft.project or self.project
@@ -191,6 +213,8 @@ class _Rollout:
                 self.project = match.group(1).strip()
 
     def _draft(self, role: str, text: str, record: RawRecord, ts: datetime, message_id: object = None) -> Draft:
+        if role == "user":
+            text = ide_request(text)
         draft = Draft(
             role=role,
             ts=ts,
@@ -216,7 +240,7 @@ def _parse_history(path: str, records: Iterable[RawRecord], *, mtime: datetime) 
         if not isinstance(text, str) or not text.strip() or not isinstance(session, str):
             continue
         draft = Draft(role="user", ts=utc(entry.get("ts"), mtime), line=record.line, session_id=session)
-        draft.add(text)
+        draft.add(ide_request(text))
         drafts.append(draft)
     result.turns = finish(drafts, source=Source.CODEX, file=path)
     return result

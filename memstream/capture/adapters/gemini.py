@@ -23,10 +23,15 @@ Decisions, case by case:
 - Each message id gives one turn, at its first line; a later copy of the id (re-append, ``$set``
   messages) replaces the text only if it has some. ``$rewindTo`` retracts nothing: what was said was said.
 - ``user`` messages: the text the person saw (``displayContent`` when recorded, the typed prompt before
-  ``@file`` expansion; else ``content``), text parts only (``functionResponse`` parts are tool results
-  recorded as user messages). Dropped like Gemini's own resume drops them (``isIgnoredUserContent``):
-  empty, slash (``/``) and help (``?``) commands, ``<session_context>`` and ``<hook_context>``; also the
-  compression summary (a ``<state_snapshot>``) and the old session-context opening of checkpoints.
+  ``@file`` expansion or the slash command that submitted a prompt; else ``content``), text parts only
+  (``functionResponse`` parts are tool results recorded as user messages). Dropped like Gemini's own
+  resume drops them (``convertSessionToClientHistory``: ``isIgnoredUserContent`` of the *content*, the
+  prompt sent): empty, slash (``/``) and help (``?``) commands, ``<session_context>`` and
+  ``<hook_context>``. So ``/stats`` (its content is the command) is dropped while ``/init`` (its content is
+  the prompt it submitted) is kept, as typed. Also dropped: the compression summary (a
+  ``<state_snapshot>``), the old session-context opening of checkpoints, and tool output that older
+  versions recorded as user text (``[Function Response: read_many_files]…``, how ``partToString`` renders a
+  ``functionResponse`` part).
 - ``gemini`` messages: their text parts without ``thought`` parts; ``toolCalls`` and ``thoughts`` are
   not text; the compression and context acknowledgements ("Got it. Thanks for the … context!") are
   dropped. ``info``, ``warning`` and ``error`` messages are the CLI's own notices: dropped.
@@ -34,8 +39,8 @@ Decisions, case by case:
 - Ordered by ``timestamp`` (stable); a checkpoint has none, so its turns take the file's mtime.
 - session id: ``sessionId`` (a checkpoint: its file name); project: ``projects[projectHash]``, else
   ``projects[<folder name under tmp>]`` (see :func:`load_projects`), else the ancestor of an absolute path
-  named in the file (tool arguments, the recorded ``<session_context>``, ``directories``) whose sha256 is
-  the ``projectHash``, else ""; model: ``model``.
+  named in the file (tool arguments and results, the recorded ``<session_context>``, ``directories``)
+  whose sha256 is the ``projectHash``, else ""; model: ``model``.
 """
 
 from __future__ import annotations
@@ -61,9 +66,13 @@ IGNORED_USER_OPENINGS = (
     "This is the Gemini CLI. We are setting up the context for our chat.",
 )
 COMPRESSION_SUMMARY_MARK = "<state_snapshot>"
+#: How gemini-cli renders tool parts as text (``partToString``): recorded as user text by older versions.
+TOOL_OUTPUT_OPENINGS = ("[Function Response:", "[Function Call:")
 TRUSTED_FOLDERS = "trustedFolders.json"
 #: Absolute paths (POSIX or Windows) in tool arguments and the session context: candidate project roots.
 _ABSOLUTE_PATH = re.compile(r"(?:[A-Za-z]:\\|/)[^\s\"'`<>|*?]*")
+#: How much of each recorded tool result is searched for paths.
+RESULT_SCAN_CHARS = 4_096
 #: How many distinct candidate paths one file may contribute to the project-hash search.
 MAX_PATH_CANDIDATES = 200
 ACKNOWLEDGEMENTS = frozenset({"Got it. Thanks for the additional context!", "Got it. Thanks for the context!"})
@@ -181,9 +190,13 @@ class _Chat:
         return self._root_by_hash(wanted) if isinstance(wanted, str) else ""
 
     def _collect_paths(self, message: Mapping[str, Any]) -> None:
-        # Tool arguments and the recorded session context name files inside the project; the root is the
-        # ancestor whose sha256 is the file's projectHash (how Gemini CLI itself names it).
-        texts = [json.dumps(call.get("args")) for call in message.get("toolCalls") or [] if isinstance(call, dict)]
+        # Tool arguments, tool results ("wrote to new file: /abs/path") and the recorded session context
+        # name files inside the project; the root is the ancestor whose sha256 is the file's projectHash
+        # (how Gemini CLI itself names it), so a path outside the project can never be taken for it.
+        calls = [call for call in message.get("toolCalls") or [] if isinstance(call, dict)]
+        texts = [json.dumps(call.get("args")) for call in calls]
+        # A result can be a whole file read (hundreds of KB); the path a tool names comes first.
+        texts += [json.dumps([call.get("result"), call.get("resultDisplay")])[:RESULT_SCAN_CHARS] for call in calls]
         content = text_of(message.get("content"))
         if content.lstrip().startswith("<session_context>"):
             texts.append(content)
@@ -213,7 +226,7 @@ class _Chat:
         if kind not in ("user", "gemini"):
             return None
         text = _visible_text(message).strip()
-        if kind == "user" and (text.startswith(IGNORED_USER_OPENINGS) or COMPRESSION_SUMMARY_MARK in text):
+        if kind == "user" and _not_conversation(text_of(message.get("content")).strip()):
             return None
         if kind == "gemini" and text in ACKNOWLEDGEMENTS:
             return None
@@ -228,6 +241,15 @@ class _Chat:
         )
         draft.add(text)
         return draft
+
+
+def _not_conversation(content: str) -> bool:
+    """Whether a user message's content (the prompt sent) is not something the person said."""
+    return (
+        content.startswith(IGNORED_USER_OPENINGS)
+        or content.startswith(TOOL_OUTPUT_OPENINGS)
+        or COMPRESSION_SUMMARY_MARK in content
+    )
 
 
 def _visible_text(message: Mapping[str, Any]) -> str:

@@ -28,7 +28,7 @@ def test_standard_roots() -> None:
         Source.CLAUDE: [home / ".claude/projects"],
         Source.CODEX: [home / ".codex/sessions", home / ".codex/archived_sessions", home / ".codex/history.jsonl"],
         Source.GEMINI: [home / ".gemini/tmp"],
-        Source.KIMI: [home / ".kimi/sessions"],
+        Source.KIMI: [home / ".kimi/sessions", home / ".kimi-code/sessions"],
     }
 
 

@@ -41,8 +41,7 @@ def test_stream_fragments_of_a_step_become_one_turn_and_only_the_conversation_is
         ("assistant", "Move it above the `while` and keep a linear delay.", 16),
         ("user", "Rename it to max_attempts", 20),
         ("assistant", "Renam", 22),  # what was on screen when the person interrupted
-        ("user", "what's the default delay?", 26),
-        ("assistant", "One second.", 27),
+        # the /btw side question (26-27) is answered beside the conversation, not in it
     ]
     assert {turn.session_id for turn in parsed.turns} == {"6f2b1c9e-4d3a-4e5f-9a8b-7c6d5e4f3a2b"}
     assert {turn.project for turn in parsed.turns} == {WORK_DIR}
