@@ -40,8 +40,11 @@ def dispatch(host: str, payload: dict[str, Any], *, data_dir: str = "") -> str:
     """What to print for one hook call (usually nothing). Raises on failure; :func:`main` swallows it."""
     from memstream.settings import Settings
 
-    settings = Settings.from_env(data_dir=Path(data_dir)) if data_dir else Settings.from_env()
+    settings = Settings.from_env(data_dir=resolve_data_dir(host, data_dir))
     event = str(payload.get("hook_event_name") or payload.get("type") or "")
+    from memstream.capture.install_record import mark_run
+
+    mark_run(settings.data_dir, host, event)
     if event == SESSION_START:
         try:
             from memstream.recall.session_start import hook_output
@@ -53,6 +56,25 @@ def dispatch(host: str, payload: dict[str, Any], *, data_dir: str = "") -> str:
 
     capture(host, payload, settings)
     return ""
+
+
+def resolve_data_dir(host: str, given: str = "") -> Path:
+    """The hook's data dir: ``--data-dir``, else ``MEMSTREAM_DATA_DIR``, else the one ``memstream install
+    HOST`` recorded (a hook in a committed file names none), else the default."""
+    import os
+
+    if given:
+        return Path(given)
+    if os.environ.get("MEMSTREAM_DATA_DIR"):
+        return Path(os.environ["MEMSTREAM_DATA_DIR"])
+    from memstream.capture.install_record import installed_data_dir
+
+    from_install = installed_data_dir(host)
+    if from_install is not None:
+        return from_install
+    from memstream.settings import Settings
+
+    return Settings().data_dir
 
 
 def main(argv: list[str], *, stdin: IO[str] | None = None, stdout: IO[str] | None = None) -> int:

@@ -8,6 +8,7 @@ import asyncio
 import dataclasses
 import logging
 import signal
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -67,16 +68,32 @@ def start_capture(settings: Settings, bootstrap: str) -> list[asyncio.Task[Any]]
 
 
 def cmd_install(args: argparse.Namespace, settings: Settings) -> int:
+    """Install, uninstall or (``--check``) report memstream's hooks and MCP server for one host."""
+    import os
+
     from memstream.capture.install import InstallError, apply, plan
 
     project = args.project.expanduser().resolve() if args.project else None
     if project is not None and not project.is_dir():
         raise CliError(f"{project} is not a directory")
+    home = Path.home()
+    given = getattr(args, "data_dir", None)
+    # The data dir is resolved here, once, to an absolute path the hooks keep: --data-dir, else
+    # MEMSTREAM_DATA_DIR, else .memstream in this directory (which a warning below questions).
+    chosen = given is not None or bool(os.environ.get("MEMSTREAM_DATA_DIR"))
+    data_dir = (given or settings.data_dir).expanduser().resolve()
+    settings = dataclasses.replace(settings, data_dir=data_dir)
+    if getattr(args, "check", False):
+        from memstream.capture.check import check
+
+        status, lines = check(args.host, settings, project=project, home=home)
+        print("\n".join(lines))
+        return status
     try:
-        changes = plan(args.host, settings, project=project, home=Path.home(), remove=args.remove)
+        planned = plan(args.host, settings, project=project, home=home, remove=args.remove)
     except InstallError as exc:
         raise CliError(str(exc)) from None
-    changed = [c for c in changes if c.changed]
+    changed = [c for c in planned.changes if c.changed]
     verb = "uninstall" if args.remove else "install"
     if args.dry_run:
         for change in changed:
@@ -84,10 +101,20 @@ def cmd_install(args: argparse.Namespace, settings: Settings) -> int:
         if not changed:
             print(f"memstream {verb} {args.host}: nothing to change")
         return 0
-    apply(changes)
-    for change in changes:
+    apply(planned)
+    for change in planned.changes:
         state = "removed" if change.after is None and change.changed else "updated" if change.changed else "unchanged"
         print(f"{state}: {change.path}")
+    if args.remove:
+        return 0
+    print(f"data dir: {data_dir} (the hooks spool to {settings.capture_db}; memstream up must use this data dir)")
+    from memstream.capture.check import data_dir_warning
+
+    warning = data_dir_warning(data_dir, chosen=chosen)
+    if warning:
+        print(f"memstream: warning: {warning}", file=sys.stderr)
+    for note in planned.notes:
+        print(f"note: {note}")
     return 0
 
 
