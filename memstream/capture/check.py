@@ -20,9 +20,6 @@ from memstream.capture.install import EVENTS, is_ours
 from memstream.capture.install_record import installed_data_dir, run_marker
 from memstream.settings import Settings
 
-#: Marker whose mtime is the spool's last successful send (written by :func:`memstream.capture.spool.flush`).
-SENT_MARKER = "capture.sent"
-
 
 @dataclass
 class Installed:
@@ -142,7 +139,7 @@ def _ago(seconds: float) -> str:
 
 def check(host: str, settings: Settings, *, project: Path | None, home: Path) -> tuple[int, list[str]]:
     """The report's lines, and the exit status: 0 when every hook is installed, 1 otherwise."""
-    from memstream.capture.spool import pending
+    from memstream.capture.spool import SENT_MARKER, pending
     from memstream.runtime import read_runtime_file
 
     found = installed_hooks(host, settings, project, home)
@@ -177,9 +174,10 @@ def check(host: str, settings: Settings, *, project: Path | None, home: Path) ->
         else:
             state = "no memstream up runs on it: turns wait in the spool"
         lines.append(f"  spool {data_dir / 'capture.db'}: {waiting} turns waiting, {last}; {state}")
-        warning = None if runtime is not None else data_dir_warning(data_dir, chosen=False)
-        if warning and runtime is None and not settings.kafka_bootstrap:
-            others = [d for d in running_data_dirs() if d != data_dir]
-            if others:
-                lines.append(f"  warning: {warning}")
+        others = [d for d in running_data_dirs() if d != data_dir] if runtime is None else []
+        if others:
+            lines.append(
+                f"  warning: memstream up runs on {', '.join(map(str, others))}, not on this data dir: "
+                f"run `memstream install {host} --data-dir {others[0]}`"
+            )
     return (1 if missing else 0), lines

@@ -7,6 +7,8 @@ folder: install → uninstall must give back every file (and folder) byte for by
 from __future__ import annotations
 
 import json
+import os
+import re
 import shlex
 import tomllib
 from pathlib import Path
@@ -332,3 +334,67 @@ def test_dry_run_prints_the_diff_and_writes_nothing(
     out = capsys.readouterr().out
     assert out.startswith("--- /dev/null\n+++ ") and '+  "hooks": {' in out and "memstream hook gemini" in out
     assert tree(project) == {}
+
+
+def test_check_says_what_is_installed_when_each_hook_last_ran_and_whether_the_spool_is_sent(
+    home: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import io
+
+    from memstream.hooks import main as hook_main
+
+    assert run("install", "claude-code", "--check") == 1
+    assert "Stop: not installed" in capsys.readouterr().out
+    run("install", "claude-code")
+    command = hook_commands("claude-code", home)["Stop"][0]
+    payload = json.dumps({"hook_event_name": "Stop", "session_id": "s", "transcript_path": str(tmp_path / "none")})
+    assert hook_main(shlex.split(command)[2:], stdin=io.StringIO(payload)) == 0
+    capsys.readouterr()
+    assert run("install", "claude-code", "--check") == 0
+    out = capsys.readouterr().out
+    data = tmp_path / "data"
+    assert re.search(rf"Stop: installed, last ran \d+ s ago, data dir {re.escape(str(data))}\n", out)
+    assert "SessionEnd: installed, never ran" in out
+    assert f"spool {data / 'capture.db'}: 0 turns waiting, never sent; no memstream up runs on it" in out
+    # A second install entry for an event (a stale copy) is called out.
+    settings = json.loads((home / ".claude" / "settings.json").read_text())
+    settings["hooks"]["Stop"].append({"hooks": [{"type": "command", "command": command}]})
+    (home / ".claude" / "settings.json").write_text(json.dumps(settings))
+    run("install", "claude-code", "--check")
+    assert "Stop: installed (2 entries: run 2 times)" in capsys.readouterr().out
+
+
+def test_install_names_the_data_dir_of_a_memstream_up_running_elsewhere(
+    home: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import subprocess
+    import sys
+    import time
+
+    from memstream.capture.check import running_data_dirs
+
+    # A stand-in `memstream up` started in another folder: its data dir is that folder's .memstream.
+    where = tmp_path / "server"
+    (where / ".memstream").mkdir(parents=True)
+    fake = tmp_path / "bin" / "memstream"
+    fake.parent.mkdir()
+    fake.write_text(
+        f"#!{sys.executable}\nimport json, os, time\n"
+        "open('.memstream/runtime.json', 'w').write(json.dumps({'pid': os.getpid()}))\ntime.sleep(60)\n"
+    )
+    fake.chmod(0o755)
+    env = {k: v for k, v in os.environ.items() if k != "MEMSTREAM_DATA_DIR"}
+    server = subprocess.Popen([str(fake), "up"], cwd=where, env=env)
+    try:
+        deadline = time.monotonic() + 20
+        while (where / ".memstream").resolve() not in running_data_dirs():
+            assert time.monotonic() < deadline, "the stand-in memstream up was never found"
+            time.sleep(0.05)
+        monkeypatch.delenv("MEMSTREAM_DATA_DIR")
+        monkeypatch.chdir(home)
+        run("install", "gemini")
+        err = capsys.readouterr().err
+        assert f"memstream up runs on {(where / '.memstream').resolve()}: install with --data-dir" in err
+    finally:
+        server.kill()
+        server.wait()
