@@ -5,6 +5,12 @@ file is read from its checkpoint through the same :class:`~memstream.capture.ing
 and the hooks, and the spool is sent. A periodic sweep (``MEMSTREAM_WATCH_SWEEP``) reads every session file
 whose stat changed, for what a missed event, a root created later or a CLI without hooks left behind.
 ``memstream up`` runs the same loop when ``MEMSTREAM_WATCH=1``.
+
+Whether or not it watches, ``memstream up`` releases held-back replies (:func:`release_forever`): a file
+read only in part (its trailing reply held back while the CLI might still be writing it, or an adapter
+waiting for an unfinished message) is read to its end as final once it has been quiet for
+``LIVE_WINDOW`` seconds. That is what a session-end hook does; it covers a CLI without one (Codex), a
+session that was killed, and a hook that never ran.
 """
 
 from __future__ import annotations
@@ -12,10 +18,11 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import time
 from collections.abc import Awaitable, Callable, Mapping
 from pathlib import Path
 
-from memstream.capture.ingest import Capture, CliFormats, Formats, standard_roots
+from memstream.capture.ingest import HELD, LIVE_WINDOW, Capture, CliFormats, Formats, standard_roots
 from memstream.capture.model import Source
 from memstream.capture.state import CaptureState
 from memstream.settings import Settings
@@ -42,6 +49,51 @@ def capture_paths(settings: Settings, formats: Formats, paths: dict[Path, Source
             for problem in outcome.problems[:5]:
                 log.info("capture: %s:%d: %s", problem.file, problem.line, problem.reason)
     return new
+
+
+def release_quiet(settings: Settings, formats: Formats | None = None, *, quiet: float = LIVE_WINDOW) -> int:
+    """Read to the end, as final, every file read only in part whose last write is ``quiet`` seconds old;
+    returns the turns this released into the spool."""
+    if not settings.capture_db.exists():
+        return 0
+    released = 0
+    with CaptureState.open(settings.capture_db) as state:
+        unfinished = state.unfinished(HELD)
+        if not unfinished:
+            return 0
+        capture = Capture(state, formats or CliFormats())
+        now = time.time()
+        for checkpoint in unfinished:
+            path = Path(checkpoint.path)
+            try:
+                mtime = path.stat().st_mtime
+            except OSError:  # the file is gone: nothing more to read
+                continue
+            if now - mtime < quiet:
+                continue  # still being written: the next sweep, a hook or the next prompt takes it
+            outcome = capture.file(path, Source(checkpoint.source), final=True)
+            released += len(outcome.new)
+    return released
+
+
+async def release_forever(
+    settings: Settings,
+    *,
+    interval: float = LIVE_WINDOW / 2,
+    stop: asyncio.Event | None = None,
+    formats: Formats | None = None,
+) -> None:
+    """Run :func:`release_quiet` every ``interval`` seconds until ``stop`` is set (or cancelled)."""
+    stop = stop or asyncio.Event()
+    while not stop.is_set():
+        try:
+            released = await asyncio.to_thread(release_quiet, settings, formats)
+            if released:
+                log.info("capture: released %d held-back turns of quiet session files", released)
+        except Exception:  # a broken file or a locked database: the next round tries again
+            log.warning("capture: could not release held-back turns", exc_info=True)
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(stop.wait(), interval)
 
 
 async def watch(

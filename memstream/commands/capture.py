@@ -48,7 +48,8 @@ def cmd_ingest(args: argparse.Namespace, settings: Settings) -> int:
 
 def start_capture(settings: Settings, bootstrap: str) -> list[asyncio.Task[Any]]:
     """At ``up``: send what hooks spooled while memstream was down, then what they spool, about every
-    second; follow the CLIs' folders too when ``MEMSTREAM_WATCH`` is on."""
+    second; release held-back replies of quiet session files; follow the CLIs' folders too when
+    ``MEMSTREAM_WATCH`` is on."""
     from memstream.capture.spool import drain
 
     user = settings.user or git_email()
@@ -56,7 +57,13 @@ def start_capture(settings: Settings, bootstrap: str) -> list[asyncio.Task[Any]]
     def sent(count: int) -> None:
         logging.getLogger("memstream.capture").info("sent %d spooled turns", count)
 
-    tasks = [asyncio.create_task(drain(settings, bootstrap, user=user, on_sent=sent))]
+    from memstream.capture.watch import release_forever
+
+    tasks = [
+        asyncio.create_task(drain(settings, bootstrap, user=user, on_sent=sent)),
+        # Held-back replies are released once their file is quiet, watched or not (the drain sends them).
+        asyncio.create_task(release_forever(settings)),
+    ]
     if settings.watch:
         from memstream.capture.watch import watch
 

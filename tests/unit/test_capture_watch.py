@@ -60,3 +60,41 @@ async def test_new_and_appended_files_are_captured_live_and_published(tmp_path: 
     finally:
         stop.set()
         await asyncio.wait_for(task, 10)
+
+
+def test_up_releases_a_held_back_reply_once_its_file_is_quiet(tmp_path: Path) -> None:
+    """Codex has no session-end event: a session's last reply, held back while the file was live, is
+    released by `memstream up`'s sweep once the file is quiet, with no watcher and no further hook."""
+    import os
+    import shutil
+
+    from memstream.capture.hook import capture
+    from memstream.capture.watch import release_quiet
+    from memstream.commands.capture import start_capture
+
+    fixtures = Path(__file__).resolve().parents[1] / "fixtures" / "capture" / "codex"
+    rollout = tmp_path / "rollout.jsonl"
+    shutil.copy(next(fixtures.glob("rollout-2026-01-02*.jsonl")), rollout)
+    settings = Settings.from_env({}, data_dir=tmp_path / "data")
+    capture("codex", {"hook_event_name": "Stop", "transcript_path": str(rollout)}, settings)
+    before = spooled(settings)
+    assert release_quiet(settings) == 0  # just written: the reply may still be coming
+    assert spooled(settings) == before
+    old = time.time() - 120
+    os.utime(rollout, (old, old))
+
+    async def sweep() -> None:
+        # What `memstream up` starts (MEMSTREAM_WATCH off); no broker here, so the turns stay spooled.
+        tasks = start_capture(settings, "127.0.0.1:9")
+        try:
+            await until(lambda: len(spooled(settings)) > len(before))
+        finally:
+            for task in tasks:
+                task.cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)
+
+    asyncio.run(sweep())
+    with CaptureState.open(settings.capture_db) as state:
+        released = [s.payload for s in state.spooled(1000)][len(before) :]
+    assert [p["role"] for p in released] == ["assistant"]
+    assert release_quiet(settings) == 0  # read to its end: nothing held any more
