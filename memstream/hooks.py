@@ -38,13 +38,19 @@ def read_payload(args: list[str], stdin: IO[str]) -> dict[str, Any]:
 
 def dispatch(host: str, payload: dict[str, Any], *, data_dir: str = "") -> str:
     """What to print for one hook call (usually nothing). Raises on failure; :func:`main` swallows it."""
+    from memstream.capture.handoff import hand_off, mark_run
+
+    directory = resolve_data_dir(host, data_dir)
+    event = str(payload.get("hook_event_name") or payload.get("type") or "")
+    # A running `memstream up` reads the session file itself: the hook leaves a note and exits,
+    # without importing the capture machinery or waiting for capture.db (memstream.capture.handoff).
+    # `up` marks the run when it takes the note.
+    if event != SESSION_START and hand_off(str(directory), host, json.dumps(payload).encode()):
+        return ""
+    mark_run(directory, host, event)
     from memstream.settings import Settings
 
-    settings = Settings.from_env(data_dir=resolve_data_dir(host, data_dir))
-    event = str(payload.get("hook_event_name") or payload.get("type") or "")
-    from memstream.capture.install_record import mark_run
-
-    mark_run(settings.data_dir, host, event)
+    settings = Settings.from_env(data_dir=directory)
     if event == SESSION_START:
         try:
             from memstream.recall.session_start import hook_output
@@ -72,9 +78,7 @@ def resolve_data_dir(host: str, given: str = "") -> Path:
     from_install = installed_data_dir(host)
     if from_install is not None:
         return from_install
-    from memstream.settings import Settings
-
-    return Settings().data_dir
+    return Path(".memstream")  # Settings' default, without importing the settings on a hook's path
 
 
 def main(argv: list[str], *, stdin: IO[str] | None = None, stdout: IO[str] | None = None) -> int:

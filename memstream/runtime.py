@@ -6,9 +6,10 @@ from __future__ import annotations
 import json
 import os
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from memstream.settings import Settings
+if TYPE_CHECKING:  # annotations only: a hook reads the runtime file without importing the settings
+    from memstream.settings import Settings
 
 __all__ = [
     "api_url",
@@ -17,6 +18,7 @@ __all__ = [
     "client_token",
     "git_email",
     "publish_target",
+    "read_runtime",
     "read_runtime_file",
     "user_identity",
 ]
@@ -24,8 +26,13 @@ __all__ = [
 
 def read_runtime_file(settings: Settings) -> dict[str, Any] | None:
     """What a running ``memstream up`` wrote about itself, if it is still alive."""
+    return read_runtime(settings.runtime_file)
+
+
+def read_runtime(path: Path) -> dict[str, Any] | None:
+    """The runtime file at ``path``, if the ``memstream up`` that wrote it is still alive."""
     try:
-        data = json.loads(settings.runtime_file.read_text())
+        data = json.loads(path.read_text())
         pid = int(data["pid"])
         os.kill(pid, 0)
     except (
@@ -42,7 +49,7 @@ def read_runtime_file(settings: Settings) -> dict[str, Any] | None:
     # or a process that is not memstream, was left behind and means nothing.
     if pid == os.getpid() or not _is_memstream(pid):
         return None
-    return data
+    return dict(data)
 
 
 def bootstrap_of(settings: Settings) -> str | None:

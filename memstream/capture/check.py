@@ -16,8 +16,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from memstream.capture.handoff import pending_notes, run_marker
 from memstream.capture.install import EVENTS, is_ours
-from memstream.capture.install_record import installed_data_dir, run_marker
+from memstream.capture.install_record import installed_data_dir
 from memstream.settings import Settings
 
 
@@ -174,6 +175,9 @@ def check(host: str, settings: Settings, *, project: Path | None, home: Path) ->
         else:
             state = "no memstream up runs on it: turns wait in the spool"
         lines.append(f"  spool {data_dir / 'capture.db'}: {waiting} turns waiting, {last}; {state}")
+        notes = len(pending_notes(data_dir))
+        if notes:
+            lines.append(f"  {notes} hook notes wait for memstream up to read their session files")
         others = [d for d in running_data_dirs() if d != data_dir] if runtime is None else []
         if others:
             lines.append(

@@ -43,6 +43,7 @@ from pathlib import Path
 from typing import Any
 
 from memstream.capture import settings_files as sf
+from memstream.capture.handoff import hook_script
 from memstream.capture.install_record import InstallRecord, record_path
 from memstream.settings import Settings
 
@@ -60,6 +61,8 @@ TIMEOUTS: dict[tuple[str, str], int] = {("claude-code", "SessionEnd"): 10}
 SERVER = "memstream"
 #: The command a committed file names: found on PATH on whichever machine runs it.
 ON_PATH = "memstream"
+#: The folder of the data dir that holds the hook script.
+HOOK_BIN = "hook-bin"
 
 
 class InstallError(ValueError):
@@ -108,6 +111,8 @@ class Plan:
     record: InstallRecord
     remove: bool
     notes: list[str] = field(default_factory=list)
+    #: The hook script (``<data dir>/hook-bin/memstream``) and its text, written by install.
+    script: tuple[Path, str] | None = None
 
 
 def memstream_executable() -> str:
@@ -168,7 +173,10 @@ def plan(
     record = InstallRecord.load(record_path(home))
     exe = executable or (ON_PATH if remove else memstream_executable())
     data_dir = settings.data_dir.expanduser().resolve()
-    local_command = shlex.join(hook_argv(exe, host, data_dir))
+    # This machine's hooks run the hook script in the data dir: it hands a turn to a running `up` in a
+    # few milliseconds and runs `exe` otherwise (memstream.capture.handoff).
+    script = data_dir / HOOK_BIN / "memstream"
+    local_command = shlex.join(hook_argv(str(script), host, data_dir))
     # A file a team commits names the command on PATH and no data dir (the record has it).
     shared_command = shlex.join(hook_argv(ON_PATH, host, None))
     local_server = {"command": exe, "args": ["mcp"], "env": {"MEMSTREAM_DATA_DIR": str(data_dir)}}
@@ -228,7 +236,8 @@ def plan(
             _kimi_change(kimi / "config.toml", host, None if remove else local_command, created),
             js(kimi / "mcp.json", lambda d: _json_server(d, None if remove else local_server)),
         ]
-    return Plan(host, data_dir, changes, record, remove, notes=_notes(host, project, remove))
+    text = None if remove else (script, hook_script(exe, data_dir))
+    return Plan(host, data_dir, changes, record, remove, notes=_notes(host, project, remove), script=text)
 
 
 def _notes(host: str, project: Path | None, remove: bool) -> list[str]:
@@ -294,6 +303,13 @@ def apply(planned: Plan) -> None:
         record.data_dirs.pop(planned.host, None)
     else:
         record.data_dirs[planned.host] = str(planned.data_dir)
+    if planned.script is not None:
+        path, text = planned.script
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_name(f".{path.name}.partial")
+        tmp.write_text(text)
+        tmp.chmod(0o755)
+        os.replace(tmp, path)
     record.save()
 
 

@@ -83,18 +83,3 @@ def installed_data_dir(host: str, home: Path | None = None) -> Path | None:
     record = InstallRecord.load(record_path(home))
     chosen = record.data_dirs.get(host)
     return Path(chosen) if chosen else None
-
-
-def run_marker(data_dir: Path, host: str, event: str) -> Path:
-    """The file whose mtime says when a host's hook for an event last ran (``memstream install --check``)."""
-    return data_dir / "hook-runs" / f"{host}.{''.join(c for c in event if c.isalnum() or c in '-_') or 'unknown'}"
-
-
-def mark_run(data_dir: Path, host: str, event: str) -> None:
-    """Note that a hook ran now: one file's mtime."""
-    marker = run_marker(data_dir, host, event)
-    try:
-        marker.touch()
-    except FileNotFoundError:
-        marker.parent.mkdir(parents=True, exist_ok=True)
-        marker.touch()

@@ -29,6 +29,9 @@ from memstream.settings import Settings
 
 log = logging.getLogger(__name__)
 
+#: Seconds between two looks at the hooks' notes: a turn reaches the spool within this of its hook.
+NOTE_INTERVAL = 0.25
+
 Publish = Callable[[], Awaitable[int]]
 
 
@@ -74,6 +77,55 @@ def release_quiet(settings: Settings, formats: Formats | None = None, *, quiet: 
             outcome = capture.file(path, Source(checkpoint.source), final=True)
             released += len(outcome.new)
     return released
+
+
+def take_notes(settings: Settings, formats: Formats | None = None) -> int:
+    """Capture what the hooks that handed off to this ``up`` point at (:mod:`memstream.capture.handoff`);
+    returns the notes taken."""
+    from memstream.capture.handoff import mark_run, pending_notes, read_note
+    from memstream.capture.hook import HOSTS, capture
+
+    notes = pending_notes(settings.data_dir)
+    for path in notes:
+        note = read_note(path)
+        if note is not None and note[0] in HOSTS:
+            host, written, payload = note
+            event = str(payload.get("hook_event_name") or payload.get("type") or "")
+            mark_run(settings.data_dir, host, event, when=written)
+            try:
+                capture(host, payload, settings, formats=formats)
+            except Exception:  # the session file keeps its turns: the next hook or sweep reads them
+                log.warning("capture: could not capture %s", path.name, exc_info=True)
+        path.unlink(missing_ok=True)
+    return len(notes)
+
+
+async def take_notes_forever(
+    settings: Settings,
+    *,
+    interval: float = NOTE_INTERVAL,
+    stop: asyncio.Event | None = None,
+    formats: Formats | None = None,
+) -> None:
+    """Take the hooks' notes every ``interval`` seconds until ``stop`` is set (or cancelled); hooks hand
+    off to this process only while it runs."""
+    from memstream.capture.handoff import claim, release
+
+    stop = stop or asyncio.Event()
+    claim(settings.data_dir)
+    try:
+        while not stop.is_set():
+            try:
+                await asyncio.to_thread(take_notes, settings, formats)
+            except Exception:
+                log.warning("capture: could not take the hooks' notes", exc_info=True)
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(stop.wait(), interval)
+    finally:
+        release(settings.data_dir)
+        # What came in while stopping: taken now, so no note waits for the next `up`.
+        with contextlib.suppress(Exception):
+            take_notes(settings, formats)
 
 
 async def release_forever(

@@ -57,10 +57,12 @@ def start_capture(settings: Settings, bootstrap: str) -> list[asyncio.Task[Any]]
     def sent(count: int) -> None:
         logging.getLogger("memstream.capture").info("sent %d spooled turns", count)
 
-    from memstream.capture.watch import release_forever
+    from memstream.capture.watch import release_forever, take_notes_forever
 
     tasks = [
         asyncio.create_task(drain(settings, bootstrap, user=user, on_sent=sent)),
+        # Hooks that found this `up` running left their payloads as notes: read those session files.
+        asyncio.create_task(take_notes_forever(settings)),
         # Held-back replies are released once their file is quiet, watched or not (the drain sends them).
         asyncio.create_task(release_forever(settings)),
     ]
