@@ -31,6 +31,7 @@ dir in the install record.
 
 from __future__ import annotations
 
+import contextlib
 import difflib
 import json
 import os
@@ -300,7 +301,9 @@ def apply(planned: Plan) -> None:
             os.chmod(tmp, change.path.stat().st_mode & 0o777)
         os.replace(tmp, change.path)
     if planned.remove:
-        record.data_dirs.pop(planned.host, None)
+        was = record.data_dirs.pop(planned.host, None)
+        if was is not None and was not in record.data_dirs.values():
+            _remove_hook_script(Path(was))  # no host's hooks run it any more
     else:
         record.data_dirs[planned.host] = str(planned.data_dir)
     if planned.script is not None:
@@ -311,6 +314,13 @@ def apply(planned: Plan) -> None:
         tmp.chmod(0o755)
         os.replace(tmp, path)
     record.save()
+
+
+def _remove_hook_script(data_dir: Path) -> None:
+    script = data_dir / HOOK_BIN / "memstream"
+    script.unlink(missing_ok=True)
+    with contextlib.suppress(OSError):  # something else was put there: the folder stays
+        script.parent.rmdir()
 
 
 def _remove_created_dirs(folder: Path, record: InstallRecord) -> None:

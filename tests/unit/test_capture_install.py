@@ -82,12 +82,15 @@ def write_user_files(home: Path) -> None:
 
 
 @pytest.mark.parametrize("host", HOSTS)
-def test_install_then_uninstall_leaves_a_fresh_home_as_it_was(host: str, home: Path) -> None:
+def test_install_then_uninstall_leaves_a_fresh_home_as_it_was(host: str, home: Path, tmp_path: Path) -> None:
     before = tree(home)
     assert run("install", host) == 0
     assert tree(home) != before
+    script = tmp_path / "data" / "hook-bin" / "memstream"
+    assert script.is_file() and os.access(script, os.X_OK)  # what this machine's hooks run
     assert run("uninstall", host) == 0
     assert tree(home) == before  # no file, no folder, no record left behind
+    assert not script.exists()
 
 
 @pytest.mark.parametrize("host", HOSTS)
