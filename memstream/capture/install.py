@@ -31,7 +31,6 @@ dir in the install record.
 
 from __future__ import annotations
 
-import contextlib
 import difflib
 import json
 import os
@@ -288,10 +287,7 @@ def apply(planned: Plan) -> None:
             record.created.discard(key)
             _remove_created_dirs(change.path.parent, record)
             continue
-        for folder in reversed([change.path.parent, *change.path.parent.parents]):
-            if not folder.exists():
-                folder.mkdir()
-                record.created.add(str(folder) + os.sep)
+        _make_dirs(change.path.parent, record)
         if change.before is None:
             record.created.add(key)
         record.created.update(f"{key}#{name}" for name in change.added_keys)
@@ -303,12 +299,12 @@ def apply(planned: Plan) -> None:
     if planned.remove:
         was = record.data_dirs.pop(planned.host, None)
         if was is not None and was not in record.data_dirs.values():
-            _remove_hook_script(Path(was))  # no host's hooks run it any more
+            _remove_hook_script(Path(was), record)  # no host's hooks run it any more
     else:
         record.data_dirs[planned.host] = str(planned.data_dir)
     if planned.script is not None:
         path, text = planned.script
-        path.parent.mkdir(parents=True, exist_ok=True)
+        _make_dirs(path.parent, record)
         tmp = path.with_name(f".{path.name}.partial")
         tmp.write_text(text)
         tmp.chmod(0o755)
@@ -316,11 +312,19 @@ def apply(planned: Plan) -> None:
     record.save()
 
 
-def _remove_hook_script(data_dir: Path) -> None:
+def _remove_hook_script(data_dir: Path, record: InstallRecord) -> None:
     script = data_dir / HOOK_BIN / "memstream"
     script.unlink(missing_ok=True)
-    with contextlib.suppress(OSError):  # something else was put there: the folder stays
-        script.parent.rmdir()
+    # Its folder, and the data dir too if install made it and nothing else was put there since.
+    _remove_created_dirs(script.parent, record)
+
+
+def _make_dirs(folder: Path, record: InstallRecord) -> None:
+    """Create ``folder`` and its missing parents, recording each as install's (uninstall removes them)."""
+    for parent in reversed([folder, *folder.parents]):
+        if not parent.exists():
+            parent.mkdir()
+            record.created.add(str(parent) + os.sep)
 
 
 def _remove_created_dirs(folder: Path, record: InstallRecord) -> None:

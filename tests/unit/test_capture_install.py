@@ -401,3 +401,17 @@ def test_install_names_the_data_dir_of_a_memstream_up_running_elsewhere(
     finally:
         server.kill()
         server.wait()
+
+
+def test_install_then_uninstall_from_home_leaves_no_data_dir_behind(
+    home: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv("MEMSTREAM_DATA_DIR")
+    monkeypatch.chdir(home)  # `cd ~ && memstream install …`: the data dir would be ~/.memstream
+    before = tree(home)
+    for host in HOSTS:
+        assert run("install", host) == 0
+    assert (home / ".memstream" / "hook-bin" / "memstream").is_file()
+    for host in HOSTS:
+        assert run("uninstall", host) == 0
+    assert tree(home) == before
