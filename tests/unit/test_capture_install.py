@@ -415,3 +415,25 @@ def test_install_then_uninstall_from_home_leaves_no_data_dir_behind(
     for host in HOSTS:
         assert run("uninstall", host) == 0
     assert tree(home) == before
+
+
+def test_a_committed_mcp_entry_serves_the_data_dir_install_chose(
+    home: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import memstream.runtime
+    import memstream.serve.mcp_server
+
+    run("install", "gemini", "--project", str(tmp_path), "--data-dir", str(tmp_path / "chosen"))
+    server = json.loads((tmp_path / ".gemini" / "settings.json").read_text())["mcpServers"]["memstream"]
+    assert server == {"command": "memstream", "args": ["mcp", "--host", "gemini"]}
+    served: list[Path] = []
+
+    def api_url(settings: Settings) -> str:
+        served.append(settings.data_dir)
+        return "http://127.0.0.1:9"
+
+    monkeypatch.setattr(memstream.runtime, "api_url", api_url)
+    monkeypatch.setattr(memstream.serve.mcp_server, "stdio_main", lambda *args, **kwargs: None)
+    monkeypatch.delenv("MEMSTREAM_DATA_DIR")
+    assert run(*server["args"]) == 0
+    assert served == [(tmp_path / "chosen").resolve()]
