@@ -56,7 +56,7 @@ async def test_new_and_appended_files_are_captured_live_and_published(tmp_path: 
             handle.write(message(2))
         await until(lambda: len(spooled(settings)) == 5)
         assert spooled(settings)[-1] == "message 2 of the session"
-        assert publishes and publishes[-1] == 5
+        await until(lambda: bool(publishes) and publishes[-1] == 5)  # publish runs just after the capture
     finally:
         stop.set()
         await asyncio.wait_for(task, 10)
