@@ -92,7 +92,7 @@ def kimi_wire(kimi_home: Path, session_id: str, cwd: str) -> Path | None:
     return found[0] if found else None
 
 
-def capture(host: str, payload: dict[str, Any], settings: Settings, *, formats: Any = None) -> int:
+def capture(host: str, payload: dict[str, Any], settings: Settings, *, formats: Any = None, send: bool = True) -> int:
     """Spool the new turns of the payload's session file; start a flusher if memstream is up.
 
     Returns how many new turns were spooled. Raises only on a broken state file (the dispatcher
@@ -108,7 +108,7 @@ def capture(host: str, payload: dict[str, Any], settings: Settings, *, formats: 
     with CaptureState.open(settings.capture_db) as state:
         outcome = Capture(state, formats or CliFormats()).file(path, HOSTS[host], final=event in FINAL_EVENTS)
         waiting = state.spool_size()
-    if waiting:
+    if waiting and send:  # `up` taking a hook's note sends the spool itself (send=False)
         start_flusher(settings)
     return len(outcome.new)
 

@@ -93,7 +93,7 @@ def take_notes(settings: Settings, formats: Formats | None = None) -> int:
             event = str(payload.get("hook_event_name") or payload.get("type") or "")
             mark_run(settings.data_dir, host, event, when=written)
             try:
-                capture(host, payload, settings, formats=formats)
+                capture(host, payload, settings, formats=formats, send=False)  # this up's drain sends
             except Exception:  # the session file keeps its turns: the next hook or sweep reads them
                 log.warning("capture: could not capture %s", path.name, exc_info=True)
         path.unlink(missing_ok=True)

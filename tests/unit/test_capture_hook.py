@@ -337,3 +337,21 @@ def test_the_installed_hook_script_runs_the_python_hook_when_up_is_down(settings
     assert (done.returncode, done.stdout) == (0, "")
     with CaptureState.open(settings.capture_db) as state:
         assert state.checkpoint(str(transcript)) is not None  # the Python hook read the file itself
+
+
+def test_up_taking_a_note_starts_no_flusher_even_with_a_configured_kafka(
+    settings: Settings, tmp_path: Path, running_up: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import dataclasses
+
+    from memstream.capture.handoff import hand_off
+    from memstream.capture.watch import take_notes
+
+    started: list[Settings] = []
+    monkeypatch.setattr(hook, "start_flusher", started.append)
+    transcript = session_file(tmp_path / "s1.jsonl", "s1", 2)
+    payload = {"transcript_path": str(transcript), "hook_event_name": "Stop"}
+    assert hand_off(str(settings.data_dir), "claude-code", json.dumps(payload).encode())
+    with_kafka = dataclasses.replace(settings, kafka_bootstrap="127.0.0.1:9")
+    assert take_notes(with_kafka, FakeFormats()) == 1
+    assert len(spool(settings)) == 2 and started == []  # up's own drain sends the spool
