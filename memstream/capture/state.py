@@ -145,7 +145,7 @@ class CaptureState:
 
     def unfinished(self, held_mtime: int) -> list[Checkpoint]:
         """Checkpoints of files read only in part: a reply held back (mtime ``held_mtime``), or a read that
-        stopped before the file's size (an adapter resumes at an unfinished message)."""
+        stopped before the file's size (an adapter resumes at an unfinished message, a last line is cut)."""
         rows = self._db.execute(
             "SELECT path, source, inode, size, mtime_ns, offset, line, fingerprint FROM files "
             "WHERE mtime_ns = ? OR offset < size",

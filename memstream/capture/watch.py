@@ -54,9 +54,16 @@ def capture_paths(settings: Settings, formats: Formats, paths: dict[Path, Source
     return new
 
 
-def release_quiet(settings: Settings, formats: Formats | None = None, *, quiet: float = LIVE_WINDOW) -> int:
+def release_quiet(
+    settings: Settings,
+    formats: Formats | None = None,
+    *,
+    quiet: float = LIVE_WINDOW,
+    finished: set[tuple[str, int, int]] | None = None,
+) -> int:
     """Read to the end, as final, every file read only in part whose last write is ``quiet`` seconds old;
-    returns the turns this released into the spool."""
+    returns the turns this released into the spool. ``finished`` remembers the files (path, mtime, size)
+    already read so: one whose end is not a turn (a line cut by a crash) is not read again every round."""
     if not settings.capture_db.exists():
         return 0
     released = 0
@@ -69,13 +76,18 @@ def release_quiet(settings: Settings, formats: Formats | None = None, *, quiet: 
         for checkpoint in unfinished:
             path = Path(checkpoint.path)
             try:
-                mtime = path.stat().st_mtime
+                stat = path.stat()
             except OSError:  # the file is gone: nothing more to read
                 continue
-            if now - mtime < quiet:
+            if now - stat.st_mtime < quiet:
                 continue  # still being written: the next sweep, a hook or the next prompt takes it
+            key = (checkpoint.path, stat.st_mtime_ns, stat.st_size)
+            if finished is not None and key in finished:
+                continue
             outcome = capture.file(path, Source(checkpoint.source), final=True)
             released += len(outcome.new)
+            if finished is not None:
+                finished.add(key)
     return released
 
 
@@ -137,9 +149,10 @@ async def release_forever(
 ) -> None:
     """Run :func:`release_quiet` every ``interval`` seconds until ``stop`` is set (or cancelled)."""
     stop = stop or asyncio.Event()
+    finished: set[tuple[str, int, int]] = set()
     while not stop.is_set():
         try:
-            released = await asyncio.to_thread(release_quiet, settings, formats)
+            released = await asyncio.to_thread(release_quiet, settings, formats, finished=finished)
             if released:
                 log.info("capture: released %d held-back turns of quiet session files", released)
         except Exception:  # a broken file or a locked database: the next round tries again

@@ -98,3 +98,32 @@ def test_up_releases_a_held_back_reply_once_its_file_is_quiet(tmp_path: Path) ->
         released = [s.payload for s in state.spooled(1000)][len(before) :]
     assert [p["role"] for p in released] == ["assistant"]
     assert release_quiet(settings) == 0  # read to its end: nothing held any more
+
+
+def test_a_quiet_file_whose_end_is_not_a_turn_is_read_once_not_on_every_sweep(tmp_path: Path) -> None:
+    import os
+
+    from memstream.capture.ingest import Capture
+    from memstream.capture.watch import release_quiet
+
+    settings = Settings.from_env({}, data_dir=tmp_path / "data")
+    path = session_file(tmp_path / "s.jsonl", "s", 2)
+    with path.open("a") as handle:
+        handle.write('{"role": "user", "text": "half a li')  # a crash mid-line: never completed
+    formats = FakeFormats()
+    with CaptureState.open(settings.capture_db) as state:
+        Capture(state, formats).file(path)
+    old = time.time() - 120
+    os.utime(path, (old, old))
+    reads = len(formats.reads)
+    finished: set[tuple[str, int, int]] = set()
+    release_quiet(settings, formats, finished=finished)
+    assert len(formats.reads) == reads + 1  # read to its end once it was quiet
+    release_quiet(settings, formats, finished=finished)
+    release_quiet(settings, formats, finished=finished)
+    assert len(formats.reads) == reads + 1  # and not again: nothing there will ever become a turn
+    with path.open("a") as handle:
+        handle.write("ne\n")  # it grew after all: read again
+    os.utime(path, (old + 1, old + 1))
+    release_quiet(settings, formats, finished=finished)
+    assert len(formats.reads) == reads + 2
