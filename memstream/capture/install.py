@@ -24,9 +24,11 @@ What goes where, from each CLI's current documentation and source:
   the MCP server in ``~/.kimi/mcp.json``. No SessionStart hook: kimi-cli discards its output, so Kimi gets
   its memory through the MCP tools instead.
 
-Files a team commits (a project's ``.mcp.json``, ``.gemini/settings.json``, ``.codex/config.toml``) name
-no path of this machine: their commands are ``memstream …`` as found on PATH, and the hook finds its data
-dir in the install record.
+This machine's hook commands run ``<data dir>/hook-bin/memstream hook HOST --data-dir DIR``, a shell
+script install writes (:data:`memstream.capture.handoff.HOOK_SCRIPT`): it hands the payload to a running
+``memstream up`` in milliseconds and runs the Python hook otherwise. Files a team commits (a project's
+``.mcp.json``, ``.gemini/settings.json``, ``.codex/config.toml``) name no path of this machine: their
+commands are ``memstream …`` as found on PATH, and the hook finds its data dir in the install record.
 """
 
 from __future__ import annotations
