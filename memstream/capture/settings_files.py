@@ -42,9 +42,12 @@ class JsonStyle:
 
     options: tuple[tuple[str, Any], ...]
     newline: bool
+    #: Non-ASCII characters escaped (``\u00e9``, Python's default) rather than written (JavaScript's).
+    ascii_only: bool = False
 
     def dumps(self, data: Any) -> str:
-        return json.dumps(data, ensure_ascii=False, **dict(self.options)) + ("\n" if self.newline else "")
+        text = json.dumps(data, ensure_ascii=self.ascii_only, **dict(self.options))
+        return text + ("\n" if self.newline else "")
 
 
 #: For a new file: what the CLIs themselves write (``JSON.stringify(settings, null, 2)``) and a newline.
@@ -58,14 +61,16 @@ def json_style(text: str, data: Any) -> JsonStyle:
         for ascii_only in (False, True):
             rendered = json.dumps(data, ensure_ascii=ascii_only, **options)
             if rendered == text.rstrip("\n") or rendered == text.strip():
-                return JsonStyle(tuple(options.items()), newline)
+                return JsonStyle(tuple(options.items()), newline, ascii_only)
+    ascii_only = text.isascii() and "\\u" in text
     if "\n" not in text.strip():
-        return JsonStyle((("separators", (",", ":") if '":' in text and '": ' not in text else (", ", ": ")),), newline)
+        separators = (",", ":") if '":' in text and '": ' not in text else (", ", ": ")
+        return JsonStyle((("separators", separators),), newline, ascii_only)
     indent = re.search(r"\n([ \t]+)\S", text)
     unit: Any = indent.group(1) if indent else 2
     if isinstance(unit, str) and set(unit) == {" "}:
         unit = len(unit)
-    return JsonStyle((("indent", unit),), newline)
+    return JsonStyle((("indent", unit),), newline, ascii_only)
 
 
 # --- TOML ------------------------------------------------------------------------------
