@@ -171,6 +171,19 @@ def _parser() -> argparse.ArgumentParser:
         scope.add_argument("--project", type=Path, metavar="DIR", help="that project's settings")
         scope.add_argument("--user", action="store_true", help="your user settings (the default)")
         command.add_argument("--dry-run", action="store_true", help="print the diff, write nothing")
+        if verb == "install":
+            command.add_argument(
+                "--data-dir",
+                type=Path,
+                metavar="DIR",
+                help="the data dir the hooks capture into: the one your memstream up uses "
+                "(default: MEMSTREAM_DATA_DIR, else .memstream here)",
+            )
+            command.add_argument(
+                "--check",
+                action="store_true",
+                help="change nothing: say whether the hooks are installed, when each last ran, if the spool is sent",
+            )
         command.set_defaults(run="capture:cmd_install", remove=verb == "uninstall")
 
     hook = sub.add_parser(
@@ -183,6 +196,11 @@ def _parser() -> argparse.ArgumentParser:
     hook.set_defaults(run="agent:cmd_hook", never_fail=True)
 
     mcp = sub.add_parser("mcp", help="serve memstream's MCP tools over stdio (they call the running memstream)")
+    mcp.add_argument(
+        "--host",
+        choices=HOSTS,
+        help="use the data dir `memstream install HOST` chose (when MEMSTREAM_DATA_DIR is not set)",
+    )
     mcp.set_defaults(run="agent:cmd_mcp")
 
     doc = sub.add_parser("doc", help="documents: add a URL, file or stdin as searchable chunks; list, show, remove")

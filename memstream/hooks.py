@@ -38,10 +38,19 @@ def read_payload(args: list[str], stdin: IO[str]) -> dict[str, Any]:
 
 def dispatch(host: str, payload: dict[str, Any], *, data_dir: str = "") -> str:
     """What to print for one hook call (usually nothing). Raises on failure; :func:`main` swallows it."""
+    from memstream.capture.handoff import hand_off, mark_run
+
+    directory = resolve_data_dir(host, data_dir)
+    event = str(payload.get("hook_event_name") or payload.get("type") or "")
+    # A running `memstream up` reads the session file itself: the hook leaves a note and exits,
+    # without importing the capture machinery or waiting for capture.db (memstream.capture.handoff).
+    # `up` marks the run when it takes the note.
+    if event != SESSION_START and hand_off(str(directory), host, json.dumps(payload).encode()):
+        return ""
+    mark_run(directory, host, event)
     from memstream.settings import Settings
 
-    settings = Settings.from_env(data_dir=Path(data_dir)) if data_dir else Settings.from_env()
-    event = str(payload.get("hook_event_name") or payload.get("type") or "")
+    settings = Settings.from_env(data_dir=directory)
     if event == SESSION_START:
         try:
             from memstream.recall.session_start import hook_output
@@ -53,6 +62,23 @@ def dispatch(host: str, payload: dict[str, Any], *, data_dir: str = "") -> str:
 
     capture(host, payload, settings)
     return ""
+
+
+def resolve_data_dir(host: str, given: str = "") -> Path:
+    """The hook's data dir: ``--data-dir``, else ``MEMSTREAM_DATA_DIR``, else the one ``memstream install
+    HOST`` recorded (a hook in a committed file names none), else the default."""
+    import os
+
+    if given:
+        return Path(given)
+    if os.environ.get("MEMSTREAM_DATA_DIR"):
+        return Path(os.environ["MEMSTREAM_DATA_DIR"])
+    from memstream.capture.install_record import installed_data_dir
+
+    from_install = installed_data_dir(host)
+    if from_install is not None:
+        return from_install
+    return Path(".memstream")  # Settings' default, without importing the settings on a hook's path
 
 
 def main(argv: list[str], *, stdin: IO[str] | None = None, stdout: IO[str] | None = None) -> int:

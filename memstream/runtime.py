@@ -7,9 +7,10 @@ import contextlib
 import json
 import os
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from memstream.settings import Settings
+if TYPE_CHECKING:  # annotations only: a hook reads the runtime file without importing the settings
+    from memstream.settings import Settings
 
 __all__ = [
     "api_url",
@@ -19,6 +20,7 @@ __all__ = [
     "git_email",
     "process_identity",
     "publish_target",
+    "read_runtime",
     "read_runtime_file",
     "remove_runtime_file",
     "user_identity",
@@ -27,9 +29,14 @@ __all__ = [
 
 
 def read_runtime_file(settings: Settings) -> dict[str, Any] | None:
-    """What a running ``memstream up`` wrote about itself, if that very process is still alive."""
+    """What a running ``memstream up`` wrote about itself, if it is still alive."""
+    return read_runtime(settings.runtime_file)
+
+
+def read_runtime(path: Path) -> dict[str, Any] | None:
+    """The runtime file at ``path``, if that very ``memstream up`` process is still alive."""
     try:
-        data = json.loads(settings.runtime_file.read_text())
+        data = json.loads(path.read_text())
         pid = int(data["pid"])
     except (FileNotFoundError, NotADirectoryError, ValueError, KeyError, TypeError):
         return None
@@ -37,7 +44,7 @@ def read_runtime_file(settings: Settings) -> dict[str, Any] | None:
     # memstream one (a hook, `memstream mcp`). Only the process that wrote the file holds its identity.
     if pid == os.getpid() or data.get("process") != process_identity(pid):
         return None
-    return data
+    return dict(data)
 
 
 def write_runtime_file(settings: Settings, data: dict[str, Any]) -> None:

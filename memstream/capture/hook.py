@@ -1,19 +1,22 @@
 """Live capture from the coding CLIs' hooks: find the session file, read it from its checkpoint, spool, send.
 
-A hook call must never slow or break the agent. It imports no Faust, Kafka client or SDK: it reads the
+A hook call must never slow or break the agent. While a ``memstream up`` runs on the data dir, the hook
+only leaves its payload for it (:mod:`memstream.capture.handoff`) and ``up`` runs :func:`capture` on it.
+Otherwise the hook runs :func:`capture` itself: it imports no Faust, Kafka client or SDK, reads the
 session file from its checkpoint and writes the new turns to the spool (durable, see
 :mod:`memstream.capture.state`), then hands the sending to a detached ``memstream.capture.flusher``
-process when memstream publishes to a Kafka of its own, and returns. A local ``memstream up`` drains the
-spool itself every second. When memstream is down the turns wait in the spool; ``memstream up`` (at start),
-``memstream ingest`` or, with a configured Kafka, the next hook call sends them. Claude Code's ``Stop`` can fire before
-the reply's last lines reach the disk: they are after the checkpoint, so the next call reads them.
+process when memstream publishes to a Kafka of its own, and returns. When memstream is down the turns
+wait in the spool; ``memstream up`` (at start), ``memstream ingest`` or, with a configured Kafka, the next
+hook call sends them. Claude Code's ``Stop`` can fire before the reply's last lines reach the disk: they
+are after the checkpoint, so the next call reads them.
 
 Where each host's session file is (from the hosts' own sources and docs):
 
-- Claude Code (``Stop``, ``SubagentStop``, ``SessionEnd``): ``transcript_path`` in the JSON on stdin.
-- Codex ``notify``: the JSON is the last argument, ``{"type": "agent-turn-complete", "thread-id", "turn-id",
-  "cwd", …}`` with no path: the rollout is ``sessions/YYYY/MM/DD/rollout-<time>-<thread id>.jsonl`` under
-  the Codex home. Codex's ``Stop`` hook gives ``transcript_path`` (nullable) and ``session_id`` (the thread).
+- Claude Code (``Stop``, ``SessionEnd``): ``transcript_path`` in the JSON on stdin.
+- Codex's ``Stop`` hook gives ``transcript_path`` (nullable) and ``session_id`` (the thread). A ``notify``
+  program (set by hand) gets ``{"type": "agent-turn-complete", "thread-id", "turn-id", "cwd", …}`` as its
+  last argument, with no path: the rollout is ``sessions/YYYY/MM/DD/rollout-<time>-<thread id>.jsonl``
+  under the Codex home.
 - Gemini CLI (``AfterAgent``, ``SessionEnd``): ``transcript_path`` on stdin.
 - Kimi CLI (``Stop``, ``SessionEnd``): only ``session_id`` and ``cwd``: the wire log is
   ``sessions/<md5 of cwd>/<session id>/wire.jsonl`` under the Kimi home (else found by session id).
@@ -23,7 +26,6 @@ from __future__ import annotations
 
 import hashlib
 import os
-import subprocess
 import sys
 from pathlib import Path
 from typing import Any
@@ -90,7 +92,7 @@ def kimi_wire(kimi_home: Path, session_id: str, cwd: str) -> Path | None:
     return found[0] if found else None
 
 
-def capture(host: str, payload: dict[str, Any], settings: Settings, *, formats: Any = None) -> int:
+def capture(host: str, payload: dict[str, Any], settings: Settings, *, formats: Any = None, send: bool = True) -> int:
     """Spool the new turns of the payload's session file; start a flusher if memstream is up.
 
     Returns how many new turns were spooled. Raises only on a broken state file (the dispatcher
@@ -106,7 +108,7 @@ def capture(host: str, payload: dict[str, Any], settings: Settings, *, formats: 
     with CaptureState.open(settings.capture_db) as state:
         outcome = Capture(state, formats or CliFormats()).file(path, HOSTS[host], final=event in FINAL_EVENTS)
         waiting = state.spool_size()
-    if waiting:
+    if waiting and send:  # `up` taking a hook's note sends the spool itself (send=False)
         start_flusher(settings)
     return len(outcome.new)
 
@@ -122,6 +124,8 @@ def start_flusher(settings: Settings) -> bool:
 
     if not settings.kafka_bootstrap or read_runtime_file(settings) is not None:
         return False
+    import subprocess  # only here: a hook that starts no flusher does not pay for importing it
+
     env = {**os.environ, "MEMSTREAM_DATA_DIR": str(settings.data_dir.resolve())}
     subprocess.Popen(
         [sys.executable, "-m", "memstream.capture.flusher"],

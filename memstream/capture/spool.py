@@ -21,6 +21,8 @@ from typing import Any
 from memstream.capture.state import CaptureState
 from memstream.settings import Settings
 
+#: The file whose mtime is the spool's last successful send.
+SENT_MARKER = "capture.sent"
 #: Turns read from the spool and sent per round.
 BATCH = 2_000
 
@@ -96,6 +98,8 @@ async def flush(
                         progress(len(batch))
             finally:
                 await producer.stop()
+            if sent:  # `memstream install --check` reads when the spool was last sent from this file's mtime
+                (settings.data_dir / SENT_MARKER).touch()
             return sent
 
 

@@ -143,6 +143,16 @@ class CaptureState:
         ).fetchone()
         return Checkpoint(*row) if row else None
 
+    def unfinished(self, held_mtime: int) -> list[Checkpoint]:
+        """Checkpoints of files read only in part: a reply held back (mtime ``held_mtime``), or a read that
+        stopped before the file's size (an adapter resumes at an unfinished message, a last line is cut)."""
+        rows = self._db.execute(
+            "SELECT path, source, inode, size, mtime_ns, offset, line, fingerprint FROM files "
+            "WHERE mtime_ns = ? OR offset < size",
+            (held_mtime,),
+        ).fetchall()
+        return [Checkpoint(*row) for row in rows]
+
     def save_checkpoint(self, cp: Checkpoint) -> None:
         self._db.execute(
             "INSERT OR REPLACE INTO files VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",

@@ -4,6 +4,8 @@ the pipeline's imports: a hook runs at every session start, and the MCP server c
 from __future__ import annotations
 
 import argparse
+import dataclasses
+import os
 from pathlib import Path
 
 from memstream.settings import Settings
@@ -29,5 +31,12 @@ def cmd_mcp(args: argparse.Namespace, settings: Settings) -> int:
     from memstream.runtime import api_url, auth_headers, user_identity
     from memstream.serve.mcp_server import stdio_main
 
+    if getattr(args, "host", None) and not os.environ.get("MEMSTREAM_DATA_DIR"):
+        # A committed project file runs `memstream mcp --host HOST`: no path of this machine in it.
+        from memstream.capture.install_record import installed_data_dir
+
+        chosen = installed_data_dir(args.host)
+        if chosen is not None:
+            settings = dataclasses.replace(settings, data_dir=chosen)
     stdio_main(api_url(settings), user_identity(settings), str(Path.cwd()), headers=auth_headers(settings))
     return 0

@@ -9,6 +9,7 @@ import dataclasses
 import logging
 import os
 import signal
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -49,7 +50,8 @@ def cmd_ingest(args: argparse.Namespace, settings: Settings) -> int:
 
 def start_capture(settings: Settings, bootstrap: str) -> list[asyncio.Task[Any]]:
     """At ``up``: send what hooks spooled while memstream was down, then what they spool, about every
-    second; follow the CLIs' folders too when ``MEMSTREAM_WATCH`` is on."""
+    second; release held-back replies of quiet session files; follow the CLIs' folders too when
+    ``MEMSTREAM_WATCH`` is on."""
     from memstream.capture.spool import drain
 
     user = settings.user or git_email()
@@ -57,7 +59,15 @@ def start_capture(settings: Settings, bootstrap: str) -> list[asyncio.Task[Any]]
     def sent(count: int) -> None:
         logging.getLogger("memstream.capture").info("sent %d spooled turns", count)
 
-    tasks = [asyncio.create_task(drain(settings, bootstrap, user=user, on_sent=sent))]
+    from memstream.capture.watch import release_forever, take_notes_forever
+
+    tasks = [
+        asyncio.create_task(drain(settings, bootstrap, user=user, on_sent=sent)),
+        # Hooks that found this `up` running left their payloads as notes: read those session files.
+        asyncio.create_task(take_notes_forever(settings)),
+        # Held-back replies are released once their file is quiet, watched or not (the drain sends them).
+        asyncio.create_task(release_forever(settings)),
+    ]
     if settings.watch:
         from memstream.capture.watch import watch
 
@@ -69,16 +79,32 @@ def start_capture(settings: Settings, bootstrap: str) -> list[asyncio.Task[Any]]
 
 
 def cmd_install(args: argparse.Namespace, settings: Settings) -> int:
+    """Install, uninstall or (``--check``) report memstream's hooks and MCP server for one host."""
+    import os
+
     from memstream.capture.install import InstallError, apply, plan
 
     project = args.project.expanduser().resolve() if args.project else None
     if project is not None and not project.is_dir():
         raise CliError(f"{project} is not a directory")
+    home = Path.home()
+    given = getattr(args, "data_dir", None)
+    # The data dir is resolved here, once, to an absolute path the hooks keep: --data-dir, else
+    # MEMSTREAM_DATA_DIR, else .memstream in this directory (which a warning below questions).
+    chosen = given is not None or bool(os.environ.get("MEMSTREAM_DATA_DIR"))
+    data_dir = (given or settings.data_dir).expanduser().resolve()
+    settings = dataclasses.replace(settings, data_dir=data_dir)
+    if getattr(args, "check", False):
+        from memstream.capture.check import check
+
+        status, lines = check(args.host, settings, project=project, home=home)
+        print("\n".join(lines))
+        return status
     try:
-        changes = plan(args.host, settings, project=project, home=Path.home(), remove=args.remove)
+        planned = plan(args.host, settings, project=project, home=home, remove=args.remove)
     except InstallError as exc:
         raise CliError(str(exc)) from None
-    changed = [c for c in changes if c.changed]
+    changed = [c for c in planned.changes if c.changed]
     verb = "uninstall" if args.remove else "install"
     if args.dry_run:
         for change in changed:
@@ -86,10 +112,20 @@ def cmd_install(args: argparse.Namespace, settings: Settings) -> int:
         if not changed:
             print(f"memstream {verb} {args.host}: nothing to change")
         return 0
-    apply(changes)
-    for change in changes:
+    apply(planned)
+    for change in planned.changes:
         state = "removed" if change.after is None and change.changed else "updated" if change.changed else "unchanged"
         print(f"{state}: {change.path}")
+    if args.remove:
+        return 0
+    print(f"data dir: {data_dir} (the hooks spool to {settings.capture_db}; memstream up must use this data dir)")
+    from memstream.capture.check import data_dir_warning
+
+    warning = data_dir_warning(data_dir, chosen=chosen)
+    if warning:
+        print(f"memstream: warning: {warning}", file=sys.stderr)
+    for note in planned.notes:
+        print(f"note: {note}")
     return 0
 
 

@@ -7,8 +7,10 @@ settings once. Plaintext stays the default: the embedded broker and a private ne
 
 from __future__ import annotations
 
-import ssl
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:  # imported where a context is made: Settings.validate (every hook and command) needs no ssl
+    import ssl
 
 PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
 MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512")
@@ -29,6 +31,8 @@ def problems(protocol: str, mechanism: str, username: str, password: str) -> lis
 
 def ssl_context(cafile: str) -> ssl.SSLContext:
     """Verifying TLS: the system's CAs, or the given CA bundle (a private cluster's CA)."""
+    import ssl
+
     return ssl.create_default_context(cafile=cafile or None)
 
 

@@ -9,6 +9,7 @@ import os
 import subprocess
 import sys
 import time
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 
 import pytest
@@ -168,3 +169,189 @@ def test_codex_notify_through_the_cli_module_finds_the_rollout(tmp_path: Path) -
     assert (done.returncode, done.stdout) == (0, "")
     with CaptureState.open(tmp_path / "data" / "capture.db") as state:
         assert state.checkpoint(str(rollout)) is not None  # found by thread id and read (its format: the test's)
+
+
+@pytest.fixture
+def running_up(settings: Settings) -> Iterator[int]:
+    """A process standing in for a `memstream up` taking the hooks' notes on the data dir."""
+    child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(120)", "memstream", "up"])
+    deadline = time.monotonic() + 30
+    while b"memstream" not in Path(f"/proc/{child.pid}/cmdline").read_bytes():  # until it has exec'd
+        assert time.monotonic() < deadline
+        time.sleep(0.01)
+    queue = settings.data_dir / "hook-queue"
+    queue.mkdir(parents=True)
+    (queue / "taker.pid").write_text(str(child.pid))  # no newline: the script must read it all the same
+    try:
+        yield child.pid
+    finally:
+        child.kill()
+        child.wait()
+
+
+def test_with_up_running_a_hook_leaves_a_note_and_up_captures_from_it(
+    settings: Settings, tmp_path: Path, running_up: int
+) -> None:
+    from memstream.capture.handoff import pending_notes, run_marker
+    from memstream.capture.watch import take_notes
+
+    transcript = session_file(tmp_path / "claude" / "s1.jsonl", "s1", 2)
+    payload = {"session_id": "s1", "transcript_path": str(transcript), "hook_event_name": "Stop"}
+    out = io.StringIO()
+    argv = ["claude-code", "--data-dir", str(settings.data_dir)]
+    assert main(argv, stdin=io.StringIO(json.dumps(payload)), stdout=out) == 0
+    assert out.getvalue() == ""
+    # The hook never waited on capture.db: it did not open it at all.
+    assert not settings.capture_db.exists()
+    assert len(pending_notes(settings.data_dir)) == 1
+    assert take_notes(settings, FakeFormats()) == 1
+    assert spool(settings) == [f"message {i} of the session" for i in range(2)]
+    assert pending_notes(settings.data_dir) == []
+    assert run_marker(settings.data_dir, "claude-code", "Stop").exists()  # `up` marked the run
+
+
+def test_session_start_is_never_handed_off(settings: Settings, running_up: int) -> None:
+    from memstream.capture.handoff import hand_off, pending_notes
+
+    payload = json.dumps({"hook_event_name": "SessionStart", "session_id": "s1"}).encode()
+    assert not hand_off(str(settings.data_dir), "claude-code", payload)
+    assert main(["claude-code", "--data-dir", str(settings.data_dir)], stdin=io.StringIO(payload.decode())) == 0
+    assert pending_notes(settings.data_dir) == []
+
+
+def test_a_stale_taker_file_is_not_trusted(settings: Settings, tmp_path: Path) -> None:
+    from memstream.capture.handoff import taker_alive
+
+    queue = settings.data_dir / "hook-queue"
+    queue.mkdir(parents=True)
+    sleeper = subprocess.Popen(["sleep", "60"])  # alive, but not memstream: a reused pid
+    try:
+        (queue / "taker.pid").write_text(str(sleeper.pid))
+        assert not taker_alive(str(settings.data_dir))
+    finally:
+        sleeper.kill()
+        sleeper.wait()
+    (queue / "taker.pid").write_text(str(sleeper.pid))  # dead now
+    assert not taker_alive(str(settings.data_dir))
+
+
+def test_the_console_script_hands_off_importing_nothing_but_the_hand_off(
+    settings: Settings, tmp_path: Path, running_up: int
+) -> None:
+    from memstream.capture.handoff import pending_notes
+
+    transcript = session_file(tmp_path / "s1.jsonl", "s1", 2)
+    payload = json.dumps({"hook_event_name": "Stop", "transcript_path": str(transcript)})
+    probe = (
+        "import sys; from memstream.entry import hook; "
+        f"code = hook(['claude-code', '--data-dir', {str(settings.data_dir)!r}]); "
+        "print(code, sorted(m for m in sys.modules if m.startswith('memstream') or m in ('json', 'pathlib')))"
+    )
+    done = subprocess.run(
+        [sys.executable, "-S", "-c", probe],
+        input=payload,
+        capture_output=True,
+        text=True,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+        timeout=60,
+    )
+    assert (
+        done.stdout.strip() == "0 ['memstream', 'memstream.capture', 'memstream.capture.handoff', 'memstream.entry']"
+    ), done.stderr
+    assert len(pending_notes(settings.data_dir)) == 1
+
+
+def test_up_names_itself_as_the_taker_only_while_it_takes_notes(settings: Settings, tmp_path: Path) -> None:
+    import asyncio
+
+    from memstream.capture.watch import take_notes_forever
+
+    taker = settings.data_dir / "hook-queue" / "taker.pid"
+
+    async def scenario() -> None:
+        stop = asyncio.Event()
+        task = asyncio.create_task(take_notes_forever(settings, interval=0.05, stop=stop, formats=FakeFormats()))
+        try:
+            deadline = time.monotonic() + 30
+            while not taker.exists():
+                assert time.monotonic() < deadline, "up never named itself"
+                await asyncio.sleep(0.02)
+            assert taker.read_text() == f"{os.getpid()}\n"
+        finally:
+            stop.set()
+            await task
+
+    asyncio.run(scenario())
+    assert not taker.exists()  # stopped: hooks capture by themselves again
+
+
+def installed_script(settings: Settings) -> Path:
+    from memstream.capture.handoff import hook_script
+
+    script = settings.data_dir / "hook-bin" / "memstream"
+    script.parent.mkdir(parents=True, exist_ok=True)
+    script.write_text(hook_script(str(Path(sys.executable).with_name("memstream")), settings.data_dir))
+    script.chmod(0o755)
+    return script
+
+
+def run_script(script: Path, settings: Settings, payload: Mapping[str, object]) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [str(script), "hook", "claude-code", "--data-dir", str(settings.data_dir)],
+        input=json.dumps(payload),
+        capture_output=True,
+        text=True,
+        env={k: v for k, v in os.environ.items() if not k.startswith("MEMSTREAM_")},
+        timeout=60,
+    )
+
+
+def test_the_installed_hook_script_hands_off_to_up_in_shell(
+    settings: Settings, tmp_path: Path, running_up: int
+) -> None:
+    from memstream.capture.handoff import pending_notes, read_note
+    from memstream.capture.watch import take_notes
+
+    script = installed_script(settings)
+    transcript = session_file(tmp_path / "s1.jsonl", "s1", 2)
+    payload = {"session_id": "s1", "transcript_path": str(transcript), "hook_event_name": "Stop"}
+    done = run_script(script, settings, payload)
+    assert (done.returncode, done.stdout, done.stderr) == (0, "", "")
+    notes = pending_notes(settings.data_dir)
+    assert len(notes) == 1 and notes[0].name.endswith(".claude-code.json")
+    assert len(notes[0].name.split("-")[0]) == 6  # mktemp's name: the shell left it, not the Python hook
+    assert read_note(notes[0]) is not None and read_note(notes[0])[2] == payload  # type: ignore[index]
+    assert not settings.capture_db.exists()
+    assert take_notes(settings, FakeFormats()) == 1
+    assert spool(settings) == [f"message {i} of the session" for i in range(2)]
+    # SessionStart is answered by the Python hook, never left as a note.
+    done = run_script(script, settings, {"hook_event_name": "SessionStart", "session_id": "s1"})
+    assert done.returncode == 0 and pending_notes(settings.data_dir) == []
+    assert [p.name for p in (settings.data_dir / "hook-queue").iterdir()] == ["taker.pid"]  # no leftover
+
+
+def test_the_installed_hook_script_runs_the_python_hook_when_up_is_down(settings: Settings, tmp_path: Path) -> None:
+    script = installed_script(settings)
+    transcript = session_file(tmp_path / "s1.jsonl", "s1", 2)
+    done = run_script(script, settings, {"transcript_path": str(transcript), "hook_event_name": "Stop"})
+    assert (done.returncode, done.stdout) == (0, "")
+    with CaptureState.open(settings.capture_db) as state:
+        assert state.checkpoint(str(transcript)) is not None  # the Python hook read the file itself
+
+
+def test_up_taking_a_note_starts_no_flusher_even_with_a_configured_kafka(
+    settings: Settings, tmp_path: Path, running_up: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import dataclasses
+
+    from memstream.capture.handoff import hand_off
+    from memstream.capture.watch import take_notes
+
+    started: list[Settings] = []
+    monkeypatch.setattr(hook, "start_flusher", started.append)
+    transcript = session_file(tmp_path / "s1.jsonl", "s1", 2)
+    payload = {"transcript_path": str(transcript), "hook_event_name": "Stop"}
+    assert hand_off(str(settings.data_dir), "claude-code", json.dumps(payload).encode())
+    with_kafka = dataclasses.replace(settings, kafka_bootstrap="127.0.0.1:9")
+    assert take_notes(with_kafka, FakeFormats()) == 1
+    assert len(spool(settings)) == 2 and started == []  # up's own drain sends the spool
