@@ -22,7 +22,7 @@ check: $(STAMP)
 	$(VENV)/bin/ruff format --check .
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/mypy
-	$(VENV)/bin/mkdocs build --strict --quiet
+	$(VENV)/bin/mkdocs build --strict
 
 ## Run the checks, then the whole test suite against the same real components, a test file per core
 ## (the end-to-end tests wait on brokers and processes; tests/conftest.py starts the longest files first).
