@@ -9,6 +9,8 @@ import os
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from memstream.process import identity as process_identity
+
 if TYPE_CHECKING:  # annotations only: a hook reads the runtime file without importing the settings
     from memstream.settings import Settings
 
@@ -59,31 +61,6 @@ def write_runtime_file(settings: Settings, data: dict[str, Any]) -> None:
 def remove_runtime_file(settings: Settings) -> None:
     with contextlib.suppress(FileNotFoundError):
         settings.runtime_file.unlink()
-
-
-def process_identity(pid: int) -> str | None:
-    """Who ``pid`` is, exactly: the boot and the process's start time (``/proc/<pid>/stat`` field 22, in
-    clock ticks since boot), which no later process with the same pid can share. None: no such process.
-
-    Without /proc (not Linux), the pid alone: "alive" is the best that can be said there.
-    """
-    proc = Path("/proc")
-    if not (proc / "self" / "stat").exists():
-        try:
-            os.kill(pid, 0)
-        except ProcessLookupError:
-            return None
-        except PermissionError:
-            pass
-        return f"pid:{pid}"
-    try:
-        stat = (proc / str(pid) / "stat").read_text()
-        boot = (proc / "sys" / "kernel" / "random" / "boot_id").read_text().strip()
-    except OSError:
-        return None
-    # The command name (field 2) is in parentheses and may hold spaces: count fields after its ")".
-    fields = stat[stat.rindex(")") + 2 :].split()
-    return f"{boot}:{fields[19]}"
 
 
 def bootstrap_of(settings: Settings) -> str | None:

@@ -13,8 +13,8 @@ each. When ``up`` is down the hook captures itself, into the durable spool, as b
 Nothing is lost: a note outlives a crash of either side (``up`` takes what is left when it starts), the
 session file holds the turns it points to, and the checkpoint makes reading them twice harmless.
 
-The hook's side (:func:`hand_off`) uses ``os`` and ``time`` only: ``memstream.entry`` calls it before
-importing anything else, so a hook costs little more than the interpreter's start.
+The hook's side (:func:`hand_off`) uses ``os``, ``time`` and :mod:`memstream.process` only: ``memstream.entry``
+calls it before importing anything else, so a hook costs little more than the interpreter's start.
 """
 
 from __future__ import annotations
@@ -22,6 +22,8 @@ from __future__ import annotations
 import os
 import time
 from typing import TYPE_CHECKING, Any
+
+from memstream.process import identity
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -36,30 +38,18 @@ ANSWERED = b"SessionStart"
 
 
 def taker_alive(data_dir: str) -> bool:
-    """Whether a ``memstream up`` that takes notes runs on ``data_dir`` (its pid file names a live
-    memstream process)."""
+    """Whether the ``memstream up`` that claimed ``data_dir``'s notes still runs: its pid file holds its pid
+    and its exact identity (:mod:`memstream.process`), which a reused pid cannot match."""
     try:
         fd = os.open(os.path.join(data_dir, QUEUE, TAKER), os.O_RDONLY)
         try:
-            pid = int(os.read(fd, 32))
+            pid_text, recorded = os.read(fd, 256).decode().split()
         finally:
             os.close(fd)
-        os.kill(pid, 0)
-    except (OSError, ValueError):
+        pid = int(pid_text)
+    except (OSError, ValueError, UnicodeDecodeError):
         return False
-    if pid == os.getpid():
-        return False
-    try:
-        fd = os.open(f"/proc/{pid}/cmdline", os.O_RDONLY)
-    except FileNotFoundError:
-        return True  # no /proc (not Linux): the live pid is trusted
-    except OSError:
-        return False
-    try:
-        # A pid reused after a crash that left the file behind: not memstream, no hand-off.
-        return b"memstream" in os.read(fd, 4096)
-    finally:
-        os.close(fd)
+    return pid != os.getpid() and identity(pid) == recorded
 
 
 def hand_off(data_dir: str, host: str, payload: bytes) -> bool:
@@ -89,7 +79,8 @@ def claim(data_dir: Path) -> None:
     folder = data_dir / QUEUE
     folder.mkdir(parents=True, exist_ok=True)
     partial = folder / f".{TAKER}.partial"
-    partial.write_text(f"{os.getpid()}\n")  # with its newline: sh's `read` fails on a last line without one
+    # "<pid> <identity>", with its newline: sh's `read` fails on a last line without one.
+    partial.write_text(f"{os.getpid()} {identity(os.getpid())}\n")
     os.replace(partial, folder / TAKER)
 
 
@@ -97,7 +88,7 @@ def release(data_dir: Path) -> None:
     """Stop taking notes: hooks capture by themselves again (the file is removed if it still names us)."""
     path = data_dir / QUEUE / TAKER
     try:
-        if path.read_text().strip() == str(os.getpid()):
+        if path.read_text().split()[0] == str(os.getpid()):
             path.unlink()
     except (OSError, ValueError):
         pass
@@ -143,10 +134,17 @@ HOOK_SCRIPT = """#!/bin/sh
 # otherwise, and for SessionStart, the Python hook runs.
 real={real}
 queue={queue}
-pid=
+# Whether process $1 is the very one whose identity up recorded as $2 (memstream.process): the boot id and
+# the start time, field 22 of /proc/PID/stat, so a pid reused after a crash is never taken for up.
+same_process() {{
+    [ -d /proc/self ] || {{ [ "$2" = "pid:$1" ] && kill -0 "$1" 2>/dev/null; return; }}
+    {{ read -r boot < /proc/sys/kernel/random/boot_id && read -r stat < "/proc/$1/stat"; }} 2>/dev/null || return 1
+    set -- "$2" "$boot" ${{stat##*) }}
+    [ "$1" = "$2:${{22}}" ]
+}}
+pid= ident=
 if [ "$#" -eq 4 ] && [ "$1" = hook ] && [ -r "$queue/taker.pid" ] \
-    && {{ read -r pid < "$queue/taker.pid" || [ -n "$pid" ]; }} && kill -0 "$pid" 2>/dev/null \
-    && {{ [ ! -d /proc/self ] || grep -qa memstream "/proc/$pid/cmdline"; }}; then
+    && {{ read -r pid ident < "$queue/taker.pid" || [ -n "$ident" ]; }} && same_process "$pid" "$ident"; then
     note=$(mktemp "$queue/.XXXXXX") || exec "$real" "$@"
     cat > "$note"
     if grep -q SessionStart "$note"; then

@@ -17,6 +17,7 @@ import pytest
 from memstream.capture import hook
 from memstream.capture.state import CaptureState
 from memstream.hooks import dispatch, main, read_payload
+from memstream.process import identity
 from memstream.settings import Settings
 from tests.unit.capture_fakes import FakeFormats, message, session_file
 
@@ -181,7 +182,8 @@ def running_up(settings: Settings) -> Iterator[int]:
         time.sleep(0.01)
     queue = settings.data_dir / "hook-queue"
     queue.mkdir(parents=True)
-    (queue / "taker.pid").write_text(str(child.pid))  # no newline: the script must read it all the same
+    # As up's claim() writes it, less the newline: the script must read it all the same.
+    (queue / "taker.pid").write_text(f"{child.pid} {identity(child.pid)}")
     try:
         yield child.pid
     finally:
@@ -226,13 +228,44 @@ def test_a_stale_taker_file_is_not_trusted(settings: Settings, tmp_path: Path) -
     queue.mkdir(parents=True)
     sleeper = subprocess.Popen(["sleep", "60"])  # alive, but not memstream: a reused pid
     try:
-        (queue / "taker.pid").write_text(str(sleeper.pid))
+        (queue / "taker.pid").write_text(f"{sleeper.pid} an-earlier-boot:12345\n")
         assert not taker_alive(str(settings.data_dir))
     finally:
         sleeper.kill()
         sleeper.wait()
-    (queue / "taker.pid").write_text(str(sleeper.pid))  # dead now
+    (queue / "taker.pid").write_text(f"{sleeper.pid} {identity(sleeper.pid)}\n")  # dead now
     assert not taker_alive(str(settings.data_dir))
+    (queue / "taker.pid").write_text(f"{sleeper.pid}\n")  # an older up's file: no identity
+    assert not taker_alive(str(settings.data_dir))
+
+
+def test_a_pid_reused_by_another_memstream_process_is_not_taken_for_up(settings: Settings, tmp_path: Path) -> None:
+    """up crashed and left taker.pid; its pid now belongs to a hook or `memstream mcp` (same venv, same word
+    in its command line). Neither the Python hook nor the shell script may hand off to it."""
+    from memstream.capture.handoff import pending_notes, taker_alive
+
+    other = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(120)", "memstream", "mcp"])
+    try:
+        deadline = time.monotonic() + 30
+        while b"memstream" not in Path(f"/proc/{other.pid}/cmdline").read_bytes():  # until it has exec'd
+            assert time.monotonic() < deadline
+            time.sleep(0.01)
+        queue = settings.data_dir / "hook-queue"
+        queue.mkdir(parents=True)
+        script = installed_script(settings)
+        # As an up of before wrote it (the pid alone), and as a crashed up of now left it (another identity).
+        for n, left_behind in enumerate([f"{other.pid}\n", f"{other.pid} an-earlier-boot:12345\n"]):
+            (queue / "taker.pid").write_text(left_behind)
+            assert not taker_alive(str(settings.data_dir))
+            transcript = session_file(tmp_path / f"s{n}.jsonl", f"s{n}", 2)
+            done = run_script(script, settings, {"transcript_path": str(transcript), "hook_event_name": "Stop"})
+            assert (done.returncode, done.stdout, done.stderr) == (0, "", "")
+            assert pending_notes(settings.data_dir) == []  # no note for a process that will never take it
+            with CaptureState.open(settings.capture_db) as state:
+                assert state.checkpoint(str(transcript)) is not None  # the Python hook captured it itself
+    finally:
+        other.kill()
+        other.wait()
 
 
 def test_the_console_script_hands_off_importing_nothing_but_the_hand_off(
@@ -256,7 +289,8 @@ def test_the_console_script_hands_off_importing_nothing_but_the_hand_off(
         timeout=60,
     )
     assert (
-        done.stdout.strip() == "0 ['memstream', 'memstream.capture', 'memstream.capture.handoff', 'memstream.entry']"
+        done.stdout.strip()
+        == "0 ['memstream', 'memstream.capture', 'memstream.capture.handoff', 'memstream.entry', 'memstream.process']"
     ), done.stderr
     assert len(pending_notes(settings.data_dir)) == 1
 
@@ -276,7 +310,7 @@ def test_up_names_itself_as_the_taker_only_while_it_takes_notes(settings: Settin
             while not taker.exists():
                 assert time.monotonic() < deadline, "up never named itself"
                 await asyncio.sleep(0.02)
-            assert taker.read_text() == f"{os.getpid()}\n"
+            assert taker.read_text() == f"{os.getpid()} {identity(os.getpid())}\n"
         finally:
             stop.set()
             await task
