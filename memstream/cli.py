@@ -1,4 +1,4 @@
-"""The ``memstream`` command: up, publish, init, remember, replay, search, block, history, ingest, watch,
+"""The ``memstream`` command: up, publish, init, remember, replay, search, timeline, get, block, history, ingest, watch,
 install, uninstall, hook, mcp, doc, doctor, redrive, token, forget, api.
 
 Only the argument parser lives here. Each verb's code is in ``memstream.commands`` and is imported
@@ -91,7 +91,9 @@ def _parser() -> argparse.ArgumentParser:
     replay.add_argument("--switch", action="store_true", help="then make the shadow collection the live one")
     replay.set_defaults(run="pipeline:cmd_replay")
 
-    search = sub.add_parser("search", help="semantic search over a project's memories")
+    search = sub.add_parser(
+        "search", help="search a project's memories: a compact index (id, score, preview), --full for records"
+    )
     search.add_argument("query")
     search.add_argument("--project", "-p", default=".", help="project directory (default: .)")
     search.add_argument("--limit", "-n", type=int, default=10)
@@ -102,7 +104,23 @@ def _parser() -> argparse.ArgumentParser:
         default="include",
         help="document chunks with the memories (default), left out, or alone",
     )
+    search.add_argument("--full", action="store_true", help="full records instead of the compact index")
     search.set_defaults(run="read:cmd_search")
+
+    timeline = sub.add_parser("timeline", help="what was stored around a memory, or a session's memories, in order")
+    timeline.add_argument("id", nargs="?", default="", help="the memory to look around (or give --session)")
+    timeline.add_argument("--session", "-s", default="", help="follow this session from its start")
+    timeline.add_argument("--project", "-p", default=".", help="project directory (default: .)")
+    timeline.add_argument("--before", type=int, default=5, help="memories before the id (default: 5)")
+    timeline.add_argument("--after", type=int, default=5, help="memories after the id (default: 5)")
+    timeline.add_argument("--limit", "-n", type=int, default=20, help="most memories of the session (default: 20)")
+    timeline.add_argument("--json", action="store_true", help="print the raw JSON")
+    timeline.set_defaults(run="read:cmd_timeline")
+
+    get = sub.add_parser("get", help="the full records of one or more memories, by id")
+    get.add_argument("ids", nargs="+", metavar="ID")
+    get.add_argument("--json", action="store_true", help="print the raw JSON")
+    get.set_defaults(run="read:cmd_get")
 
     block = sub.add_parser("block", help="print the [MEMORY] block for a project")
     block.add_argument("--project", "-p", default=".", help="project directory (default: .)")

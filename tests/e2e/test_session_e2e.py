@@ -203,7 +203,7 @@ async def test_search_and_block_over_http(run: Run) -> None:
         # The API is served on this very event loop: the blocking client runs in a thread.
         return await asyncio.to_thread(fetch, path, **params)
 
-    results = json.loads(await get("/search", q="how are auth sessions stored?"))["results"]
+    results = json.loads(await get("/search", q="how are auth sessions stored?", detail="full"))["results"]
     assert results and "Redis" in results[0]["text"]
     assert all("JWT tokens" not in r["text"] for r in results)  # superseded: gone from search
 
