@@ -111,7 +111,8 @@ async def search_scopes(
     over each leg's scores min-max scaled to this query's candidates (``fusion="normalized"``): the
     decision stage keeps the raw scores because its calibrated minimum score must mean "similar
     enough", which a per-query scale cannot; recall only needs the order, and the raw sum ranked
-    below the vector leg alone (bench/retrieval.py). The graph boost is added to the fused score when
+    below the vector leg alone (bench/retrieval.py). Hits under the relevance floor (:func:`over_floor`)
+    are dropped, so a query with nothing relevant finds nothing. The graph boost is added to the fused score when
     the graph is enabled, then, when a reranker is given, its order for the top N.
     ``documents``: ``include`` searches document chunks with the memories, ``exclude`` leaves them
     out, ``only`` searches nothing else.
@@ -148,6 +149,7 @@ async def search_scopes(
         if boost is not None:
             boost.cancel()
         raise
+    hits = over_floor(hits, relevance_floor(providers), settings.recall_bm25_floor)
     if boost is not None:
         hits = rerank(hits, await boost, settings.graph_boost_weight, len(hits))
     if reranker is not None:
@@ -157,6 +159,21 @@ async def search_scopes(
             query, hits, reranker, top_n=settings.reranker_top_n, timeout_s=settings.reranker_timeout_ms / 1000
         )
     return hits[:limit]
+
+
+def relevance_floor(providers: Providers) -> float:
+    """The cosine similarity a hit needs (0: none): MEMSTREAM_RECALL_FLOOR, else the embedder's calibrated one."""
+    chosen = providers.settings.recall_floor
+    return chosen if chosen >= 0 else providers.embedder.profile.recall_floor
+
+
+def over_floor(hits: Sequence[HybridHit], vector_floor: float, bm25_floor: float) -> list[HybridHit]:
+    """The hits relevant in absolute terms: cosine similarity at least ``vector_floor``, or a BM25 match
+    at least ``bm25_floor``. The fused score cannot tell: it is scaled over the query's own candidates,
+    so the best of unrelated memories scores high. A ``vector_floor`` of 0 keeps every hit."""
+    if vector_floor <= 0:
+        return list(hits)
+    return [h for h in hits if (h.vector_score or 0.0) >= vector_floor or (h.bm25_score or 0.0) >= bm25_floor]
 
 
 async def graph_boost_ids(graph: GraphStore, query: str, scope_keys: Sequence[str], deadline_s: float) -> set[str]:

@@ -224,3 +224,15 @@ async def test_the_tokens_handed_to_agents_are_a_metric(served: Served) -> None:
     assert count == observed(before, "block")[0] + 1
     assert tokens - observed(before, "block")[1] == -(-len(block.text) // 4)
     assert observed(after, "search")[0] == observed(before, "search")[0] + 1
+
+
+async def test_a_query_with_nothing_relevant_finds_nothing(served: Served) -> None:
+    async with served.mcp() as client:
+        nothing = json.loads(
+            text_of(await client.call_tool("search_memories", {"query": "a recipe for banana bread with walnuts"}))
+        )
+        something = json.loads(text_of(await client.call_tool("search_memories", {"query": "staging database port"})))
+    assert nothing["hits"] == []
+    assert something["hits"]
+    block = await served.http.get("/block", params={"project": PROJECT, "q": "a recipe for banana bread"})
+    assert "Relevant to Current Task" not in block.text
