@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import os
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -30,11 +31,17 @@ def main(argv: list[str] | None = None) -> int:
         from memstream.hooks import main as hook_main
 
         return hook_main(argv[1:])
+    if argv == ["mcp"]:  # a coding CLI waits for its handshake: no parser, no settings before the answer
+        return _mcp()
     parser = _parser()
     args = parser.parse_args(argv)
     try:
         settings = Settings.from_env()
-        return int(_verb(args.run)(args, settings) or 0)
+        code = int(_verb(args.run)(args, settings) or 0)
+        sys.stdout.flush()  # here, where a closed pipe can still be caught, not at the interpreter's exit
+        return code
+    except BrokenPipeError:
+        return _reader_gone()
     except (CliError, SettingsError) as exc:
         if getattr(args, "never_fail", False):  # a hook must not break the agent that runs it
             return 0
@@ -42,6 +49,28 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     except KeyboardInterrupt:  # before `up` installed its handlers: still a stop asked for
         return 0 if args.run == "pipeline:cmd_up" else 130
+
+
+def _mcp() -> int:
+    from memstream.commands.agent import cmd_mcp
+
+    try:
+        return cmd_mcp()
+    except SettingsError as exc:
+        print(f"memstream: {exc}", file=sys.stderr)
+        return 2
+
+
+def _reader_gone() -> int:
+    """The reader of our output left (``memstream search … | head``): stop quietly with 0, as Unix tools do.
+
+    Python ignores SIGPIPE, so the write raised instead; what is still buffered would raise again when
+    the interpreter flushes standard output at exit, so standard output becomes /dev/null first.
+    """
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, sys.stdout.fileno())
+    os.close(devnull)
+    return 0
 
 
 def _verb(where: str) -> Callable[[argparse.Namespace, Settings], Any]:

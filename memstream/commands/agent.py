@@ -25,9 +25,23 @@ def cmd_hook(args: argparse.Namespace, settings: Settings) -> int:
 # --- mcp -----------------------------------------------------------------------------
 
 
-def cmd_mcp(args: argparse.Namespace, settings: Settings) -> int:
-    from memstream.runtime import api_url, auth_headers, user_identity
-    from memstream.serve.mcp_server import stdio_main
+def cmd_mcp(args: argparse.Namespace | None = None, settings: Settings | None = None) -> int:
+    """``memstream mcp``: the handshake answered first (memstream.serve.mcp_stdio), then the settings."""
+    from memstream.serve.mcp_stdio import main
 
-    stdio_main(api_url(settings), user_identity(settings), str(Path.cwd()), headers=auth_headers(settings))
+    def serve(first: bytes, answered: object) -> None:
+        from memstream.runtime import api_url, auth_headers, user_identity
+        from memstream.serve.mcp_server import stdio_main
+
+        chosen = settings or Settings.from_env()
+        stdio_main(
+            api_url(chosen),
+            user_identity(chosen),
+            str(Path.cwd()),
+            headers=auth_headers(chosen),
+            first=first,
+            answered=answered,
+        )
+
+    main(serve)
     return 0

@@ -12,28 +12,26 @@ means nothing, so a client without roots passes ``project``.
 
 from __future__ import annotations
 
+import io
 import json
 import logging
+import sys
+from collections.abc import AsyncIterator
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, cast
 from urllib.parse import unquote, urlparse
 
+import anyio
 import httpx
 from mcp.server.mcpserver import Context, ListRoots, MCPServer, Resolve
 from mcp.server.mcpserver.exceptions import ToolError, UnexpectedToolError
 from mcp.types import ListRootsResult
 from pydantic import Field, ValidationError
 
+from memstream.serve.mcp_stdio import INSTRUCTIONS, NAME, package_version
+
 log = logging.getLogger(__name__)
 
-NAME = "memstream"
-INSTRUCTIONS = (
-    "memstream is the long-term memory of this project and user. Call get_memory_block at the start of "
-    "a task for the project's context. Before answering questions about past work, decisions, preferences "
-    "or errors: search_memories first (a compact index of ids and one-line previews), timeline to follow a "
-    "thread around a hit, then get_memories for only the ids you need. add_memory when the user asks to "
-    "remember something; add_document for a web page or text the project should know."
-)
 #: How long a tool waits on the API (writes wait up to 5 s for the store to show their outcome).
 API_TIMEOUT_S = 30.0
 
@@ -313,16 +311,6 @@ def compact(answer: Any) -> str:
     return json.dumps(answer, separators=(",", ":"), ensure_ascii=False)
 
 
-def package_version() -> str:
-    """memstream's installed version, as the server tells clients in ``serverInfo``."""
-    from importlib.metadata import PackageNotFoundError, version
-
-    try:
-        return version("memstream")
-    except PackageNotFoundError:  # run from a source tree that was never installed
-        return "0+unknown"
-
-
 class Server(MCPServer):
     """The SDK's server, with every tool error on one line that names the tool, the argument and the fix."""
 
@@ -372,8 +360,72 @@ def _first_root(listed: ListRootsResult | None) -> str | None:
     return None
 
 
-def stdio_main(api_url: str, user: str, cwd: str, *, headers: dict[str, str] | None = None) -> None:
-    """``memstream mcp``: serve over stdio, calling the API at ``api_url`` (with this machine's token)."""
+def stdio_main(
+    api_url: str,
+    user: str,
+    cwd: str,
+    *,
+    headers: dict[str, str] | None = None,
+    first: bytes | None = None,
+    answered: Any = None,
+) -> None:
+    """``memstream mcp``: serve over stdio, calling the API at ``api_url`` (with this machine's token).
+
+    ``first``: a line already read from standard input (``memstream.serve.mcp_stdio`` answered the
+    handshake), handed to the SDK before the rest; ``answered``: the id of the request already answered,
+    whose second answer is dropped."""
     client = httpx.AsyncClient(base_url=api_url, timeout=API_TIMEOUT_S, headers=headers or {})
     server = build_server(ApiClient(client, user), default_project=cwd)
-    server.run("stdio")
+    if first is None:
+        server.run("stdio")
+        return
+    if not first:
+        return  # standard input closed before any request
+    anyio.run(_serve_after_handshake, server, first, answered)
+
+
+async def _serve_after_handshake(server: MCPServer, first: bytes, answered: Any) -> None:
+    from mcp.server.stdio import stdio_server
+
+    stdin = _Replayed(first.decode("utf-8", errors="replace"), _text(sys.stdin.buffer))
+    stdout = _Deduplicated(_text(sys.stdout.buffer), answered)
+    lowlevel = server._lowlevel_server  # the SDK's own run_stdio_async does the same, over its own streams
+    async with stdio_server(stdin=cast(Any, stdin), stdout=cast(Any, stdout)) as (read_stream, write_stream):
+        await lowlevel.run(read_stream, write_stream, lowlevel.create_initialization_options())
+
+
+def _text(buffer: Any) -> Any:
+    return anyio.wrap_file(io.TextIOWrapper(buffer, encoding="utf-8", errors="replace", write_through=True))
+
+
+class _Replayed:
+    """Standard input with the line the handshake read put back in front."""
+
+    def __init__(self, first: str, rest: Any) -> None:
+        self.first, self.rest = first, rest
+
+    async def __aiter__(self) -> AsyncIterator[str]:
+        yield self.first
+        async for line in self.rest:
+            yield line
+
+
+class _Deduplicated:
+    """Standard output without the SDK's answer to the request the handshake already answered."""
+
+    def __init__(self, out: Any, answered: Any) -> None:
+        self.out, self.answered = out, answered
+
+    async def write(self, text: str) -> None:
+        if self.answered is not None:
+            try:
+                message = json.loads(text)
+            except ValueError:
+                message = None
+            if isinstance(message, dict) and message.get("id") == self.answered and "method" not in message:
+                self.answered = None  # one answer per id: any later message with this id is new
+                return
+        await self.out.write(text)
+
+    async def flush(self) -> None:
+        await self.out.flush()

@@ -32,7 +32,11 @@ def test_a_snapshot_that_extends_an_exchange_is_shown_once_the_longer() -> None:
         memory("older", "conversation", "[user] Which cache? [assistant] Redis", minutes=-1),
     ]
     last = sections(build_block(copies).text)["Last Session"]
-    assert last == [f"- {EXCHANGE}", "- [user] Which queue? [assistant] RabbitMQ", "- [user] Which cache? [assistant] Redis"]
+    assert last == [
+        f"- {EXCHANGE}",
+        "- [user] Which queue? [assistant] RabbitMQ",
+        "- [user] Which cache? [assistant] Redis",
+    ]
     assert len(last) == LAST_SESSION_LIMIT  # the dropped copies left room for distinct exchanges
 
 
