@@ -31,8 +31,8 @@ from memstream.store.edge import EdgeStore
 
 SET = Path(__file__).resolve().parent / "retrieval" / "conversations.json"
 SCOPE = "p_floorbench0000"
-VECTORS = (0.0, 0.79, 0.80, 0.81, 0.82, 0.83, 0.84, 0.85, 0.86, 0.87, 0.88)
-BM25S = (0.0, 0.5, 0.6, 0.7, 0.8, 0.9, 2.0)
+VECTORS = (0.0, 0.79, 0.80, 0.81, 0.82, 0.83, 0.84, 0.85, 0.86, 0.87, 0.88, 0.89, 0.90)
+BM25S = (0.5, 0.7, 0.8, 0.9, 2.0)
 
 
 def exchange(key: str, user: str, assistant: str, model: str) -> Memory:
@@ -60,20 +60,27 @@ def kept(hit: Any, vector: float, bm25: float) -> bool:
     return (vector > 0.0 and (hit.vector_score or 0.0) >= vector) or (hit.bm25_score or 0.0) >= bm25
 
 
-def rates(rows: list[dict[str, Any]], vector: float, bm25: float) -> tuple[float, float, float]:
+def shown(r: dict[str, Any], vector: float, bm25: float, gate: bool) -> list[Any]:
+    """The hits a search shows: per hit, those over the floor; as a gate, all of them if any is over it."""
+    over = [h for h in r["hits"] if kept(h, vector, bm25)]
+    if gate:
+        return list(r["hits"]) if over else []
+    return over
+
+
+def rates(rows: list[dict[str, Any]], vector: float, bm25: float, gate: bool) -> tuple[float, float, float]:
     """(share of positives whose answer is in the top 10 and kept, of those found at all; share of
     positives' answers in the kept top 5; share of negatives left empty)."""
     positives = [r for r in rows if r["positive"]]
     negatives = [r for r in rows if not r["positive"]]
 
     def answer_kept(r: dict[str, Any], k: int) -> bool:
-        shown = [h for h in r["hits"] if kept(h, vector, bm25)][:k]
-        return any(h.memory.session_id in r["answers"] for h in shown)
+        return any(h.memory.session_id in r["answers"] for h in shown(r, vector, bm25, gate)[:k])
 
     found = [r for r in positives if any(h.memory.session_id in r["answers"] for h in r["hits"])]
     at10 = sum(answer_kept(r, 10) for r in found) / max(1, len(found))
     at5 = sum(answer_kept(r, 5) for r in positives) / max(1, len(positives))
-    empty = sum(not any(kept(h, vector, bm25) for h in r["hits"]) for r in negatives) / max(1, len(negatives))
+    empty = sum(not shown(r, vector, bm25, gate) for r in negatives) / max(1, len(negatives))
     return at10, at5, empty
 
 
@@ -81,6 +88,7 @@ async def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--vector", type=float, default=0.0, help="the chosen vector floor to report on test")
     parser.add_argument("--bm25", type=float, default=2.0, help="the chosen BM25 floor to report on test")
+    parser.add_argument("--gate", action="store_true", help="report the floor as a gate (all hits or none) on test")
     args = parser.parse_args()
     data = json.loads(SET.read_text())
     sessions = list(data["conversations"])
@@ -124,17 +132,21 @@ async def main() -> None:
         f"stored: {len(stored)} of {len(sessions)} sessions ({len(memories)} exchanges); "
         f"dev {sum(r['positive'] for r in dev)} positives, {sum(not r['positive'] for r in dev)} negatives"
     )
-    print(f"{'vector':>7}{'bm25':>6}{'kept@10':>9}{'kept@5':>8}{'empty':>7}   (dev)")
+    print(f"{'':13}{'per hit':^24}{'as a gate':^24}   (dev)")
+    print(f"{'vector':>7}{'bm25':>6}" + f"{'kept@10':>9}{'kept@5':>8}{'empty':>7}" * 2)
     for floor_v in VECTORS:
         for floor_b in BM25S:
-            at10, at5, empty = rates(dev, floor_v, floor_b)
-            print(f"{floor_v:>7.2f}{floor_b:>6.2f}{at10:>9.3f}{at5:>8.3f}{empty:>7.3f}")
-    at10, at5, empty = rates(test, args.vector, args.bm25)
-    _, bare5, _ = rates(test, 0.0, 2.0)
+            cells = [*rates(dev, floor_v, floor_b, False), *rates(dev, floor_v, floor_b, True)]
+            print(
+                f"{floor_v:>7.2f}{floor_b:>6.2f}"
+                + "".join(f"{c:>{w}.3f}" for c, w in zip(cells, [9, 8, 7] * 2, strict=True))
+            )
+    at10, at5, empty = rates(test, args.vector, args.bm25, args.gate)
+    _, bare5, _ = rates(test, 0.0, 2.0, False)
     print(
         f"test ({sum(r['positive'] for r in test)} positives, {sum(not r['positive'] for r in test)} negatives), "
-        f"vector {args.vector} bm25 {args.bm25}: kept@10 {at10:.3f}  kept@5 {at5:.3f} (no floor: {bare5:.3f})  "
-        f"empty {empty:.3f}"
+        f"vector {args.vector} bm25 {args.bm25} {'as a gate' if args.gate else 'per hit'}: "
+        f"kept@10 {at10:.3f}  kept@5 {at5:.3f} (no floor: {bare5:.3f})  empty {empty:.3f}"
     )
 
 

@@ -111,9 +111,9 @@ async def search_scopes(
     over each leg's scores min-max scaled to this query's candidates (``fusion="normalized"``): the
     decision stage keeps the raw scores because its calibrated minimum score must mean "similar
     enough", which a per-query scale cannot; recall only needs the order, and the raw sum ranked
-    below the vector leg alone (bench/retrieval.py). Hits under the relevance floor (:func:`over_floor`)
-    are dropped, so a query with nothing relevant finds nothing. The graph boost is added to the fused score when
-    the graph is enabled, then, when a reranker is given, its order for the top N.
+    below the vector leg alone (bench/retrieval.py). When no hit clears the relevance floor
+    (:func:`over_floor`), a query with nothing relevant, the search finds nothing. The graph boost is
+    added to the fused score when the graph is enabled, then, when a reranker is given, its order for the top N.
     ``documents``: ``include`` searches document chunks with the memories, ``exclude`` leaves them
     out, ``only`` searches nothing else.
     """
@@ -168,12 +168,17 @@ def relevance_floor(providers: Providers) -> float:
 
 
 def over_floor(hits: Sequence[HybridHit], vector_floor: float, bm25_floor: float) -> list[HybridHit]:
-    """The hits relevant in absolute terms: cosine similarity at least ``vector_floor``, or a BM25 match
-    at least ``bm25_floor``. The fused score cannot tell: it is scaled over the query's own candidates,
-    so the best of unrelated memories scores high. A ``vector_floor`` of 0 keeps every hit."""
+    """The hits, if any of them is relevant in absolute terms (cosine similarity at least ``vector_floor``, or
+    a BM25 match at least ``bm25_floor``); none otherwise. The fused score cannot tell: it is scaled over the
+    query's own candidates, so the best of unrelated memories scores high.
+
+    A gate, not a filter: when one hit clears the floor every hit is kept in its rank, so a relevant
+    query's recall is what it was (bench/relevance_floor.py: filtering hit by hit dropped answers a
+    paraphrase finds with a low cosine). A ``vector_floor`` of 0 keeps every hit."""
     if vector_floor <= 0:
         return list(hits)
-    return [h for h in hits if (h.vector_score or 0.0) >= vector_floor or (h.bm25_score or 0.0) >= bm25_floor]
+    relevant = any((h.vector_score or 0.0) >= vector_floor or (h.bm25_score or 0.0) >= bm25_floor for h in hits)
+    return list(hits) if relevant else []
 
 
 async def graph_boost_ids(graph: GraphStore, query: str, scope_keys: Sequence[str], deadline_s: float) -> set[str]:
