@@ -3,8 +3,9 @@
     .venv/bin/python -m bench.answer_tokens [--sessions 8] [--queries 5]
 
 Stores the first ``sessions`` sessions of bench/retrieval/conversations.json as raw mode does (one
-conversation memory per exchange, with a Claude session id and the file and line it came from) plus a
-dozen typed facts of the kinds the [MEMORY] block shows, in one project, on the edge store with the
+conversation memory per exchange, with a Claude session id and the file and line it came from; the
+last two exchanges also as an earlier, shorter snapshot, as raw mode stored a growing exchange before
+issue 25) plus a dozen typed facts of the kinds the [MEMORY] block shows, in one project, on the edge store with the
 bundled embedder. Then, through the official MCP SDK's client over the real API app (in process, as
 ``/mcp`` calls it), it calls each read tool the way an agent does and measures the text the agent is
 handed: search (ten hits) for ``queries`` questions of the set, a timeline around the first hit, the
@@ -73,6 +74,8 @@ _E5: Any = None
 
 async def build(root: Path, sessions: int) -> tuple[Any, Any, list[str]]:
     """The providers over a fresh store holding the set's first ``sessions`` sessions and the facts."""
+    import msgspec
+
     from memstream.bootstrap import build_providers
     from memstream.identity import memory_id, normalize_content, project_key, user_key
     from memstream.schemas import Memory, Provenance
@@ -109,6 +112,22 @@ async def build(root: Path, sessions: int) -> tuple[Any, Any, list[str]]:
                     sources=[Provenance(source_type="claude", session_id=session, file=transcript, line=4 * i + 2)],
                 )
             )
+    # Raw mode stored an exchange again as it grew (issue 25): the last session's last two exchanges
+    # also as their earlier snapshots, the question and the first half of the answer, as stores hold them.
+    for memory in memories[-2:]:
+        head = memory.text[: len(memory.text) * 2 // 3]
+        content = normalize_content(head)
+        memories.append(
+            msgspec.structs.replace(
+                memory,
+                id=memory_id(memory.scope_key, content.content_hash),
+                text=content.storage,
+                source_chunk=head,
+                content_hash=content.content_hash,
+                created_at=memory.created_at - timedelta(seconds=30),
+                updated_at=memory.updated_at - timedelta(seconds=30),
+            )
+        )
     for kind, scope, text in FACTS:
         at += timedelta(minutes=1)
         content = normalize_content(text)
@@ -209,6 +228,22 @@ async def run(sessions: int, queries: int) -> None:
             f"{label:<32}{statistics.median(chars):>13,.0f}{max(chars):>9,}"
             f"{statistics.median(est):>22,.0f}{statistics.median(e5):>21,.0f}"
         )
+    block = json.loads(answers["SessionStart hook output"][0])["hookSpecificOutput"]["additionalContext"]
+    repeated, shown = repeats(block)
+    print(f"SessionStart block: {repeated} of its {shown} entries repeat another or start a longer one")
+
+
+def repeats(block: str) -> tuple[int, int]:
+    """(entries that repeat another entry or start a longer one, entries) in a [MEMORY] block."""
+    entries = []
+    for line in block.splitlines():
+        if line.startswith("- "):
+            text = line[2:].split("] ", 1)[1] if line.startswith("- [") and "] " in line else line[2:]
+            entries.append(" ".join(text.rstrip("…").split()).casefold())
+    repeated = sum(
+        any(j != i and other.startswith(entry) for j, other in enumerate(entries)) for i, entry in enumerate(entries)
+    )
+    return repeated, len(entries)
 
 
 def main() -> None:
