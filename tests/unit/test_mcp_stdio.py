@@ -23,6 +23,16 @@ def request(id: int, method: str, **params: object) -> bytes:
     return json.dumps({"jsonrpc": "2.0", "id": id, "method": method, "params": params}).encode() + b"\n"
 
 
+def test_the_handshake_imports_no_sdk() -> None:
+    code = (
+        "import sys, memstream.cli, memstream.commands.agent, memstream.serve.mcp_stdio\n"
+        "print(' '.join(m for m in ('mcp', 'mcp_types', 'pydantic', 'httpx', 'anyio', 'importlib.metadata')"
+        " if m in sys.modules))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == ""
+
+
 def test_the_version_is_the_packages() -> None:
     assert __version__ == version("memstream")
 
