@@ -211,7 +211,8 @@ def build_server(api: ApiClient, default_project: str | None) -> MCPServer:
 
     @server.tool(
         description="Remember a statement: it goes through memstream's pipeline (deduplication, audit). Returns "
-        "the memory's id once stored, or its status if it is still in flight. scope='user' needs no project.",
+        "the memory's id once stored, or its status if it is still in flight. scope='user' needs no project. "
+        "To check what is already remembered, search_memories first, then get_memories.",
         structured_output=False,
     )
     async def add_memory(
@@ -237,7 +238,8 @@ def build_server(api: ApiClient, default_project: str | None) -> MCPServer:
 
     @server.tool(
         description="The audit trail of one memory, oldest first: every decision and change (created, "
-        "deduped, updated, superseded, deleted/forgotten…) with its reason.",
+        "deduped, updated, superseded, deleted/forgotten…) with its reason. The id comes from search_memories; "
+        "get_memories gives the memory itself.",
         structured_output=False,
     )
     async def memory_history(id: Annotated[str, Field(description="The memory's id.", min_length=1)]) -> str:
@@ -266,7 +268,8 @@ def build_server(api: ApiClient, default_project: str | None) -> MCPServer:
 
     @server.tool(
         description="Forget a memory: it leaves search and the [MEMORY] block, and is kept as a tombstone with "
-        "your reason in its audit trail (never silently deleted).",
+        "your reason in its audit trail (never silently deleted). Find it with search_memories and check it "
+        "with get_memories first.",
         structured_output=False,
     )
     async def forget_memory(
@@ -278,7 +281,8 @@ def build_server(api: ApiClient, default_project: str | None) -> MCPServer:
     @server.tool(
         description="Add a document to the project's memory: a web page by its URL, or text. It is split into "
         "chunks that search_memories then finds beside the memories. Returns the document's id; list_documents "
-        "shows its progress (extracting, chunking, embedding, indexing, done or failed).",
+        "shows its progress (extracting, chunking, embedding, indexing, done or failed); then search_memories "
+        "finds its chunks and get_memories reads them.",
         structured_output=False,
     )
     async def add_document(
@@ -295,7 +299,8 @@ def build_server(api: ApiClient, default_project: str | None) -> MCPServer:
         return compact(await api.call("POST", "/documents", json={k: v for k, v in body.items() if v is not None}))
 
     @server.tool(
-        description="The project's documents, newest first, with their status and number of chunks.",
+        description="The project's documents, newest first, with their status and number of chunks. To read "
+        "what they say, search_memories (their chunks are found beside the memories), then get_memories.",
         structured_output=False,
     )
     async def list_documents(roots: Roots, project: Project = None) -> str:

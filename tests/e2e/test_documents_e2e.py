@@ -173,7 +173,8 @@ async def test_a_url_becomes_searchable_chunks_with_its_status_trail(run: Run) -
     out = await run.cli(
         "search", "how are Stripe payment webhooks retried", "--project", str(project), "--documents", "only", "--full"
     )
-    assert "[document_chunk, project]" in out.splitlines()[0]
+    assert out.splitlines()[0].startswith("score: fused")  # which score the results show, then the results
+    assert "[document_chunk, project]" in out.splitlines()[1]
 
     # Added again: the chunks already linked are kept, none duplicated.
     out = await run.cli("doc", "add", f"{run.site.url}/guide.html", "--project", str(project))
