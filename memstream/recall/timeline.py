@@ -1,4 +1,4 @@
-"""The timeline: what was stored before and after a memory, or a session's memories, in the order stored.
+"""The timeline: what was stored before and after a memory (in its session), or a session's memories, in order.
 
 An agent that found one memory in a search follows its thread from here without pulling every
 record: the rows are the compact index of :mod:`memstream.recall.answers`. Document chunks are left
@@ -34,8 +34,11 @@ def _in_order(memories: Sequence[Memory]) -> list[Memory]:
 async def around(
     store: MemoryStore, keys: Sequence[str], anchor: Memory, *, before: int = AROUND, after: int = AROUND
 ) -> list[Memory]:
-    """``before`` memories stored before ``anchor`` in these scopes, the anchor, then ``after`` stored after it."""
-    listed = await store.list(list(keys), types=searched_types("exclude"), limit=SCAN_LIMIT)
+    """``before`` memories stored before ``anchor``, the anchor, then ``after`` stored after it: in its
+    session when it has one (its thread; two sessions of one project interleave in time), else in
+    these scopes."""
+    sessions = [anchor.session_id] if anchor.session_id else None
+    listed = await store.list(list(keys), types=searched_types("exclude"), limit=SCAN_LIMIT, sessions=sessions)
     ordered = _in_order([m for m in listed if m.id != anchor.id] + [anchor])
     at = next(i for i, m in enumerate(ordered) if m.id == anchor.id)
     return ordered[max(0, at - before) : at + after + 1]
@@ -45,5 +48,5 @@ async def of_session(
     store: MemoryStore, keys: Sequence[str], session: str, *, limit: int = SESSION_LIMIT
 ) -> list[Memory]:
     """The first ``limit`` memories of ``session`` in these scopes, in the order they were stored."""
-    listed = await store.list(list(keys), types=searched_types("exclude"), limit=SCAN_LIMIT)
-    return _in_order([m for m in listed if m.session_id == session])[:limit]
+    listed = await store.list(list(keys), types=searched_types("exclude"), limit=SCAN_LIMIT, sessions=[session])
+    return _in_order(listed)[:limit]

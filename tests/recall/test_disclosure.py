@@ -140,10 +140,14 @@ async def test_search_answers_a_compact_index_of_ten_hits_in_two_thousand_charac
 async def test_timeline_follows_a_session_and_the_neighbours_of_a_memory(served: Served) -> None:
     async with served.mcp() as client:
         around = json.loads(text_of(await client.call_tool("timeline", {"id": served.ids[6], "before": 2, "after": 3})))
+        narrow = json.loads(text_of(await client.call_tool("timeline", {"id": served.ids[6], "before": 1, "after": 0})))
         session = json.loads(text_of(await client.call_tool("timeline", {"session": SESSIONS[1]})))
         neither = await client.call_tool("timeline", {})
     assert around["anchor"] == served.ids[6]
-    assert [row[0] for row in around["memories"]] == served.ids[4:10]  # in the order stored
+    # Its thread: the anchor's session (exchanges 0, 3, 6, 9), in the order stored, not the other
+    # sessions' exchanges stored in between.
+    assert [row[0] for row in around["memories"]] == [served.ids[i] for i in (0, 3, 6, 9)]
+    assert [row[0] for row in narrow["memories"]] == [served.ids[3], served.ids[6]]
     assert [row[0] for row in session["memories"]] == served.ids[1::3]
     assert all(row[4] == SESSIONS[1] for row in session["memories"])
     assert neither.is_error and "give either 'id'" in neither.content[0].text  # type: ignore[union-attr]
