@@ -18,7 +18,9 @@ VERBS: dict[str, list[str]] = {
     "block": ["memstream.cli", "memstream.commands.read"],
     "history": ["memstream.cli", "memstream.commands.read"],
     "hook": ["memstream.cli", "memstream.commands.agent", "memstream.recall.session_start"],
-    "mcp (stdio)": ["memstream.cli", "memstream.commands.agent", "memstream.serve.mcp_server"],
+    # ``memstream mcp`` answers initialize with the first, then imports the second (issue 25).
+    "mcp (stdio) to initialize": ["memstream.cli", "memstream.commands.agent", "memstream.serve.mcp_stdio"],
+    "mcp (stdio) after initialize": ["memstream.cli", "memstream.commands.agent", "memstream.serve.mcp_server"],
     "before: search/block/history (cli + runner)": ["memstream.cli", "memstream.worker.runner"],
 }
 HEAVY = (

@@ -1,4 +1,4 @@
-"""The ``memstream`` command: up, publish, init, remember, replay, search, block, history, ingest, watch,
+"""The ``memstream`` command: up, publish, init, remember, replay, search, timeline, get, block, history, ingest, watch,
 install, uninstall, hook, mcp, doc, doctor, redrive, token, forget, api.
 
 Only the argument parser lives here. Each verb's code is in ``memstream.commands`` and is imported
@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import os
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -30,11 +31,17 @@ def main(argv: list[str] | None = None) -> int:
         from memstream.hooks import main as hook_main
 
         return hook_main(argv[1:])
+    if argv == ["mcp"]:  # a coding CLI waits for its handshake: no parser, no settings before the answer
+        return _mcp()
     parser = _parser()
     args = parser.parse_args(argv)
     try:
         settings = Settings.from_env()
-        return int(_verb(args.run)(args, settings) or 0)
+        code = int(_verb(args.run)(args, settings) or 0)
+        sys.stdout.flush()  # here, where a closed pipe can still be caught, not at the interpreter's exit
+        return code
+    except BrokenPipeError:
+        return _reader_gone()
     except (CliError, SettingsError) as exc:
         if getattr(args, "never_fail", False):  # a hook must not break the agent that runs it
             return 0
@@ -42,6 +49,28 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     except KeyboardInterrupt:  # before `up` installed its handlers: still a stop asked for
         return 0 if args.run == "pipeline:cmd_up" else 130
+
+
+def _mcp() -> int:
+    from memstream.commands.agent import cmd_mcp
+
+    try:
+        return cmd_mcp()
+    except SettingsError as exc:
+        print(f"memstream: {exc}", file=sys.stderr)
+        return 2
+
+
+def _reader_gone() -> int:
+    """The reader of our output left (``memstream search … | head``): stop quietly with 0, as Unix tools do.
+
+    Python ignores SIGPIPE, so the write raised instead; what is still buffered would raise again when
+    the interpreter flushes standard output at exit, so standard output becomes /dev/null first.
+    """
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, sys.stdout.fileno())
+    os.close(devnull)
+    return 0
 
 
 def _verb(where: str) -> Callable[[argparse.Namespace, Settings], Any]:
@@ -91,7 +120,9 @@ def _parser() -> argparse.ArgumentParser:
     replay.add_argument("--switch", action="store_true", help="then make the shadow collection the live one")
     replay.set_defaults(run="pipeline:cmd_replay")
 
-    search = sub.add_parser("search", help="semantic search over a project's memories")
+    search = sub.add_parser(
+        "search", help="search a project's memories: a compact index (id, score, preview), --full for records"
+    )
     search.add_argument("query")
     search.add_argument("--project", "-p", default=".", help="project directory (default: .)")
     search.add_argument("--limit", "-n", type=int, default=10)
@@ -102,7 +133,23 @@ def _parser() -> argparse.ArgumentParser:
         default="include",
         help="document chunks with the memories (default), left out, or alone",
     )
+    search.add_argument("--full", action="store_true", help="full records instead of the compact index")
     search.set_defaults(run="read:cmd_search")
+
+    timeline = sub.add_parser("timeline", help="what was stored around a memory, or a session's memories, in order")
+    timeline.add_argument("id", nargs="?", default="", help="the memory to look around (or give --session)")
+    timeline.add_argument("--session", "-s", default="", help="follow this session from its start")
+    timeline.add_argument("--project", "-p", default=".", help="project directory (default: .)")
+    timeline.add_argument("--before", type=int, default=5, help="memories before the id (default: 5)")
+    timeline.add_argument("--after", type=int, default=5, help="memories after the id (default: 5)")
+    timeline.add_argument("--limit", "-n", type=int, default=20, help="most memories of the session (default: 20)")
+    timeline.add_argument("--json", action="store_true", help="print the raw JSON")
+    timeline.set_defaults(run="read:cmd_timeline")
+
+    get = sub.add_parser("get", help="the full records of one or more memories, by id")
+    get.add_argument("ids", nargs="+", metavar="ID")
+    get.add_argument("--json", action="store_true", help="print the raw JSON")
+    get.set_defaults(run="read:cmd_get")
 
     block = sub.add_parser("block", help="print the [MEMORY] block for a project")
     block.add_argument("--project", "-p", default=".", help="project directory (default: .)")

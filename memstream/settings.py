@@ -287,6 +287,14 @@ class Settings:
     #: both legs min-max scaled per query; 0.5 weighs them equally (bench/retrieval's dev half: 0.5-0.7 within
     #: one or two questions of each other). The decision stage keeps its own 0.7 over raw scores.
     recall_alpha: float = field(default=0.5, metadata=_env("MEMSTREAM_RECALL_ALPHA"))
+    #: MEMSTREAM_RECALL_FLOOR: search's relevance floor. A search returns nothing unless one of its hits has a
+    #: cosine similarity to the query of at least this, or a BM25 match of at least MEMSTREAM_RECALL_BM25_FLOOR:
+    #: a query with nothing relevant finds nothing (when one hit clears it, every hit keeps its rank).
+    #: -1: the embedding model's calibrated floor (bundled e5: 0.80; none for other models); 0: no floor.
+    recall_floor: float = field(default=-1.0, metadata=_env("MEMSTREAM_RECALL_FLOOR", low=-1.0, high=1.0))
+    #: MEMSTREAM_RECALL_BM25_FLOOR: the BM25 match (0-1, 0: no query term) that clears the floor whatever the
+    #: cosine: an exact identifier, file name or error message found by keyword though its meaning scores low.
+    recall_bm25_floor: float = field(default=0.9, metadata=_env("MEMSTREAM_RECALL_BM25_FLOOR", low=0.0, high=1.0))
     #: MEMSTREAM_RERANKER: rerank search's top results: none (default), voyage or llm (the configured LLM chain).
     reranker: str = field(default="none", metadata=_env("MEMSTREAM_RERANKER"))
     #: MEMSTREAM_RERANKER_MODEL: the Voyage rerank model.

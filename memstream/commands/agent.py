@@ -27,16 +27,30 @@ def cmd_hook(args: argparse.Namespace, settings: Settings) -> int:
 # --- mcp -----------------------------------------------------------------------------
 
 
-def cmd_mcp(args: argparse.Namespace, settings: Settings) -> int:
-    from memstream.runtime import api_url, auth_headers, user_identity
-    from memstream.serve.mcp_server import stdio_main
+def cmd_mcp(args: argparse.Namespace | None = None, settings: Settings | None = None) -> int:
+    """``memstream mcp``: the handshake answered first (memstream.serve.mcp_stdio), then the settings."""
+    from memstream.serve.mcp_stdio import main
 
-    if getattr(args, "host", None) and not os.environ.get("MEMSTREAM_DATA_DIR"):
-        # A committed project file runs `memstream mcp --host HOST`: no path of this machine in it.
-        from memstream.capture.install_record import installed_data_dir
+    def serve(first: bytes, answered: object) -> None:
+        from memstream.runtime import api_url, auth_headers, user_identity
+        from memstream.serve.mcp_server import stdio_main
 
-        chosen = installed_data_dir(args.host)
-        if chosen is not None:
-            settings = dataclasses.replace(settings, data_dir=chosen)
-    stdio_main(api_url(settings), user_identity(settings), str(Path.cwd()), headers=auth_headers(settings))
+        chosen = settings or Settings.from_env()
+        if getattr(args, "host", None) and not os.environ.get("MEMSTREAM_DATA_DIR"):
+            # A committed project file runs `memstream mcp --host HOST`: no path of this machine in it.
+            from memstream.capture.install_record import installed_data_dir
+
+            installed = installed_data_dir(args.host)  # type: ignore[union-attr]
+            if installed is not None:
+                chosen = dataclasses.replace(chosen, data_dir=installed)
+        stdio_main(
+            api_url(chosen),
+            user_identity(chosen),
+            str(Path.cwd()),
+            headers=auth_headers(chosen),
+            first=first,
+            answered=answered,
+        )
+
+    main(serve)
     return 0

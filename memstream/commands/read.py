@@ -7,6 +7,7 @@ from __future__ import annotations
 import argparse
 import http.client
 import json
+import sys
 import urllib.parse
 from pathlib import Path
 from typing import Any
@@ -67,27 +68,49 @@ def api_request(
 
 def cmd_search(args: argparse.Namespace, settings: Settings) -> int:
     project = str(Path(args.project).resolve())
-    params = {"q": args.query, "project": project, "limit": str(args.limit)}
+    detail = "full" if args.full else "index"
+    params = {"q": args.query, "project": project, "limit": str(args.limit), "detail": detail}
     if getattr(args, "documents", "include") != "include":
         params["documents"] = args.documents
     _, body = api_get(settings, "/search", params)
     if args.json:
         print(body)
         return 0
-    results = json.loads(body)["results"]
-    if not results:
+    found = json.loads(body)
+    rows = found["results"] if args.full else found["hits"]
+    if not rows:
         print(f"no memories match {args.query!r} in {project}")
-    for hit in results:
-        print(format_hit(hit))
+        return 0
+    print(f"score: {SCORE_NAMES.get(found['score'], found['score'])}")
+    for row in rows:
+        print(format_hit(row) if args.full else format_row(dict(zip(found["fields"], row, strict=True))))
     return 0
 
 
+#: What each score a search can show means, printed above the results.
+SCORE_NAMES = {
+    "fused": "fused (vector and BM25, each scaled over this query's candidates; 1 = the best of them)",
+    "vector": "vector (cosine similarity of query and memory)",
+    "bm25": "bm25 (keyword match, 0 = no query word in the memory)",
+}
+
+
+def format_row(row: dict[str, Any]) -> str:
+    """One row of an index (search or timeline) on one line: score, id, type, scope, date, session, preview."""
+    score = row.get("score")
+    lead = [] if "score" not in row else [f"{score:.3f}" if score is not None else "  -  "]
+    session = f"  session {row['session']}" if row.get("session") else ""
+    return (
+        "  ".join([*lead, row["id"], f"[{row['type']}, {row['scope']}]", row["date"]])
+        + session
+        + f"\n    {row['preview']}"
+    )
+
+
 def format_hit(hit: dict[str, Any]) -> str:
-    """A search result in two lines: score, type, scope and text; then id, session, provenance, times."""
+    """A full search result in two lines: score, type, scope and text; then id, session, provenance, times."""
     sources = ", ".join(
-        ":".join(
-            str(part) for part in (p.get("source") or "?", p.get("file") or p.get("session"), p.get("line")) if part
-        )
+        ":".join(str(part) for part in (p.get("source") or "?", p.get("at") or p.get("session")) if part)
         for p in hit.get("provenance") or []
     )
     details = [f"id {hit['id']}"]
@@ -100,6 +123,39 @@ def format_hit(hit: dict[str, Any]) -> str:
         details.append(f"updated {_minute(hit['updated_at'])}")
     score = f"{hit['score']:.3f}" if hit.get("score") is not None else "  -  "
     return f"{score}  [{hit['type']}, {hit['scope']}] {hit['text']}\n       {'  '.join(details)}"
+
+
+def cmd_timeline(args: argparse.Namespace, settings: Settings) -> int:
+    if bool(args.id) == bool(args.session):
+        raise CliError("give a memory id, or --session, to follow")
+    project = str(Path(args.project).resolve())
+    params = {"project": project, "before": str(args.before), "after": str(args.after), "limit": str(args.limit)}
+    params.update({"id": args.id} if args.id else {"session": args.session})
+    _, body = api_get(settings, "/timeline", params)
+    if args.json:
+        print(body)
+        return 0
+    found = json.loads(body)
+    for row in found["memories"]:
+        marked = dict(zip(found["fields"], row, strict=True))
+        print(("> " if marked["id"] == found.get("anchor") else "  ") + format_row(marked))
+    return 0
+
+
+def cmd_get(args: argparse.Namespace, settings: Settings) -> int:
+    ids = [one.strip() for one in args.ids if one.strip()]
+    if not ids or any("," in one for one in ids):
+        raise CliError("give one or more memory ids, separated by spaces")
+    _, body = api_get(settings, "/memories", {"ids": ",".join(ids)})
+    if args.json:
+        print(body)
+        return 0
+    found = json.loads(body)
+    for record in found["memories"]:
+        print(format_hit({**record, "score": None}))
+    for missing in found["missing"]:
+        print(f"memstream: no memory {missing}", file=sys.stderr)
+    return 1 if found["missing"] else 0
 
 
 def _minute(ts: str) -> str:

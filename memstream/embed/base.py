@@ -46,6 +46,9 @@ class DistanceProfile(msgspec.Struct, frozen=True):
     #: The decision stage's candidates (seed 003) score at least this in hybrid search;
     #: 0: one minus the contradiction distance, for a model not measured for it.
     decision_min_score: float = 0.0
+    #: Search's relevance floor (issue 25): a hit is kept when its cosine similarity to the query reaches
+    #: this (or its BM25 match reaches MEMSTREAM_RECALL_BM25_FLOOR); 0: no floor, for a model not measured.
+    recall_floor: float = 0.0
 
     @property
     def candidate_min_score(self) -> float:

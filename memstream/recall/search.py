@@ -6,12 +6,14 @@ Superseded memories never appear here; they stay in the store for audit only.
 from __future__ import annotations
 
 import asyncio
+import itertools
 import logging
 from collections.abc import Collection, Sequence
 from typing import TYPE_CHECKING, Protocol
 
 import msgspec
 
+from memstream.recall.answers import preview
 from memstream.schemas import CONSOLIDATED, DOCUMENT_CHUNK, MEMORY_TYPES, Memory
 from memstream.schemas.memory import HybridHit
 from memstream.store.graph import GraphStore
@@ -109,8 +111,9 @@ async def search_scopes(
     over each leg's scores min-max scaled to this query's candidates (``fusion="normalized"``): the
     decision stage keeps the raw scores because its calibrated minimum score must mean "similar
     enough", which a per-query scale cannot; recall only needs the order, and the raw sum ranked
-    below the vector leg alone (bench/retrieval.py). The graph boost is added to the fused score when
-    the graph is enabled, then, when a reranker is given, its order for the top N.
+    below the vector leg alone (bench/retrieval.py). When no hit clears the relevance floor
+    (:func:`over_floor`), a query with nothing relevant, the search finds nothing. The graph boost is
+    added to the fused score when the graph is enabled, then, when a reranker is given, its order for the top N.
     ``documents``: ``include`` searches document chunks with the memories, ``exclude`` leaves them
     out, ``only`` searches nothing else.
     """
@@ -146,6 +149,7 @@ async def search_scopes(
         if boost is not None:
             boost.cancel()
         raise
+    hits = over_floor(hits, relevance_floor(providers), settings.recall_bm25_floor)
     if boost is not None:
         hits = rerank(hits, await boost, settings.graph_boost_weight, len(hits))
     if reranker is not None:
@@ -155,6 +159,26 @@ async def search_scopes(
             query, hits, reranker, top_n=settings.reranker_top_n, timeout_s=settings.reranker_timeout_ms / 1000
         )
     return hits[:limit]
+
+
+def relevance_floor(providers: Providers) -> float:
+    """The cosine similarity a hit needs (0: none): MEMSTREAM_RECALL_FLOOR, else the embedder's calibrated one."""
+    chosen = providers.settings.recall_floor
+    return chosen if chosen >= 0 else providers.embedder.profile.recall_floor
+
+
+def over_floor(hits: Sequence[HybridHit], vector_floor: float, bm25_floor: float) -> list[HybridHit]:
+    """The hits, if any of them is relevant in absolute terms (cosine similarity at least ``vector_floor``, or
+    a BM25 match at least ``bm25_floor``); none otherwise. The fused score cannot tell: it is scaled over the
+    query's own candidates, so the best of unrelated memories scores high.
+
+    A gate, not a filter: when one hit clears the floor every hit is kept in its rank, so a relevant
+    query's recall is what it was (bench/relevance_floor.py: filtering hit by hit dropped answers a
+    paraphrase finds with a low cosine). A ``vector_floor`` of 0 keeps every hit."""
+    if vector_floor <= 0:
+        return list(hits)
+    relevant = any((h.vector_score or 0.0) >= vector_floor or (h.bm25_score or 0.0) >= bm25_floor for h in hits)
+    return list(hits) if relevant else []
 
 
 async def graph_boost_ids(graph: GraphStore, query: str, scope_keys: Sequence[str], deadline_s: float) -> set[str]:
@@ -223,31 +247,77 @@ class _Section(msgspec.Struct):
     memories: list[Memory]
 
 
+#: The order sections claim the memories they share, most useful first (the reverse of ``TRIM_ORDER``): a
+#: memory both relevant to the query and architecture is shown once, where the budget keeps it longest.
+CLAIM_ORDER: tuple[str, ...] = tuple(reversed(TRIM_ORDER))
+#: The longest a raw entry (a conversation exchange, a document chunk) is shown: about 100 tokens, so one
+#: exchange costs what two or three facts do. The whole memory is one get_memories away.
+ENTRY_CHARS = 400
+#: Types whose memories are raw text rather than a one-line fact: their entries are cut to ``ENTRY_CHARS``.
+RAW_TYPES: frozenset[str] = frozenset({"conversation", DOCUMENT_CHUNK})
+#: Candidates each section looks at per entry it shows: room for the ones dropped as repeats.
+CANDIDATE_FACTOR = 3
+
+
+def _normal(text: str) -> str:
+    return " ".join(text.split()).casefold()
+
+
+def repeated(memories: Sequence[Memory]) -> set[str]:
+    """Ids of memories whose text another of ``memories`` already holds: the same text (the newest is kept)
+    or the start of a longer one (raw mode's earlier snapshot of an exchange that grew)."""
+    ordered = sorted({m.id: m for m in memories}.values(), key=lambda m: (_normal(m.text), m.updated_at, m.id))
+    # Sorted, a text that starts another sorts right before it (or before one that also starts with it).
+    return {
+        shorter.id
+        for shorter, longer in itertools.pairwise(ordered)
+        if _normal(longer.text).startswith(_normal(shorter.text))
+    }
+
+
+def _entry(memory: Memory, tagged: bool = False) -> str:
+    text = memory.text
+    if memory.type in RAW_TYPES:
+        text = preview(text, ENTRY_CHARS)
+    return f"- [{memory.type}] {text}" if tagged else f"- {text}"
+
+
 def build_block(
     memories: Sequence[Memory], relevant: Sequence[Relevant] = (), *, max_tokens: int | None = None
 ) -> Block:
     """The [MEMORY] block: Phase 2's consolidated summary, then one section per seed 001 row
-    that has memories, then the search results; trimmed by ``TRIM_ORDER`` to fit ``max_tokens``."""
-    sections: list[_Section] = []
+    that has memories, then the search results; trimmed by ``TRIM_ORDER`` to fit ``max_tokens``.
+
+    Each memory is shown once: a repeat of another's text, or the start of a longer one, is left out
+    (:func:`repeated`), and a memory two sections want goes to the one first in ``CLAIM_ORDER``. Raw
+    entries are cut to ``ENTRY_CHARS``."""
     active = [m for m in memories if m.superseded_by is None]
+    candidates: dict[str, list[Memory]] = {}
     consolidated = sorted((m for m in active if m.type == CONSOLIDATED), key=lambda m: m.updated_at, reverse=True)
     if consolidated:
-        sections.append(_Section(CONSOLIDATED_TITLE, [consolidated[0].text], [consolidated[0]]))
+        candidates[CONSOLIDATED_TITLE] = consolidated[:1]
+    limits = {RELEVANT: RELEVANT_LIMIT, "Last Session": LAST_SESSION_LIMIT, CONSOLIDATED_TITLE: 1}
     for title, types in SECTIONS:
         members = [m for m in active if m.type in types]
         if title == "User Preferences":
             members = [m for m in members if m.scope == "user"] or members
         members.sort(key=lambda m: m.updated_at, reverse=True)
-        if title == "Last Session":
-            members = members[:LAST_SESSION_LIMIT]
-        members = members[:SECTION_LIMIT]
-        if members:
-            sections.append(_Section(title, [f"- {m.text}" for m in members], members))
-    hits = [hit for hit in relevant if hit.memory.superseded_by is None][:RELEVANT_LIMIT]
-    if hits:
-        sections.append(
-            _Section(RELEVANT, [f"- [{h.memory.type}] {h.memory.text}" for h in hits], [h.memory for h in hits])
-        )
+        candidates[title] = members[: limits.get(title, SECTION_LIMIT) * CANDIDATE_FACTOR]
+    hits = [hit.memory for hit in relevant if hit.memory.superseded_by is None]
+    candidates[RELEVANT] = hits[: RELEVANT_LIMIT * CANDIDATE_FACTOR]
+    dropped = repeated([m for members in candidates.values() for m in members])
+    chosen: dict[str, list[Memory]] = {}
+    claimed: set[str] = set()
+    for title in CLAIM_ORDER:
+        kept = [m for m in candidates.get(title, []) if m.id not in dropped and m.id not in claimed]
+        chosen[title] = kept[: limits.get(title, SECTION_LIMIT)]
+        claimed.update(m.id for m in chosen[title])
+    order = [CONSOLIDATED_TITLE, *(title for title, _ in SECTIONS), RELEVANT]
+    sections = [
+        _Section(title, [_entry(m, tagged=title == RELEVANT) for m in chosen[title]], list(chosen[title]))
+        for title in order
+        if chosen.get(title)
+    ]
     if max_tokens is not None:
         _fit(sections, max_tokens)
     lines = ["[MEMORY]"]

@@ -6,13 +6,18 @@ by a parameter the caller chooses. (admin): admin tokens only.
 
 GET /health             readiness (200 ready; 503 starting or unhealthy, with the problems), what runs (no token)
 GET /health/live        liveness (503 once a Faust service crashed: restart the worker; no token)
-GET /search?q=&project= hybrid search over a project's (and the user's) memories
+GET /search?q=&project=[&detail=full]  hybrid search over a project's (and the user's) memories:
+                        a compact index (id, type, scope, date, session, score, preview) unless
+                        detail=full asks for the full records
+GET /timeline?project=&id=|session=  the compact rows stored around a memory, or of a session, in order
 GET /block?project=&q=[&max_tokens=]  the [MEMORY] block, as text, within its token budget
-GET /memories           every stored memory, superseded ones included (or ?project=[&type=]:
-                        a project's active memories, newest first)
+GET /memories           every stored memory, superseded ones included (or ?project=[&type=][&detail=index]:
+                        a project's active memories, newest first, as full records or compact rows)
+GET /memories?ids=a,b   several memories' full records at once (up to 50), and the ids not found
 GET /memories/{id}      one memory
 POST /memories          add an explicit memory through the pipeline (JSON: text, project, type?,
-                        scope?, user?); answers with its id once stored, or its status in flight
+                        scope?, user?; no project for scope "user"); answers with its id once
+                        stored, or its status in flight
 POST /memories/{id}/forget  tombstone a memory (JSON: reason), recorded in its audit trail
 GET /history?memory_id= the audit trail of one memory, oldest first (or ?scope= / ?project=:
                         a scope's newest records, returned oldest first)
@@ -61,7 +66,9 @@ from memstream.auth import (
 )
 from memstream.identity import derived_id, project_key, user_key
 from memstream.intake.remember import RememberError, expected_memory_id, make_fact
+from memstream.recall import answers
 from memstream.recall import search as recall
+from memstream.recall import timeline as timelines
 from memstream.schemas import (
     DocumentIngest,
     DocumentRemove,
@@ -70,7 +77,6 @@ from memstream.schemas import (
     Memory,
     MemoryOp,
     MemoryUsage,
-    Provenance,
     SupersedeMemory,
     Turn,
 )
@@ -98,6 +104,8 @@ ForgetSink = Callable[[ForgetScope], Awaitable[None]]
 MAX_QUERY_CHARS = 4_000
 MAX_PROJECT_CHARS = 4_096
 MAX_BODY_BYTES = 1_000_000
+#: The most memories one ``GET /memories?ids=`` reads.
+MAX_IDS = 50
 #: How long a write waits to see its outcome in the store before answering "in flight".
 WRITE_WAIT_S = 5.0
 WRITE_POLL_S = 0.05
@@ -180,8 +188,23 @@ class JSON(Response):
         return msgspec.json.encode(content)
 
 
+def handed(answer: str, content: Any) -> Response:
+    """A read's JSON answer, its estimated tokens counted (``memstream_injected_tokens``) under ``answer``."""
+    body = msgspec.json.encode(content)
+    metrics.INJECTED_TOKENS.labels(answer).observe(-(-len(body.decode()) // recall.CHARS_PER_TOKEN))
+    return Response(body, media_type="application/json")
+
+
 def error(message: str, status: int = 400) -> Response:
     return JSON({"error": message}, status_code=status)
+
+
+def _count(request: Request, name: str, default: int) -> int:
+    """A count of memories (``before``, ``after``) from 0 to the timeline's most."""
+    try:
+        return max(0, min(int(request.query_params.get(name, str(default))), timelines.MOST))
+    except ValueError:
+        raise ApiError(f"'{name}' must be a whole number") from None
 
 
 def _limit(request: Request, default: int, most: int) -> int:
@@ -239,35 +262,6 @@ def query_param(request: Request, *, required: bool) -> str:
     return query
 
 
-def provenance(memory: Memory) -> list[dict[str, Any]]:
-    """Where the memory's text came from: source, session, file and line, first seen first."""
-    sources: list[Provenance] = list(memory.sources)
-    if not sources and memory.session_id:
-        sources = [Provenance(source_type="", session_id=memory.session_id)]
-    return [{"source": p.source_type, "session": p.session_id, "file": p.file, "line": p.line} for p in sources]
-
-
-def _rounded(value: float | None) -> float | None:
-    return None if value is None else round(value, 4)
-
-
-def result(memory: Memory, score: float | None = None) -> dict[str, Any]:
-    """One memory as every reader gets it: id, text, type, scope, score, session, provenance, times,
-    then the stored fields as they are."""
-    shown: dict[str, Any] = {
-        "id": memory.id,
-        "text": memory.text,
-        "type": memory.type,
-        "scope": memory.scope,
-        "score": None if score is None else round(score, 4),
-        "session": memory.session_id,
-        "provenance": provenance(memory),
-        "created_at": memory.created_at,
-        "updated_at": memory.updated_at,
-    }
-    return {**msgspec.to_builtins(memory), **msgspec.to_builtins(shown)}
-
-
 async def record_usage(ctx: ApiContext, memories: Sequence[Memory]) -> None:
     """Tell Phase 2 which rollouts (sessions) the returned memories came from (seed 004's usage)."""
     rollouts = sorted({m.session_id for m in memories if m.session_id})
@@ -289,6 +283,14 @@ async def _json_body(request: Request) -> dict[str, Any]:
     if not isinstance(body, dict):
         raise ApiError("the request body must be a JSON object")
     return body
+
+
+def check_user_write(principal: Principal, claimed_user: str) -> None:
+    """Refuse a user-scoped write the principal may not make: it needs a user, and only its own."""
+    if not principal.user:
+        raise Forbidden("a token without a user has no user scope to remember in: use the user's own token")
+    if claimed_user and user_key(claimed_user) != principal.user_key:
+        raise Forbidden("this token may not remember for another user")
 
 
 def _required(name: str) -> str:
@@ -333,19 +335,41 @@ def create_app(ctx: ApiContext) -> ASGIApp:
     async def memories(request: Request) -> Response:
         """Every stored memory, superseded ones included (for replays and audits), newest first;
         with ``project``, the active memories of the project (and the user), ``type`` to narrow."""
+        if "ids" in request.query_params:
+            return await memories_by_id(request)
         try:
             if request.query_params.get("project"):
                 limit = _limit(request, 50, 1000)
                 keys = read_scope_keys(request)
                 kind = request.query_params.get("type", "").strip()
+                detail = request.query_params.get("detail", "full")
+                if detail not in answers.DETAILS:
+                    raise ApiError(f"'detail' must be one of {', '.join(answers.DETAILS)}")
                 listed = await providers.store.list(keys, types=[kind] if kind else None, limit=limit)
-                return JSON({"memories": [result(m) for m in listed]})
+                if detail == "index":
+                    return JSON(answers.timeline_index(listed))
+                return JSON({"memories": [answers.full_record(m) for m in listed]})
             require_admin(caller(request))  # every scope's memories
             limit = _limit(request, 10_000, 100_000)
         except ApiError as exc:
             return error(str(exc))
         stored = await providers.store.list(None, include_superseded=True, limit=limit)
         return JSON({"memories": [msgspec.to_builtins(m) for m in stored]})
+
+    async def memories_by_id(request: Request) -> Response:
+        """The full records of several memories at once (``ids``, comma-separated), in the order asked;
+        ids that name no memory the caller may read are listed as ``missing``."""
+        asked = list(dict.fromkeys(i.strip() for i in request.query_params["ids"].split(",") if i.strip()))
+        if not asked:
+            return error("'ids' must list one or more memory ids, separated by commas")
+        if len(asked) > MAX_IDS:
+            return error(f"'ids' lists {len(asked)} memories; ask for at most {MAX_IDS} at once")
+        principal = caller(request)
+        found = await asyncio.gather(*(get_memory(memory_id, principal) for memory_id in asked))
+        shown = [memory for memory in found if memory is not None]
+        await record_usage(ctx, shown)
+        missing = [memory_id for memory_id, memory in zip(asked, found, strict=True) if memory is None]
+        return handed("get", {"memories": [answers.full_record(m) for m in shown], "missing": missing})
 
     async def get_memory(memory_id: str, principal: Principal) -> Memory | None:
         """The memory, if the caller may read it (another scope's answers as no memory at all)."""
@@ -360,7 +384,7 @@ def create_app(ctx: ApiContext) -> ASGIApp:
         found = await get_memory(request.path_params["memory_id"], caller(request))
         if found is None:
             return error(f"no memory {request.path_params['memory_id']}", 404)
-        return JSON({"memory": result(found)})
+        return JSON({"memory": answers.full_record(found)})
 
     async def add(request: Request) -> Response:
         if ctx.send_fact is None:
@@ -368,9 +392,15 @@ def create_app(ctx: ApiContext) -> ASGIApp:
         principal = caller(request)
         try:
             body = await _json_body(request)
-            project = str(body.get("project", "")) or _required("project")
-            # As the caller only: its projects, its own user (a turn's rule, POST /turns's too).
-            check_publish(principal, project_param(project), str(body.get("user", "")))
+            project = str(body.get("project", "") or "")
+            claimed = str(body.get("user", ""))
+            if project or body.get("scope") != "user":
+                project = project or _required("project")
+                # As the caller only: its projects, its own user (a turn's rule, POST /turns's too).
+                check_publish(principal, project_param(project), claimed)
+            else:
+                # A user memory belongs to no project: only the caller's own user scope is written.
+                check_user_write(principal, claimed)
             fact = make_fact(
                 str(body.get("text", "")),
                 project=project,
@@ -392,7 +422,12 @@ def create_app(ctx: ApiContext) -> ASGIApp:
         while True:
             stored = await providers.store.get(expected)
             if stored is not None and stored.active and stored.updated_at >= fact.ts:
-                return {"status": "stored", "id": stored.id, "fact_id": fact.fact_id, "memory": result(stored)}
+                return {
+                    "status": "stored",
+                    "id": stored.id,
+                    "fact_id": fact.fact_id,
+                    "memory": answers.full_record(stored),
+                }
             for record in await providers.history.for_scope(fact.scope_key, limit=50):
                 if record.fact_id != fact.fact_id:
                     continue
@@ -403,7 +438,7 @@ def create_app(ctx: ApiContext) -> ASGIApp:
                             "status": "stored" if record.outcome == "created" else record.outcome,
                             "id": found.id,
                             "fact_id": fact.fact_id,
-                            "memory": result(found),
+                            "memory": answers.full_record(found),
                         }
                 if record.outcome in ("skipped", "recorded", "blocked", "proposed"):
                     return {
@@ -488,6 +523,9 @@ def create_app(ctx: ApiContext) -> ASGIApp:
         documents = request.query_params.get("documents", "include")
         if documents not in recall.DOCUMENT_FILTERS:
             return error(f"'documents' must be one of {', '.join(recall.DOCUMENT_FILTERS)}")
+        detail = request.query_params.get("detail", "index")
+        if detail not in answers.DETAILS:
+            return error(f"'detail' must be one of {', '.join(answers.DETAILS)}")
         try:
             query = query_param(request, required=True)
             keys = read_scope_keys(request)
@@ -496,17 +534,31 @@ def create_app(ctx: ApiContext) -> ASGIApp:
             return error(str(exc))
         hits = await recall.search_scopes(providers, query, keys, limit=limit, documents=documents)
         await record_usage(ctx, [hit.memory for hit in hits])
-        results = [
-            {
-                **result(hit.memory, score=hit.score),
-                "vector_score": _rounded(hit.vector_score),
-                "bm25_score": _rounded(hit.bm25_score),
-                # The cosine distance, for callers of the vector-only search this replaced.
-                "distance": None if hit.vector_score is None else round(1.0 - hit.vector_score, 4),
-            }
-            for hit in hits
-        ]
-        return JSON({"query": query, "results": results})
+        if detail == "full":
+            return handed("search", {"query": query, "score": "fused", "results": [answers.full_hit(h) for h in hits]})
+        return handed("search", answers.search_index(hits))
+
+    async def timeline(request: Request) -> Response:
+        """The compact rows stored around a memory (``id``) or of a session (``session``), in order."""
+        anchor_id = request.query_params.get("id", "").strip()
+        session = request.query_params.get("session", "").strip()
+        if bool(anchor_id) == bool(session):
+            return error("give either 'id' (a memory to look around) or 'session' (a session to follow)")
+        try:
+            keys = read_scope_keys(request)
+            before = _count(request, "before", timelines.AROUND)
+            after = _count(request, "after", timelines.AROUND)
+            limit = _limit(request, timelines.SESSION_LIMIT, timelines.MOST)
+        except ApiError as exc:
+            return error(str(exc))
+        if session:
+            found = await timelines.of_session(providers.store, keys, session, limit=limit)
+            return handed("timeline", {"session": session, **answers.timeline_index(found)})
+        anchor = await get_memory(anchor_id, caller(request))
+        if anchor is None or anchor.scope_key not in keys:
+            return error(f"no memory {anchor_id} in this project or your user scope", 404)
+        shown = await timelines.around(providers.store, keys, anchor, before=before, after=after)
+        return handed("timeline", answers.timeline_index(shown, anchor=anchor.id))
 
     async def block(request: Request) -> Response:
         try:
@@ -522,6 +574,7 @@ def create_app(ctx: ApiContext) -> ASGIApp:
             return error("'max_tokens' must be at least 100")
         shown = await recall.block_scopes(providers, keys, query, max_tokens=max_tokens)
         await record_usage(ctx, shown.memories)
+        metrics.INJECTED_TOKENS.labels("block").observe(recall.estimate_tokens(shown.text))
         return PlainTextResponse(shown.text)
 
     async def turns(request: Request) -> Response:
@@ -618,6 +671,7 @@ def create_app(ctx: ApiContext) -> ASGIApp:
         Route("/memories/{memory_id}/forget", forget, methods=["POST"]),
         Route("/history", history),
         Route("/search", search),
+        Route("/timeline", timeline),
         Route("/block", block),
         Route("/turns", turns, methods=["POST"]),
         Route("/admin/forget", forget_scope, methods=["POST"]),

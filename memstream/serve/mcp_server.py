@@ -12,26 +12,26 @@ means nothing, so a client without roots passes ``project``.
 
 from __future__ import annotations
 
+import io
+import json
 import logging
+import sys
+from collections.abc import AsyncIterator
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, cast
 from urllib.parse import unquote, urlparse
 
+import anyio
 import httpx
 from mcp.server.mcpserver import Context, ListRoots, MCPServer, Resolve
-from mcp.server.mcpserver.exceptions import ToolError
+from mcp.server.mcpserver.exceptions import ToolError, UnexpectedToolError
 from mcp.types import ListRootsResult
-from pydantic import Field
+from pydantic import Field, ValidationError
+
+from memstream.serve.mcp_stdio import INSTRUCTIONS, NAME, package_version
 
 log = logging.getLogger(__name__)
 
-NAME = "memstream"
-INSTRUCTIONS = (
-    "memstream is the long-term memory of this project and user. Call get_memory_block at the start of "
-    "a task for the project's context; search_memories before answering questions about past work, "
-    "decisions, preferences or errors; add_memory when the user asks to remember something; add_document "
-    "for a web page or text the project should know."
-)
 #: How long a tool waits on the API (writes wait up to 5 s for the store to show their outcome).
 API_TIMEOUT_S = 30.0
 
@@ -103,7 +103,7 @@ Roots = Annotated[ListRootsResult | None, Resolve(client_roots)]
 
 def build_server(api: ApiClient, default_project: str | None) -> MCPServer:
     """The MCP server over ``api``; ``default_project`` when the client offers no roots (None: required)."""
-    server = MCPServer(NAME, instructions=INSTRUCTIONS, log_level="WARNING")
+    server = Server(NAME, instructions=INSTRUCTIONS, log_level="WARNING", version=package_version())
 
     async def project_of(roots: ListRootsResult | None, project: str | None) -> str:
         if project and project.strip():
@@ -113,15 +113,19 @@ def build_server(api: ApiClient, default_project: str | None) -> MCPServer:
             return root
         if default_project:
             return default_project
-        raise ToolError("give 'project' (the project directory): this client offers no MCP roots")
+        raise ToolError("give 'project' (the project directory's absolute path): this client offers no MCP roots")
 
     def scope_params(project: str) -> dict[str, str]:
         return {"project": project, "user": api.user}
 
     @server.tool(
-        description="Search the project's (and the user's) memories by meaning and keywords (hybrid BM25 + "
-        "vector ranking). Returns the best matches with id, text, type, scope, score, session, provenance "
-        "and times."
+        description="Step 1 of 3: search the project's (and the user's) memories by meaning and keywords. "
+        "Answers a compact index: 'fields' names the columns of each row in 'hits' (id, type, scope, date, session, "
+        "score, preview), "
+        "best first, with a one-line preview; 'score' says which score the rows show (fused: the hybrid rank, "
+        "1.0 = best of this query's candidates). Then call get_memories with the ids you need (step 3), or "
+        "timeline around one (step 2). detail='full' returns full records instead (costs ~10x the tokens).",
+        structured_output=False,
     )
     async def search_memories(
         query: Annotated[str, Field(description="What to look for, in natural language or keywords.", min_length=1)],
@@ -131,18 +135,65 @@ def build_server(api: ApiClient, default_project: str | None) -> MCPServer:
         types: Annotated[
             list[MemoryTypeName] | None, Field(description="Only memories of these types (default: every type).")
         ] = None,
-    ) -> dict[str, Any]:
+        detail: Annotated[
+            Literal["index", "full"],
+            Field(description="'index' (default): compact rows; 'full': every field of each memory."),
+        ] = "index",
+    ) -> str:
         where = await project_of(roots, project)
         # Ask for more when filtering by type, so the filter still leaves ``limit`` results.
         asked = limit if not types else min(100, limit * 5)
-        found = await api.call("GET", "/search", params={"q": query, "limit": str(asked), **scope_params(where)})
-        results = [hit for hit in found["results"] if not types or hit["type"] in types][:limit]
-        return {"query": query, "project": where, "results": results}
+        params = {"q": query, "limit": str(asked), "detail": detail, **scope_params(where)}
+        found = await api.call("GET", "/search", params=params)
+        if detail == "full":
+            results = [hit for hit in found["results"] if not types or hit["type"] in types][:limit]
+            return compact({**found, "results": results})
+        column = found["fields"].index("type")
+        return compact({**found, "hits": [row for row in found["hits"] if not types or row[column] in types][:limit]})
+
+    @server.tool(
+        description="Step 2 of 3: what was stored before and after a memory (give 'id', from search_memories), "
+        "or a session's memories (give 'session'), in the order stored, as compact rows like search's. Then "
+        "get_memories for the ids you need.",
+        structured_output=False,
+    )
+    async def timeline(
+        roots: Roots,
+        id: Annotated[str | None, Field(description="A memory id to look around.")] = None,
+        session: Annotated[str | None, Field(description="A session id to follow from its start.")] = None,
+        project: Project = None,
+        before: Annotated[int, Field(description="Memories shown before 'id'.", ge=0, le=100)] = 5,
+        after: Annotated[int, Field(description="Memories shown after 'id'.", ge=0, le=100)] = 5,
+        limit: Annotated[int, Field(description="Most memories of 'session' shown.", ge=1, le=100)] = 20,
+    ) -> str:
+        if bool(id) == bool(session):
+            raise ToolError("give either 'id' (a memory to look around) or 'session' (a session to follow)")
+        where = await project_of(roots, project)
+        params = {**scope_params(where), "before": str(before), "after": str(after), "limit": str(limit)}
+        params.update({"id": id} if id else {"session": session or ""})
+        return compact(await api.call("GET", "/timeline", params=params))
+
+    @server.tool(
+        description="Step 3 of 3: the full records of the memories you picked from search_memories or timeline, "
+        "several ids at once (text, type, scope, session, provenance as file:line, times; forgotten ones "
+        "too). Ids not found come back under 'missing'.",
+        structured_output=False,
+    )
+    async def get_memories(
+        ids: Annotated[
+            list[Annotated[str, Field(min_length=1)]],
+            Field(description="The memory ids, from search_memories or timeline.", min_length=1, max_length=50),
+        ],
+    ) -> str:
+        wanted = [_segment(one) for one in ids]
+        if any("," in one for one in wanted):
+            raise ToolError("each of 'ids' is one memory id, without commas")
+        return compact(await api.call("GET", "/memories", params={"ids": ",".join(wanted)}))
 
     @server.tool(
         description="The [MEMORY] block for the project: its brief, architecture, tech and product context, "
         "progress, last session and the user's preferences, plus memories relevant to 'query' if given. "
-        "Call it at the start of a task."
+        "Call it at the start of a task; for more, search_memories, then get_memories."
     )
     async def get_memory_block(
         roots: Roots,
@@ -160,7 +211,9 @@ def build_server(api: ApiClient, default_project: str | None) -> MCPServer:
 
     @server.tool(
         description="Remember a statement: it goes through memstream's pipeline (deduplication, audit). Returns "
-        "the memory's id once stored, or its status if it is still in flight."
+        "the memory's id once stored, or its status if it is still in flight. scope='user' needs no project. "
+        "To check what is already remembered, search_memories first, then get_memories.",
+        structured_output=False,
     )
     async def add_memory(
         text: Annotated[str, Field(description="The statement to remember, self-contained.", min_length=10)],
@@ -173,53 +226,64 @@ def build_server(api: ApiClient, default_project: str | None) -> MCPServer:
             Literal["project", "user"],
             Field(description="'project' (this project only) or 'user' (the user's, in every project)."),
         ] = "project",
-    ) -> dict[str, Any]:
-        where = await project_of(roots, project)
+    ) -> str:
+        # A user memory belongs to no project: it is never asked for one (nor the client's roots).
+        where = await project_of(roots, project) if scope == "project" else ""
         body = {"text": text, "type": type, "scope": scope, "origin": "mcp:add_memory", **scope_params(where)}
-        return dict(await api.call("POST", "/memories", json=body))
-
-    @server.tool(description="One memory by its id, with its provenance and times (forgotten ones too).")
-    async def get_memory(id: Annotated[str, Field(description="The memory's id.", min_length=1)]) -> dict[str, Any]:
-        return dict((await api.call("GET", f"/memories/{_segment(id)}"))["memory"])
+        if not where:
+            del body["project"]
+        added = await api.call("POST", "/memories", json=body)
+        # The stored memory's full record is one get_memories away; the answer says what happened.
+        return compact({key: value for key, value in added.items() if key != "memory"})
 
     @server.tool(
         description="The audit trail of one memory, oldest first: every decision and change (created, "
-        "deduped, updated, superseded, deleted/forgotten…) with its reason."
+        "deduped, updated, superseded, deleted/forgotten…) with its reason. The id comes from search_memories; "
+        "get_memories gives the memory itself.",
+        structured_output=False,
     )
-    async def memory_history(id: Annotated[str, Field(description="The memory's id.", min_length=1)]) -> dict[str, Any]:
+    async def memory_history(id: Annotated[str, Field(description="The memory's id.", min_length=1)]) -> str:
         found = await api.call("GET", "/history", params={"memory_id": id})
         if not found["records"]:
             raise ToolError(f"no history for memory {id}")
-        return dict(found)
+        return compact(found)
 
-    @server.tool(description="The project's (and the user's) active memories, newest first.")
+    @server.tool(
+        description="The project's (and the user's) active memories, newest first, as compact rows "
+        "(id, type, scope, date, session, preview). To find something, search_memories is cheaper; get_memories gives "
+        "the full records of the ids you need.",
+        structured_output=False,
+    )
     async def list_memories(
         roots: Roots,
         project: Project = None,
         type: Annotated[MemoryTypeName | None, Field(description="Only memories of this type.")] = None,
         limit: Annotated[int, Field(description="Most memories to return.", ge=1, le=1000)] = 50,
-    ) -> dict[str, Any]:
+    ) -> str:
         where = await project_of(roots, project)
-        params = {"limit": str(limit), **scope_params(where)}
+        params = {"limit": str(limit), "detail": "index", **scope_params(where)}
         if type:
             params["type"] = type
-        found = await api.call("GET", "/memories", params=params)
-        return {"project": where, "memories": found["memories"]}
+        return compact(await api.call("GET", "/memories", params=params))
 
     @server.tool(
         description="Forget a memory: it leaves search and the [MEMORY] block, and is kept as a tombstone with "
-        "your reason in its audit trail (never silently deleted)."
+        "your reason in its audit trail (never silently deleted). Find it with search_memories and check it "
+        "with get_memories first.",
+        structured_output=False,
     )
     async def forget_memory(
         id: Annotated[str, Field(description="The memory's id.", min_length=1)],
         reason: Annotated[str, Field(description="Why it should be forgotten (recorded).", min_length=3)],
-    ) -> dict[str, Any]:
-        return dict(await api.call("POST", f"/memories/{_segment(id)}/forget", json={"reason": reason}))
+    ) -> str:
+        return compact(await api.call("POST", f"/memories/{_segment(id)}/forget", json={"reason": reason}))
 
     @server.tool(
         description="Add a document to the project's memory: a web page by its URL, or text. It is split into "
         "chunks that search_memories then finds beside the memories. Returns the document's id; list_documents "
-        "shows its progress (extracting, chunking, embedding, indexing, done or failed)."
+        "shows its progress (extracting, chunking, embedding, indexing, done or failed); then search_memories "
+        "finds its chunks and get_memories reads them.",
+        structured_output=False,
     )
     async def add_document(
         roots: Roots,
@@ -227,20 +291,63 @@ def build_server(api: ApiClient, default_project: str | None) -> MCPServer:
         content: Annotated[str | None, Field(description="The document's text, when there is no URL.")] = None,
         title: Annotated[str | None, Field(description="The title (default: the page's).")] = None,
         project: Project = None,
-    ) -> dict[str, Any]:
+    ) -> str:
         if bool(url) == bool(content):
             raise ToolError("give either 'url' or 'content'")
         where = await project_of(roots, project)
         body = {"source": url, "content": content, "title": title or "", "project": where}
-        return dict(await api.call("POST", "/documents", json={k: v for k, v in body.items() if v is not None}))
+        return compact(await api.call("POST", "/documents", json={k: v for k, v in body.items() if v is not None}))
 
-    @server.tool(description="The project's documents, newest first, with their status and number of chunks.")
-    async def list_documents(roots: Roots, project: Project = None) -> dict[str, Any]:
+    @server.tool(
+        description="The project's documents, newest first, with their status and number of chunks. To read "
+        "what they say, search_memories (their chunks are found beside the memories), then get_memories.",
+        structured_output=False,
+    )
+    async def list_documents(roots: Roots, project: Project = None) -> str:
         where = await project_of(roots, project)
         found = await api.call("GET", "/documents", params={"project": where})
-        return {"project": where, "documents": found["documents"]}
+        return compact({"project": where, "documents": found["documents"]})
 
     return server
+
+
+def compact(answer: Any) -> str:
+    """An answer as the agent reads it: JSON without indentation or spaces (the SDK would indent it)."""
+    return json.dumps(answer, separators=(",", ":"), ensure_ascii=False)
+
+
+class Server(MCPServer):
+    """The SDK's server, with every tool error on one line that names the tool, the argument and the fix."""
+
+    async def call_tool(self, name: str, arguments: dict[str, Any], context: Any = None) -> Any:
+        try:
+            return await super().call_tool(name, arguments, context)
+        except UnexpectedToolError:
+            raise
+        except ToolError as exc:
+            cause = exc.__cause__
+            if isinstance(cause, ValidationError):
+                raise ToolError(argument_error(name, cause)) from cause
+            raise ToolError(_one_line(str(exc).removeprefix(f"Error executing tool {name}: "), name)) from cause
+
+
+def argument_error(tool: str, exc: ValidationError) -> str:
+    """Pydantic's multi-line report as one line: each bad argument, what it must be (never its value)."""
+    problems = []
+    for err in exc.errors():
+        where = ".".join(str(part) for part in err["loc"]) or "arguments"
+        if err["type"] == "missing":
+            problems.append(f"'{where}' is required")
+        elif err["type"] == "extra_forbidden":
+            problems.append(f"'{where}' is not an argument of {tool}")
+        else:
+            problems.append(f"'{where}': {err['msg'][0].lower()}{err['msg'][1:]}")
+    return _one_line("; ".join(problems) + " (see the tool's input schema)", tool)
+
+
+def _one_line(message: str, tool: str) -> str:
+    line = " ".join(message.split())
+    return line if line.startswith(f"{tool}:") else f"{tool}: {line}"
 
 
 def _segment(memory_id: str) -> str:
@@ -258,8 +365,72 @@ def _first_root(listed: ListRootsResult | None) -> str | None:
     return None
 
 
-def stdio_main(api_url: str, user: str, cwd: str, *, headers: dict[str, str] | None = None) -> None:
-    """``memstream mcp``: serve over stdio, calling the API at ``api_url`` (with this machine's token)."""
+def stdio_main(
+    api_url: str,
+    user: str,
+    cwd: str,
+    *,
+    headers: dict[str, str] | None = None,
+    first: bytes | None = None,
+    answered: Any = None,
+) -> None:
+    """``memstream mcp``: serve over stdio, calling the API at ``api_url`` (with this machine's token).
+
+    ``first``: a line already read from standard input (``memstream.serve.mcp_stdio`` answered the
+    handshake), handed to the SDK before the rest; ``answered``: the id of the request already answered,
+    whose second answer is dropped."""
     client = httpx.AsyncClient(base_url=api_url, timeout=API_TIMEOUT_S, headers=headers or {})
     server = build_server(ApiClient(client, user), default_project=cwd)
-    server.run("stdio")
+    if first is None:
+        server.run("stdio")
+        return
+    if not first:
+        return  # standard input closed before any request
+    anyio.run(_serve_after_handshake, server, first, answered)
+
+
+async def _serve_after_handshake(server: MCPServer, first: bytes, answered: Any) -> None:
+    from mcp.server.stdio import stdio_server
+
+    stdin = _Replayed(first.decode("utf-8", errors="replace"), _text(sys.stdin.buffer))
+    stdout = _Deduplicated(_text(sys.stdout.buffer), answered)
+    lowlevel = server._lowlevel_server  # the SDK's own run_stdio_async does the same, over its own streams
+    async with stdio_server(stdin=cast(Any, stdin), stdout=cast(Any, stdout)) as (read_stream, write_stream):
+        await lowlevel.run(read_stream, write_stream, lowlevel.create_initialization_options())
+
+
+def _text(buffer: Any) -> Any:
+    return anyio.wrap_file(io.TextIOWrapper(buffer, encoding="utf-8", errors="replace", write_through=True))
+
+
+class _Replayed:
+    """Standard input with the line the handshake read put back in front."""
+
+    def __init__(self, first: str, rest: Any) -> None:
+        self.first, self.rest = first, rest
+
+    async def __aiter__(self) -> AsyncIterator[str]:
+        yield self.first
+        async for line in self.rest:
+            yield line
+
+
+class _Deduplicated:
+    """Standard output without the SDK's answer to the request the handshake already answered."""
+
+    def __init__(self, out: Any, answered: Any) -> None:
+        self.out, self.answered = out, answered
+
+    async def write(self, text: str) -> None:
+        if self.answered is not None:
+            try:
+                message = json.loads(text)
+            except ValueError:
+                message = None
+            if isinstance(message, dict) and message.get("id") == self.answered and "method" not in message:
+                self.answered = None  # one answer per id: any later message with this id is new
+                return
+        await self.out.write(text)
+
+    async def flush(self) -> None:
+        await self.out.flush()

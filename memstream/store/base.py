@@ -245,13 +245,17 @@ def memory_select(
     types: Sequence[str] | None = None,
     include_superseded: bool = True,
     exclude_ids: Sequence[str] = (),
+    *,
+    sessions: Sequence[str] | None = None,
 ) -> Select:
-    """The memories in these scopes (None: every scope) and of these types (None: every type)."""
+    """The memories in these scopes (None: every scope), of these types and sessions (None: every one)."""
     all_of: dict[str, list[str]] = {}
     if scope_keys is not None:
         all_of["scope_key"] = list(scope_keys)
     if types is not None:
         all_of["type"] = list(types)
+    if sessions is not None:
+        all_of["session_id"] = list(sessions)
     if not include_superseded:
         # The keyword, not a bool: qdrant-edge-py 0.9 turns MatchValue(False) into 0.
         all_of["status"] = ["active"]
@@ -437,8 +441,10 @@ class MemoryStore(Protocol):
         types: Sequence[str] | None = None,
         include_superseded: bool = False,
         limit: int = 1000,
+        sessions: Sequence[str] | None = None,
     ) -> list[Memory]:
-        """Memories in the given scopes (None: every scope), newest ``updated_at`` first."""
+        """Memories in the given scopes (None: every scope), newest ``updated_at`` first; ``sessions``:
+        only those of these sessions (a timeline's thread)."""
 
     async def count(self, scope_keys: Sequence[str] | None = None, *, include_superseded: bool = True) -> int: ...
 
@@ -622,9 +628,11 @@ class QdrantMemories(ABC):
         types: Sequence[str] | None = None,
         include_superseded: bool = False,
         limit: int = 1000,
+        sessions: Sequence[str] | None = None,
     ) -> list[Memory]:
         # Scroll walks id order; recency needs every match before sorting.
-        payloads = await self._scroll_all(memory_select(scope_keys, types, include_superseded))
+        select = memory_select(scope_keys, types, include_superseded, sessions=sessions)
+        payloads = await self._scroll_all(select)
         memories = [memory_from_payload(p) for p in payloads]
         memories.sort(key=lambda m: m.updated_at, reverse=True)
         return memories[:limit]

@@ -75,6 +75,16 @@ RETENTION_PURGED = Counter(
     ["step"],
     registry=REGISTRY,
 )
+#: What an agent is handed, in estimated tokens (characters / 4, the [MEMORY] block budget's estimate).
+#: ``answer="block"`` is one per session start (the SessionStart hook's block) or get_memory_block call:
+#: its _sum over its _count is the tokens injected per session.
+INJECTED_TOKENS = Histogram(
+    "memstream_injected_tokens",
+    "Estimated tokens (characters / 4) of one answer handed to an agent, by answer (block, search, timeline, get)",
+    ["answer"],
+    buckets=(50, 100, 250, 500, 1000, 2000, 4000, 8000, 16000, 32000),
+    registry=REGISTRY,
+)
 
 HEALTH_SCORE = Gauge(
     "memstream_health_score", "The maintenance worker's composite health score in [0, 1]", registry=REGISTRY

@@ -529,6 +529,18 @@ async def test_list_is_newest_updated_first_and_filters_by_type(store: MemorySto
     assert await store.list([]) == []
 
 
+async def test_list_filters_by_session(store: MemoryStore) -> None:
+    # A timeline follows one session's thread (issue 25): the filter runs in the store, on both backends.
+    a, b = memory("a", minutes=10), memory("b", minutes=20)
+    other = msgspec.structs.replace(memory("c", minutes=30), session_id="s-2")
+    for m in (a, b, other):
+        await store.upsert(m, E0)
+    assert await store.list(["p_alpha"], sessions=["s-1"]) == [b, a]
+    assert await store.list(["p_alpha"], sessions=["s-2"]) == [other]
+    assert await store.list(["p_alpha"], sessions=["s-1", "s-2"]) == [other, b, a]
+    assert await store.list(["p_alpha"], sessions=["nope"]) == []
+
+
 async def test_list_reads_past_one_scroll_page(store: MemoryStore) -> None:
     many = [memory(f"fact {i}", minutes=(i * 7919) % 600) for i in range(600)]
     for m in many:

@@ -44,7 +44,9 @@ def write_session(path: Path, session: str, exchanges: list[tuple[str, str]]) ->
 
 
 def search(settings: Settings, query: str, project: str = SHOP) -> list[dict[str, Any]]:
-    url = f"{settings.api_url}/search?" + urllib.parse.urlencode({"q": query, "project": project, "limit": "10"})
+    url = f"{settings.api_url}/search?" + urllib.parse.urlencode(
+        {"q": query, "project": project, "limit": "10", "detail": "full"}
+    )
     with urllib.request.urlopen(url, timeout=30) as response:
         return list(json.loads(response.read())["results"])
 
@@ -82,7 +84,7 @@ async def test_a_folder_of_sessions_becomes_memories_that_name_their_file_and_li
             lambda: _async(lambda: [h for h in search(settings, "where do sessions live?") if "Redis" in h["text"]]),
             what="the Redis memory in search",
         )
-        assert {(s["file"], s["line"]) for s in hits[0]["sources"]} == {(str(redis), 2), (str(redis), 3)}
+        assert {p["at"] for p in hits[0]["provenance"]} == {f"{redis}:2", f"{redis}:3"}
 
         # A second run publishes nothing.
         out = io.StringIO()
@@ -117,9 +119,11 @@ async def test_a_folder_of_claude_code_sessions_becomes_memories_that_name_their
 
         hits = await eventually(lambda: _async(retry_hits), what="the retry-loop memory")
         # Every reader's shape (API, `memstream search`, MCP): provenance with source, file and line.
-        files = {(p["file"], p["source"]) for p in hits[0]["provenance"]}
-        assert files == {(str(session), "claude")}
-        assert all(p["line"] > 0 for p in hits[0]["provenance"])
+        at = [p["at"].rpartition(":") for p in hits[0]["provenance"]]
+        assert {(file, p["source"]) for (file, _, _), p in zip(at, hits[0]["provenance"], strict=True)} == {
+            (str(session), "claude")
+        }
+        assert all(int(line) > 0 for _, _, line in at)
     finally:
         await running.stop()
 

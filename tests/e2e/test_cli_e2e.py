@@ -88,7 +88,9 @@ def test_quickstart_publish_search_block_and_ctrl_c(
     deadline = time.monotonic() + DEADLINE
     hits: list[dict[str, object]] = []
     while time.monotonic() < deadline and len(hits) < 5:
-        result = cli(env, "search", "how do I run the tests", "--project", "demo-shop", "--json", cwd=tmp_path)
+        result = cli(
+            env, "search", "how do I run the tests", "--project", "demo-shop", "--json", "--full", cwd=tmp_path
+        )
         assert result.returncode == 0, result.stderr
         hits = json.loads(result.stdout)["results"]
     # Four exchanges, one conversation memory each (raw mode), and the explicit
@@ -110,7 +112,9 @@ def test_quickstart_publish_search_block_and_ctrl_c(
     deadline = time.monotonic() + DEADLINE
     found: list[dict[str, object]] = []
     while time.monotonic() < deadline and not found:
-        result = cli(env, "search", "when is staging restored", "--project", "demo-shop", "--json", cwd=tmp_path)
+        result = cli(
+            env, "search", "when is staging restored", "--project", "demo-shop", "--json", "--full", cwd=tmp_path
+        )
         found = [h for h in json.loads(result.stdout)["results"] if "restored nightly" in str(h["text"])]
     assert found and found[0]["type"] == "tech-context"
 

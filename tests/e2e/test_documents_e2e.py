@@ -162,7 +162,7 @@ async def test_a_url_becomes_searchable_chunks_with_its_status_trail(run: Run) -
     assert all(m.importance == 0.3 and m.title == "Deploy Guide" and "track()" not in m.text for m in chunks)
 
     # Searchable through the same recall as memories, and filterable in or out.
-    query = {"q": "how are Stripe payment webhooks retried", "project": str(project)}
+    query = {"q": "how are Stripe payment webhooks retried", "project": str(project), "detail": "full"}
     _, found = await run.http("GET", "/search", params={**query, "documents": "only"})
     assert found["results"] and all(hit["type"] == DOCUMENT_CHUNK for hit in found["results"])
     assert "Stripe webhooks" in found["results"][0]["text"]
@@ -171,9 +171,10 @@ async def test_a_url_becomes_searchable_chunks_with_its_status_trail(run: Run) -
     _, without = await run.http("GET", "/search", params={**query, "documents": "exclude"})
     assert all(hit["type"] != DOCUMENT_CHUNK for hit in without["results"])
     out = await run.cli(
-        "search", "how are Stripe payment webhooks retried", "--project", str(project), "--documents", "only"
+        "search", "how are Stripe payment webhooks retried", "--project", str(project), "--documents", "only", "--full"
     )
-    assert "[document_chunk, project]" in out.splitlines()[0]
+    assert out.splitlines()[0].startswith("score: fused")  # which score the results show, then the results
+    assert "[document_chunk, project]" in out.splitlines()[1]
 
     # Added again: the chunks already linked are kept, none duplicated.
     out = await run.cli("doc", "add", f"{run.site.url}/guide.html", "--project", str(project))

@@ -25,9 +25,10 @@ pytestmark = [pytest.mark.e2e, pytest.mark.asyncio(loop_scope="module")]
 ROOT = Path(__file__).resolve().parents[2]
 TOOLS = {
     "search_memories",
+    "timeline",
     "get_memory_block",
     "add_memory",
-    "get_memory",
+    "get_memories",
     "memory_history",
     "list_memories",
     "forget_memory",
@@ -79,23 +80,31 @@ async def exercise(client: Client, project: str) -> None:
     memory_id = added["id"]
 
     found = data(await client.call_tool("search_memories", {"query": "staging database port", "project": project}))
-    hit = next(h for h in found["results"] if h["id"] == memory_id)
+    assert found["fields"] == ["id", "type", "scope", "date", "session", "score", "preview"]
+    hit = dict(zip(found["fields"], next(row for row in found["hits"] if row[0] == memory_id), strict=True))
+    assert hit["preview"] == "The staging database runs on port 6543"
+    full = data(
+        await client.call_tool(
+            "search_memories", {"query": "staging database port", "project": project, "detail": "full"}
+        )
+    )
+    record = next(h for h in full["results"] if h["id"] == memory_id)
     for field in ("id", "text", "type", "scope", "score", "session", "provenance", "created_at", "updated_at"):
-        assert field in hit, field
-    assert hit["text"] == "The staging database runs on port 6543"
+        assert field in record, field
 
     block = text(await client.call_tool("get_memory_block", {"project": project, "query": "database port"}))
     assert block.startswith("[MEMORY]") and "6543" in block
 
     listed = data(await client.call_tool("list_memories", {"project": project}))
-    assert memory_id in [m["id"] for m in listed["memories"]]
-    assert data(await client.call_tool("get_memory", {"id": memory_id}))["text"].endswith("6543")
+    assert memory_id in [row[0] for row in listed["memories"]]
+    got = data(await client.call_tool("get_memories", {"ids": [memory_id]}))
+    assert got["memories"][0]["text"].endswith("6543")
 
     forgotten = data(await client.call_tool("forget_memory", {"id": memory_id, "reason": "the port moved to 7000"}))
     assert forgotten["status"] == "forgotten", forgotten
     after = data(await client.call_tool("search_memories", {"query": "staging database port", "project": project}))
-    assert memory_id not in [h["id"] for h in after["results"]]
-    kept = data(await client.call_tool("get_memory", {"id": memory_id}))
+    assert memory_id not in [row[0] for row in after["hits"]]
+    kept = data(await client.call_tool("get_memories", {"ids": [memory_id]}))["memories"][0]
     assert kept["superseded_by"]  # a tombstone, not a hard delete
 
     async def audited() -> list[dict[str, Any]]:
@@ -105,7 +114,7 @@ async def exercise(client: Client, project: str) -> None:
     deleted = await eventually(audited, what="the forget audit record")
     assert deleted[0]["reason"] == "forget: the port moved to 7000"
 
-    assert "no memory" in error(await client.call_tool("get_memory", {"id": "nope"}))
+    assert data(await client.call_tool("get_memories", {"ids": ["nope"]}))["missing"] == ["nope"]
     assert "at least 10" in error(await client.call_tool("add_memory", {"text": "too short", "project": project}))
 
 
@@ -142,7 +151,7 @@ async def test_mcp_over_stdio_defaults_to_the_working_directory(live: runner.Run
 
         async def conversation() -> list[Any]:
             found = data(await client.call_tool("search_memories", {"query": "RabbitMQ jobs queue"}))  # no project
-            return [h for h in found["results"] if "RabbitMQ" in h["text"]]
+            return [dict(zip(found["fields"], row, strict=True)) for row in found["hits"] if "RabbitMQ" in row[-1]]
 
         hits = await eventually(conversation, what="the published exchange, found from the working directory")
         assert hits[0]["session"] == "s1"
@@ -154,7 +163,7 @@ async def test_mcp_over_stdio_defaults_to_the_working_directory(live: runner.Run
         return types.ListRootsResult(roots=[types.Root(uri=FileUrl(elsewhere.as_uri()), name="rooted")])
 
     async with Client(params, list_roots_callback=roots) as client:
-        found = data(await client.call_tool("search_memories", {"query": "anything"}))
+        found = data(await client.call_tool("list_documents", {}))
         assert found["project"] == str(elsewhere)
 
 
@@ -176,5 +185,5 @@ async def test_documents_through_mcp(live: runner.Running, tmp_path: Path) -> No
         found = data(
             await client.call_tool("search_memories", {"query": "payments queue backs up", "project": project})
         )
-        assert found["results"][0]["type"] == "document_chunk"
+        assert found["hits"][0][found["fields"].index("type")] == "document_chunk"
         assert "either 'url' or 'content'" in error(await client.call_tool("add_document", {"project": project}))

@@ -203,17 +203,20 @@ async def test_search_and_block_over_http(run: Run) -> None:
         # The API is served on this very event loop: the blocking client runs in a thread.
         return await asyncio.to_thread(fetch, path, **params)
 
-    results = json.loads(await get("/search", q="how are auth sessions stored?"))["results"]
+    results = json.loads(await get("/search", q="how are auth sessions stored?", detail="full"))["results"]
     assert results and "Redis" in results[0]["text"]
     assert all("JWT tokens" not in r["text"] for r in results)  # superseded: gone from search
 
-    block = await get("/block", q="auth")
+    block = await get("/block")
     assert block.startswith("[MEMORY]") and block.endswith("[/MEMORY]")
     assert "## Architecture\n- Auth sessions are stored server-side in Redis" in block
     assert "## Progress & Status\n- Progress: login and signup" in block
     assert "## User Preferences\n- User prefers bun over npm" in block
-    assert "## Relevant to Current Task" in block
     assert "JWT tokens" not in block
+    # With a query, what it finds is shown under "Relevant to Current Task" (once: not also in its section).
+    asked = await get("/block", q="how are auth sessions stored?")
+    assert "## Relevant to Current Task\n- [architecture] Auth sessions are stored server-side in Redis" in asked
+    assert asked.count("Auth sessions are stored server-side in Redis") == 1 and "JWT tokens" not in asked
 
 
 async def test_one_trace_spans_every_stage(run: Run, spans: Any) -> None:

@@ -146,8 +146,10 @@ async def world(tmp_path_factory: Any) -> AsyncIterator[World]:
 
 
 READS = [("/search", {"q": "zebra build tool tabs", "project": A}), ("/block", {"q": "zebra", "project": A})]
+#: Issue 25's reads: a timeline, several memories by id.
+TRAIL_READS = [("/timeline", {"session": "s", "project": A}), ("/memories", {"ids": "a,b"})]
 ADMIN_READS = [("/memories", {}), ("/history", {"scope": user_key(BOB)}), ("/metrics", {})]
-EVERY_GET = [*READS, *ADMIN_READS, ("/mcp/", {}), ("/mcp/tools", {})]
+EVERY_GET = [*READS, *TRAIL_READS, *ADMIN_READS, ("/mcp/", {}), ("/mcp/tools", {})]
 POSTS = [
     (
         "/turns",
@@ -176,7 +178,7 @@ async def test_health_is_public_and_tells_no_tenant_anything(world: World) -> No
 
 async def test_a_user_reads_its_project_and_its_own_scope_only(world: World) -> None:
     allowed = {project_key(A), user_key(ALICE)}
-    search = await world.get("/search", "alice", q="zebra build tool tabs", project=A, limit=100)
+    search = await world.get("/search", "alice", q="zebra build tool tabs", project=A, limit=100, detail="full")
     assert search.status_code == 200
     found = {hit["scope_key"] for hit in search.json()["results"]}
     assert found == allowed and not leaks(search.text, allowed=allowed)
@@ -233,9 +235,26 @@ async def test_parameter_tricks_are_bad_requests(world: World, params: dict[str,
 async def test_naming_ones_own_user_is_allowed_and_changes_nothing(world: World) -> None:
     """Clients (hooks, MCP) send their identity; it may only be the token's own."""
     for user in (ALICE, " Alice@Example.com", ""):
-        response = await world.get("/search", "alice", q="zebra build tool tabs", project=A, user=user, limit=100)
+        response = await world.get(
+            "/search", "alice", q="zebra build tool tabs", project=A, user=user, limit=100, detail="full"
+        )
         assert response.status_code == 200, user
         assert {hit["scope_key"] for hit in response.json()["results"]} == {project_key(A), user_key(ALICE)}
+
+
+async def test_several_ids_and_a_timeline_show_only_what_the_token_may_read(world: World) -> None:
+    allowed = {project_key(A), user_key(ALICE)}
+    text = "{}: prefers tabs and uses the zebra build tool"
+    every = {key: memory_id(key, normalize_content(text.format(mark)).content_hash) for key, mark in MARKS.items()}
+    got = await world.get("/memories", "alice", ids=",".join(every.values()))
+    assert got.status_code == 200 and not leaks(got.text, allowed=allowed)
+    assert {m["scope_key"] for m in got.json()["memories"]} == allowed and len(got.json()["missing"]) == 2
+    for foreign in [one for key, one in every.items() if key not in allowed]:
+        around = await world.get("/timeline", "alice", id=foreign, project=A)
+        assert around.status_code == 404 and not leaks(around.text, allowed=set())
+    assert (await world.get("/timeline", "bob", session="s", project=A)).status_code == 403
+    mine = await world.get("/timeline", "alice", id=every[project_key(A)], project=A, before=10, after=10)
+    assert mine.status_code == 200 and not leaks(mine.text, allowed=allowed)
 
 
 async def test_a_limit_that_is_not_a_number_is_a_bad_request(world: World) -> None:
@@ -247,7 +266,7 @@ async def test_a_limit_that_is_not_a_number_is_a_bad_request(world: World) -> No
 
 async def test_a_huge_limit_is_capped_not_obeyed(world: World) -> None:
     response = await world.get("/search", "alice", q="zebra", project=A, limit=10**12)
-    assert response.status_code == 200 and len(response.json()["results"]) <= 100
+    assert response.status_code == 200 and len(response.json()["hits"]) <= 100
     assert (await world.get("/search", "alice", q="zebra", project=A, limit=-5)).status_code == 200
 
 
@@ -270,7 +289,7 @@ async def test_an_admin_reads_the_admin_routes(world: World) -> None:
 
 
 async def test_an_admin_without_a_user_reads_a_project_but_no_user_scope(world: World) -> None:
-    response = await world.get("/search", "admin", q="zebra", project=B, limit=100)
+    response = await world.get("/search", "admin", q="zebra", project=B, limit=100, detail="full")
     assert {hit["scope_key"] for hit in response.json()["results"]} == {project_key(B)}
 
 

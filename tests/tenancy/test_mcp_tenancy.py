@@ -110,12 +110,14 @@ async def test_mcp_tools_read_only_what_the_token_may(served: tuple[str, dict[st
             ("search_memories", {"query": "zebra", "project": B}),
             ("get_memory_block", {"project": B}),
             ("list_memories", {"project": B}),
-            ("get_memory", {"id": memory_of(user_key(BOB))}),
-            ("get_memory", {"id": memory_of(project_key(B))}),
+            ("timeline", {"id": memory_of(project_key(B)), "project": A}),
             ("memory_history", {"id": memory_of(user_key(BOB))}),
         ):
             refused = await client.call_tool(tool, args)
             assert refused.is_error, (tool, body(refused))
             assert not leaks(body(refused), allowed=set()), tool
-        mine = await client.call_tool("get_memory", {"id": memory_of(user_key(ALICE))})
+        foreign = await client.call_tool("get_memories", {"ids": [memory_of(user_key(BOB)), memory_of(project_key(B))]})
+        assert not foreign.is_error and not leaks(body(foreign), allowed=set())
+        assert json.loads(body(foreign))["missing"] == [memory_of(user_key(BOB)), memory_of(project_key(B))]
+        mine = await client.call_tool("get_memories", {"ids": [memory_of(user_key(ALICE))]})
         assert not mine.is_error and MARKS[user_key(ALICE)] in body(mine)

@@ -15,8 +15,9 @@ def test_the_api_module_imports_no_faust_kafka_or_agents() -> None:
 
 def test_a_result_carries_what_a_caller_needs() -> None:
     from memstream.commands.read import format_hit
+    from memstream.recall.answers import full_hit
     from memstream.schemas import Provenance
-    from memstream.serve.api import result
+    from memstream.schemas.memory import HybridHit
     from tests.unit.factories import T0, memory
 
     stored = memory(
@@ -26,7 +27,7 @@ def test_a_result_carries_what_a_caller_needs() -> None:
         session_id="s1",
         sources=[Provenance(source_type="claude", session_id="s1", file="/h/s1.jsonl", line=12)],
     )
-    shown = result(stored, score=0.81234)
+    shown = full_hit(HybridHit(stored, 0.81234, 0.9, None))
     assert {k: shown[k] for k in ("id", "text", "type", "scope", "score", "session")} == {
         "id": "m1",
         "text": "[user] which port? [assistant] 6543",
@@ -35,7 +36,7 @@ def test_a_result_carries_what_a_caller_needs() -> None:
         "score": 0.8123,
         "session": "s1",
     }
-    assert shown["provenance"] == [{"source": "claude", "session": "s1", "file": "/h/s1.jsonl", "line": 12}]
+    assert shown["provenance"] == [{"source": "claude", "session": "s1", "at": "/h/s1.jsonl:12"}]
     assert shown["created_at"] == shown["updated_at"] == T0.isoformat().replace("+00:00", "Z")
     line = format_hit(shown)
     assert line.startswith("0.812  [conversation, project] [user] which port?")

@@ -14,6 +14,7 @@ import pytest
 from memstream.agents import graph as graph_agent
 from memstream.agents.base import DeadLetters
 from memstream.bootstrap import Providers
+from memstream.embed.base import DistanceProfile
 from memstream.kafka.codec import register_codec
 from memstream.recall import search as recall
 from memstream.rules.graph import GraphWrite
@@ -30,6 +31,9 @@ CANDIDATES = [HybridHit(NEAR, 0.80, 0.80, None), HybridHit(FAR, 0.70, 0.70, None
 
 
 class FakeEmbedder:
+    #: An embedder not calibrated for a relevance floor (recall_floor 0): search keeps every candidate.
+    profile = DistanceProfile(dedup_general=0.05, dedup_structural=0.05, contradiction=0.125)
+
     async def embed_query(self, text: str) -> list[float]:
         return [1.0, 0.0]
 

@@ -12,6 +12,7 @@ from typing import Any, cast
 import pytest
 
 from memstream.bootstrap import Providers
+from memstream.embed.base import DistanceProfile
 from memstream.llm.base import Completion
 from memstream.recall import search as recall
 from memstream.recall.rerank import LLMReranker, VoyageReranker, apply_order, build_reranker, rerank_top
@@ -145,6 +146,9 @@ async def test_an_llm_answer_without_a_list_leaves_the_order() -> None:
 
 
 class FakeEmbedder:
+    #: An embedder not calibrated for a relevance floor (recall_floor 0): search keeps every candidate.
+    profile = DistanceProfile(dedup_general=0.05, dedup_structural=0.05, contradiction=0.125)
+
     async def embed_query(self, text: str) -> list[float]:
         return [1.0, 0.0]
 
