@@ -422,6 +422,7 @@ def test_a_committed_mcp_entry_serves_the_data_dir_install_chose(
 ) -> None:
     import memstream.runtime
     import memstream.serve.mcp_server
+    import memstream.serve.mcp_stdio
 
     run("install", "gemini", "--project", str(tmp_path), "--data-dir", str(tmp_path / "chosen"))
     server = json.loads((tmp_path / ".gemini" / "settings.json").read_text())["mcpServers"]["memstream"]
@@ -434,6 +435,8 @@ def test_a_committed_mcp_entry_serves_the_data_dir_install_chose(
 
     monkeypatch.setattr(memstream.runtime, "api_url", api_url)
     monkeypatch.setattr(memstream.serve.mcp_server, "stdio_main", lambda *args, **kwargs: None)
+    # The handshake is answered before the settings are read (memstream.serve.mcp_stdio): skip to serving.
+    monkeypatch.setattr(memstream.serve.mcp_stdio, "main", lambda serve: serve(b"", None))
     monkeypatch.delenv("MEMSTREAM_DATA_DIR")
     assert run(*server["args"]) == 0
     assert served == [(tmp_path / "chosen").resolve()]
