@@ -14,6 +14,8 @@ GET /memories/{id}      one memory
 POST /memories          add an explicit memory through the pipeline (JSON: text, project, type?,
                         scope?, user?); answers with its id once stored, or its status in flight
 POST /memories/{id}/forget  tombstone a memory (JSON: reason), recorded in its audit trail
+GET /events             memory-updated events the caller may read, as Server-Sent Events
+                        (Last-Event-ID resumes; memstream.serve.events)
 GET /history?memory_id= the audit trail of one memory, oldest first (or ?scope= / ?project=:
                         a scope's newest records, returned oldest first)
 GET /metrics            Prometheus metrics                                         (admin)
@@ -39,12 +41,13 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from contextlib import AbstractAsyncContextManager, AsyncExitStack, asynccontextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
+from functools import partial
 from typing import TYPE_CHECKING, Any
 
 import msgspec
 from starlette.applications import Starlette
 from starlette.requests import Request
-from starlette.responses import PlainTextResponse, Response
+from starlette.responses import PlainTextResponse, Response, StreamingResponse
 from starlette.routing import BaseRoute, Route
 from starlette.types import ASGIApp
 
@@ -75,6 +78,7 @@ from memstream.schemas import (
     Turn,
 )
 from memstream.serve import documents_api
+from memstream.serve.events import EventHub
 from memstream.serve.guard import CURRENT_PRINCIPAL, AuthMiddleware, principal_of
 from memstream.telemetry import metrics
 from memstream.telemetry.health import Status as HealthStatus
@@ -153,6 +157,8 @@ class ApiContext:
     publish_turns: TurnSink | None = None
     publish_forget: ForgetSink | None = None
     limiter: FailureLimiter = field(default_factory=FailureLimiter)
+    #: Tails memory-updated for GET /events and the console's live view; None: /events answers 503.
+    events: EventHub | None = None
 
     @classmethod
     def auth_from(cls, settings: Any) -> dict[str, Any]:
@@ -508,6 +514,19 @@ def create_app(ctx: ApiContext) -> ASGIApp:
         ]
         return JSON({"query": query, "results": results})
 
+    async def events(request: Request) -> Response:
+        """Memory-updated events the caller may read, as Server-Sent Events (memstream.serve.events)."""
+        principal = caller(request)
+        if ctx.events is None:
+            return error("this process does not follow memory-updated events", 503)
+        stream = ctx.events.stream(principal, request.headers.get("last-event-id"))
+        return StreamingResponse(
+            stream,
+            media_type="text/event-stream",
+            # no-transform and X-Accel-Buffering: proxies must pass each event on as it comes.
+            headers={"Cache-Control": "no-cache, no-transform", "X-Accel-Buffering": "no"},
+        )
+
     async def block(request: Request) -> Response:
         try:
             query = query_param(request, required=False)
@@ -619,10 +638,13 @@ def create_app(ctx: ApiContext) -> ASGIApp:
         Route("/history", history),
         Route("/search", search),
         Route("/block", block),
+        Route("/events", events),
         Route("/turns", turns, methods=["POST"]),
         Route("/admin/forget", forget_scope, methods=["POST"]),
     ]
     lifespans = list(ctx.lifespans)
+    if ctx.events is not None:
+        lifespans.append(partial(_stopping, ctx.events))
     handlers: dict[Any, Any] = {AuthError: _auth_error, ApiError: _api_error}
     if ctx.mcp:
         # MCP's tools call the API in process, as the caller of the /mcp request they serve.
@@ -685,6 +707,14 @@ def _mcp(api: ASGIApp, host: str) -> tuple[list[BaseRoute], Callable[[], Abstrac
         streamable_http_path="/mcp", stateless_http=True, json_response=True, host=host
     )
     return list(mcp_app.routes), server.session_manager.run
+
+
+@asynccontextmanager
+async def _stopping(hub: EventHub) -> AsyncIterator[None]:
+    try:
+        yield
+    finally:
+        await hub.stop()
 
 
 def _lifespan(
