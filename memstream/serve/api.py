@@ -159,6 +159,10 @@ class ApiContext:
     limiter: FailureLimiter = field(default_factory=FailureLimiter)
     #: Tails memory-updated for GET /events and the console's live view; None: /events answers 503.
     events: EventHub | None = None
+    #: Serve the browser console at /console (memstream.console).
+    console: bool = True
+    #: The broker, for what the console's pipeline view reads from topics (dead letters); "" where unknown.
+    kafka_bootstrap: str = ""
 
     @classmethod
     def auth_from(cls, settings: Any) -> dict[str, Any]:
@@ -450,6 +454,7 @@ def create_app(ctx: ApiContext) -> ASGIApp:
                 memory_id=memory_id,
                 superseded_by=f"{FORGOTTEN}{op_id}",
                 cause=f"{FORGET_CAUSE}{reason}",
+                requested_by=principal.name,
             )
         )
         loop = asyncio.get_running_loop()
@@ -652,9 +657,26 @@ def create_app(ctx: ApiContext) -> ASGIApp:
         mcp_routes, mcp_lifespan = _mcp(inner, providers.settings.http_host)
         routes.extend(mcp_routes)
         lifespans.append(mcp_lifespan)
-    app = Starlette(routes=[*routes, *ctx.routes], lifespan=_lifespan(lifespans), exception_handlers=handlers)
-    # Outside everything, MCP and mounted apps included: no route can forget to ask.
-    return AuthMiddleware(app, tokens=ctx.tokens, open_principal=ctx.open_principal, limiter=ctx.limiter)
+    door = None
+    console_routes: list[BaseRoute] = []
+    if ctx.console:
+        from memstream.console.app import ConsoleDoor, build
+        from memstream.console.session import Sessions, load_key
+
+        settings = providers.settings
+        sessions = Sessions(
+            key=load_key(settings.data_dir / "console.key"),
+            tokens=ctx.tokens,
+            open_principal=ctx.open_principal,
+            lifetime_s=settings.console_session_hours * 3600,
+        )
+        door = ConsoleDoor(sessions)
+        console_routes = build(ctx, sessions)
+    app = Starlette(
+        routes=[*routes, *console_routes, *ctx.routes], lifespan=_lifespan(lifespans), exception_handlers=handlers
+    )
+    # Outside everything, MCP, the console and mounted apps included: no route can forget to ask.
+    return AuthMiddleware(app, tokens=ctx.tokens, open_principal=ctx.open_principal, limiter=ctx.limiter, door=door)
 
 
 class AsCaller:

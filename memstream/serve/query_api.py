@@ -113,6 +113,7 @@ def build(settings: Settings, providers: Providers, publisher: Publisher, **cont
         publish_forget=publisher.forget,
         send_fact=publisher.fact,
         send_memory_op=publisher.memory_op,
+        kafka_bootstrap=settings.kafka_bootstrap,
         **api.ApiContext.auth_from(settings),
         **context,
     )

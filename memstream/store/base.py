@@ -360,6 +360,9 @@ class MemoryStore(Protocol):
     async def delete(self, memory_id: str) -> Memory | None:
         """Delete a memory; returns what was deleted, None if it did not exist."""
 
+    async def set_importance(self, memory_id: str, importance: float | None) -> Memory | None:
+        """Set (None: clear) a memory's importance, as a pin or unpin does; None if missing."""
+
     async def purge_superseded(self, before: datetime, *, limit: int = 500) -> list[Memory]:
         """Hard-delete at most ``limit`` memories superseded before ``before``; returns them.
 
@@ -441,6 +444,10 @@ class MemoryStore(Protocol):
         """Memories in the given scopes (None: every scope), newest ``updated_at`` first."""
 
     async def count(self, scope_keys: Sequence[str] | None = None, *, include_superseded: bool = True) -> int: ...
+
+    async def scopes(self, *, limit: int = 1000) -> dict[str, int]:
+        """Every scope key holding memories (at most ``limit``), with how many each holds (a facet
+        over the keyword index: no memory is read)."""
 
 
 class Leg(NamedTuple):
@@ -544,6 +551,9 @@ class QdrantMemories(ABC):
             changes["sources"] = list(sources)
         return await self._replace(memory_id, changes, None if vector is None else [float(x) for x in vector])
 
+    async def set_importance(self, memory_id: str, importance: float | None) -> Memory | None:
+        return await self._replace(memory_id, {"importance": importance}, None)
+
     async def supersede(self, memory_id: str, superseded_by: str, *, at: datetime | None = None) -> Memory | None:
         changes = {"superseded_by": superseded_by, "superseded_at": at or datetime.now(UTC)}
         return await self._replace(memory_id, changes, None)
@@ -613,6 +623,13 @@ class QdrantMemories(ABC):
 
     async def count(self, scope_keys: Sequence[str] | None = None, *, include_superseded: bool = True) -> int:
         return await self._count(memory_select(scope_keys, include_superseded=include_superseded))
+
+    async def scopes(self, *, limit: int = 1000) -> dict[str, int]:
+        return await self._facet("scope_key", limit)
+
+    @abstractmethod
+    async def _facet(self, key: str, limit: int) -> dict[str, int]:
+        """The values of a keyword-indexed field and how many points hold each, most first."""
 
     # Last: below it, ``list`` in an annotation would name this method, not the builtin.
     async def list(

@@ -27,6 +27,7 @@ from qdrant_edge import (
     CountRequest,
     Direction,
     EdgeShard,
+    FacetRequest,
     FieldCondition,
     Filter,
     HasVectorCondition,
@@ -366,6 +367,11 @@ class EdgeStore(EdgeBacked, QdrantMemories):
     async def _count(self, select: Select) -> int:
         request = CountRequest(exact=True, filter=edge_filter(select))
         return await self._run(lambda s: s.count(request))
+
+    async def _facet(self, key: str, limit: int) -> dict[str, int]:
+        request = FacetRequest(key=key, limit=limit, exact=True)
+        response = await self._run(lambda s: s.facet(request))
+        return {str(hit.value): int(hit.count) for hit in response.hits}
 
     # -- repairs -----------------------------------------------------------------
 

@@ -248,6 +248,10 @@ class QdrantServerStore(ServerBacked, QdrantMemories):
         result = await self._qdrant.count(self.collection, count_filter=server_filter(select), exact=True)
         return result.count
 
+    async def _facet(self, key: str, limit: int) -> dict[str, int]:
+        result = await self._qdrant.facet(self.collection, key, limit=limit, exact=True)
+        return {str(hit.value): int(hit.count) for hit in result.hits}
+
     # -- repairs -----------------------------------------------------------------
 
     async def _count_lacking(self, vector_name: str) -> int:

@@ -106,6 +106,7 @@ def build_app(settings: Settings, providers: Providers, bootstrap: str, *, web: 
             send_document=_document_sink(topics),
             maintenance=getattr(app, "maintenance", None),
             events=event_hub(settings, bootstrap),
+            kafka_bootstrap=bootstrap,
         )
         app.web_server(type("MemstreamApi", (ApiService,), {"asgi_app": api.create_app(context), "faust_app": app}))
     return Pipeline(app=app, topics=topics, providers=providers, dead_letters=dead_letters)
