@@ -316,7 +316,7 @@ def memory(
         )
         graph = render(
             '<p class="entities">{entities}</p><ul class="relations">{rels}</ul>'
-            "<h3>Memories sharing an entity</h3><ul>{near}</ul>",
+            '<h3>Memories sharing an entity</h3><ul class="graph-memories">{near}</ul>',
             entities=", ".join(e.name for e in around.entities),
             rels=rels,
             near=near,

@@ -23,7 +23,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from memstream.auth import AuthError, Principal, TokenStore, token_id_of, write_private
+from memstream.auth import AuthError, Forbidden, Principal, TokenStore, token_id_of, write_private
 
 #: The session cookie and the sign-in form's pre-session cookie.
 SESSION_COOKIE = "memstream_console"
@@ -51,7 +51,11 @@ def load_key(path: Path) -> bytes:
 
 
 class SignInError(AuthError):
-    """A code, cookie or CSRF token that cannot be used."""
+    """A code or cookie that cannot be used (401: sign in again)."""
+
+
+class CsrfError(Forbidden):
+    """A state-changing request without the page's CSRF token (403: refused, whoever sent it)."""
 
 
 @dataclass
@@ -145,7 +149,7 @@ class Sessions:
 
     def check_csrf(self, nonce: str, presented: str) -> None:
         if not presented or not hmac.compare_digest(presented, self.csrf(nonce)):
-            raise SignInError("the form's CSRF token is missing or wrong: reload the page and try again")
+            raise CsrfError("the form's CSRF token is missing or wrong: reload the page and try again")
 
     def _sign(self, text: str) -> str:
         return hmac.new(self.key, text.encode(), hashlib.sha256).hexdigest()

@@ -524,7 +524,11 @@ def create_app(ctx: ApiContext) -> ASGIApp:
         principal = caller(request)
         if ctx.events is None:
             return error("this process does not follow memory-updated events", 503)
-        stream = ctx.events.stream(principal, request.headers.get("last-event-id"))
+        try:
+            stream = await ctx.events.open_stream(principal, request.headers.get("last-event-id"))
+        except Exception as exc:  # the topic cannot be read (yet): say so, the client retries
+            log.warning("GET /events: cannot follow memory-updated: %s", exc)
+            return error(f"cannot follow memory-updated events right now: {exc}", 503)
         return StreamingResponse(
             stream,
             media_type="text/event-stream",

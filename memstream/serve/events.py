@@ -187,16 +187,19 @@ class EventHub:
                 self.dropped += 1
                 log.info("dropped a slow /events client (%d events waiting)", sub.queue.qsize())
 
-    async def stream(self, principal: Principal, last_event_id: str | None) -> AsyncGenerator[bytes]:
-        """The caller's SSE stream: a resume's missed events first, then live ones, with heartbeats."""
+    async def open_stream(self, principal: Principal, last_event_id: str | None) -> AsyncGenerator[bytes]:
+        """The caller's SSE stream, subscribed before this returns (so a response that has started
+        misses nothing published after): a resume's missed events first, then live ones, with heartbeats."""
         await self.ensure_started()
         since = parse_id(last_event_id) if last_event_id else None
         # Registered and the ring copied in one step (no await between): nothing is missed or sent twice.
         sub = Subscription(principal, asyncio.Queue(maxsize=self.client_buffer))
         self._subscribers.add(sub)
-        ring = list(self._ring)
-        floor = dict(self._floor)
-        cursor = dict(self._cursor)
+        return self._stream(sub, since, list(self._ring), dict(self._floor), dict(self._cursor))
+
+    async def _stream(
+        self, sub: Subscription, since: Positions | None, ring: list[Record], floor: Positions, cursor: Positions
+    ) -> AsyncGenerator[bytes]:
         try:
             yield f"retry: {RETRY_MS}\n\n".encode()
             if since is None:
@@ -212,7 +215,7 @@ class EventHub:
                 if record.offset < position.get(record.partition, 0):
                     continue
                 position[record.partition] = record.offset + 1
-                if visible(principal, record.event):
+                if visible(sub.principal, record.event):
                     yield frame(record.event, format_id(position))
             async for chunk in self._follow(sub, position):
                 yield chunk

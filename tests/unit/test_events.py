@@ -97,7 +97,7 @@ def test_ids_round_trip_and_foreign_ids_are_ignored() -> None:
 async def test_each_caller_gets_only_the_events_of_its_scopes() -> None:
     source = FakeSource()
     hub = EventHub(source)
-    alice, bob = hub.stream(ALICE, None), hub.stream(BOB, None)
+    alice, bob = await hub.open_stream(ALICE, None), await hub.open_stream(BOB, None)
     # Subscribed (the first chunk, the retry hint, is yielded once registered).
     await anext(alice), await anext(bob)
     source.push(0, updated(1, project_key(B)))
@@ -116,13 +116,13 @@ async def test_each_caller_gets_only_the_events_of_its_scopes() -> None:
 async def test_a_resume_gets_what_it_missed_from_the_ring_and_then_live_events() -> None:
     source = FakeSource()
     hub = EventHub(source)
-    first = hub.stream(ALICE, None)
+    first = await hub.open_stream(ALICE, None)
     await anext(first)
     for n in range(1, 6):
         source.push(n % 2, updated(n, project_key(A)))
     seen = await take(first, 2)
     await first.aclose()  # the connection drops after two events
-    resumed = hub.stream(ALICE, seen[-1]["id"])
+    resumed = await hub.open_stream(ALICE, seen[-1]["id"])
     missed = await take(resumed, 3)
     assert [json.loads(m["data"])["op_id"] for m in missed] == ["op3", "op4", "op5"]
     source.push(0, updated(6, project_key(A)))
@@ -135,12 +135,12 @@ async def test_a_resume_older_than_the_ring_reads_the_topic_first() -> None:
     history = [Record(0, n, updated(n, project_key(A))) for n in range(10)]
     source = FakeSource(partitions=1, history=history)
     hub = EventHub(source, ring=3)
-    live = hub.stream(ALICE, None)
+    live = await hub.open_stream(ALICE, None)
     await anext(live)
     for n in range(10, 15):
         source.push(0, updated(n, project_key(A)))
     await take(live, 5)
-    resumed = hub.stream(ALICE, "0:4")
+    resumed = await hub.open_stream(ALICE, "0:4")
     got = [json.loads(m["data"])["op_id"] for m in await take(resumed, 11)]
     assert got == [f"op{n}" for n in range(4, 15)]
     assert source.ranges == [({0: 4}, {0: 12})]  # the ring holds 12..14
@@ -149,7 +149,7 @@ async def test_a_resume_older_than_the_ring_reads_the_topic_first() -> None:
 
 async def test_a_quiet_stream_sends_heartbeats() -> None:
     hub = EventHub(FakeSource(), heartbeat_s=0.05)
-    stream = hub.stream(ALICE, None)
+    stream = await hub.open_stream(ALICE, None)
     beats = await take(stream, 2)
     assert all(b == {"comment": "heartbeat"} for b in beats)
     await hub.stop()
@@ -158,7 +158,7 @@ async def test_a_quiet_stream_sends_heartbeats() -> None:
 async def test_a_slow_client_is_dropped_and_the_others_keep_up() -> None:
     source = FakeSource()
     hub = EventHub(source, client_buffer=5)
-    slow, fast = hub.stream(ALICE, None), hub.stream(ALICE, None)
+    slow, fast = await hub.open_stream(ALICE, None), await hub.open_stream(ALICE, None)
     await anext(slow), await anext(fast)
     received: list[str] = []
 
