@@ -39,6 +39,7 @@ if TYPE_CHECKING:
 
 BASE = pages.BASE
 STATIC = Path(__file__).parent / "static"
+CODES = f"{BASE}/codes"
 #: Results a memories page shows, and memories it reads to filter without a query.
 PAGE_RESULTS = 50
 LIST_READ = 500
@@ -73,7 +74,9 @@ class ConsoleDoor:
         return path == f"{BASE}/signin" or path.startswith(f"{BASE}/static/")
 
     def covers(self, path: str) -> bool:
-        return path in (BASE, "/events") or path.startswith(f"{BASE}/")
+        # /console/codes is an API call (``memstream console``): a bearer token, or open mode, as any route.
+        # Its answer is not readable by another site's page (no CORS), so a cross-site POST learns nothing.
+        return path != CODES and (path in (BASE, "/events") or path.startswith(f"{BASE}/"))
 
     def session(self, scope: Scope) -> tuple[Principal, Session] | None:
         cookie = _cookie(scope, SESSION_COOKIE)
@@ -135,7 +138,6 @@ def build(ctx: ApiContext, sessions: Sessions) -> list[BaseRoute]:
     from memstream.serve.api import MAX_BODY_BYTES, provenance, result
 
     providers = ctx.providers
-    store = providers.store
     projects_cache: dict[str, Any] = {"at": 0.0, "scopes": {}}
     project_paths: dict[str, str] = {}
 
@@ -182,7 +184,7 @@ def build(ctx: ApiContext, sessions: Sessions) -> list[BaseRoute]:
         """The memory, if this caller may read it; None for one it may not, exactly as for a missing one."""
         if not memory_id or len(memory_id) > 100:
             return None
-        found = await store.get(memory_id)
+        found = await providers.store.get(memory_id)
         if found is None or not may_read_scope(principal, found.scope_key):
             return None
         return found
@@ -191,7 +193,7 @@ def build(ctx: ApiContext, sessions: Sessions) -> list[BaseRoute]:
         """(key, label) of the projects this caller may read that hold memories."""
         now = time.monotonic()
         if now - projects_cache["at"] > PROJECTS_TTL_S:
-            projects_cache["scopes"] = await store.scopes()
+            projects_cache["scopes"] = await providers.store.scopes()
             projects_cache["at"] = now
         scopes: dict[str, int] = projects_cache["scopes"]
         keys = [k for k in scopes if k.startswith("p_") and may_read_scope(principal, k)]
@@ -299,12 +301,12 @@ def build(ctx: ApiContext, sessions: Sessions) -> list[BaseRoute]:
             rows = [pages.Row(h.memory, h.score) for h in hits]
             if include_all:
                 words = query.lower().split()
-                listed = await store.list(
+                listed = await providers.store.list(
                     keys, types=[kind] if kind else None, include_superseded=True, limit=LIST_READ
                 )
                 rows += [pages.Row(m, None) for m in listed if not m.active and all(w in m.text.lower() for w in words)]
         elif keys:
-            listed = await store.list(
+            listed = await providers.store.list(
                 keys, types=[kind] if kind else None, include_superseded=include_all, limit=LIST_READ
             )
             rows = [pages.Row(m, None) for m in listed]
@@ -355,7 +357,7 @@ def build(ctx: ApiContext, sessions: Sessions) -> list[BaseRoute]:
                 keys = read_scopes(principal, _project_key(project))
             except (AuthError, ValueError) as exc:
                 return page(request, "Sessions", Html(""), "sessions", status=403, error=str(exc))
-            listed = await store.list(keys[:1], include_superseded=True, limit=SESSION_READ)
+            listed = await providers.store.list(keys[:1], include_superseded=True, limit=SESSION_READ)
             remember_paths(listed[:1])
             rows = _sessions(listed)
         main = pages.sessions(_project_key(project) if project else "", await projects(principal), rows)
@@ -369,7 +371,7 @@ def build(ctx: ApiContext, sessions: Sessions) -> list[BaseRoute]:
             keys = await scope_keys(principal, project)
         except (AuthError, ValueError) as exc:
             return page(request, "Session", Html(""), "sessions", status=403, error=str(exc))
-        listed = await store.list(keys, include_superseded=True, limit=SESSION_READ)
+        listed = await providers.store.list(keys, include_superseded=True, limit=SESSION_READ)
         made = [m for m in listed if m.session_id == session_id or any(s.session_id == session_id for s in m.sources)]
         if not made:
             return page(request, "Not found", Html("<p>No such session.</p>"), "sessions", status=404)
@@ -491,7 +493,7 @@ def build(ctx: ApiContext, sessions: Sessions) -> list[BaseRoute]:
 
         async def lines() -> AsyncIterator[bytes]:
             for key in keys:
-                for m in await store.list([key], include_superseded=True, limit=1_000_000):
+                for m in await providers.store.list([key], include_superseded=True, limit=1_000_000):
                     if may_read_scope(principal, m.scope_key):
                         yield msgspec.json.encode({**result(m), "provenance": provenance(m)}) + b"\n"
 
@@ -585,14 +587,14 @@ def build(ctx: ApiContext, sessions: Sessions) -> list[BaseRoute]:
         return RedirectResponse(f"{BASE}/?" + urllib.parse.urlencode({"notice": notice}), status_code=303)
 
     async def _inactive(memory_id: str) -> bool:
-        current = await store.get(memory_id)
+        current = await providers.store.get(memory_id)
         return current is None or not current.active
 
     async def _all_inactive(ids: Sequence[str]) -> bool:
         return all([await _inactive(i) for i in ids])
 
     async def _importance_is(memory_id: str, importance: float | None) -> bool:
-        current = await store.get(memory_id)
+        current = await providers.store.get(memory_id)
         return current is None or current.importance == importance
 
     def _back(memory_id: str, notice: str, *, error: str = "") -> Response:
