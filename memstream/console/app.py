@@ -43,11 +43,11 @@ CODES = f"{BASE}/codes"
 #: Results a memories page shows, and memories it reads to filter without a query.
 PAGE_RESULTS = 50
 LIST_READ = 500
-#: Memories a sessions page reads from a project (newest first).
-SESSION_READ = 5_000
+#: Memories a sessions page reads from a project, newest first: it lists the sessions they came from.
+SESSION_READ = 1_000
 #: How long the list of projects (a facet over the store's scope index) is reused.
 PROJECTS_TTL_S = 30.0
-#: How long an action waits to see its outcome in the store before the page says "on its way".
+#: How long an action waits to see its outcome in the memory's history before the page says "on its way".
 ACTION_WAIT_S = 5.0
 #: The Content-Security-Policy of every console response: no inline script or style, no frames,
 #: nothing from elsewhere, forms post only here.
@@ -297,7 +297,7 @@ def build(ctx: ApiContext, sessions: Sessions) -> list[BaseRoute]:
         query = params.get("q", "")[:4_000]
         rows: list[pages.Row] = []
         if query:
-            hits = await recall.search_scopes(providers, query, keys, limit=PAGE_RESULTS * 2)
+            hits = await recall.search_scopes(providers, query, keys, limit=PAGE_RESULTS)
             rows = [pages.Row(h.memory, h.score) for h in hits]
             if include_all:
                 words = query.lower().split()
@@ -371,8 +371,9 @@ def build(ctx: ApiContext, sessions: Sessions) -> list[BaseRoute]:
             keys = await scope_keys(principal, project)
         except (AuthError, ValueError) as exc:
             return page(request, "Session", Html(""), "sessions", status=403, error=str(exc))
-        listed = await providers.store.list(keys, include_superseded=True, limit=SESSION_READ)
-        made = [m for m in listed if m.session_id == session_id or any(s.session_id == session_id for s in m.sources)]
+        made = await providers.store.list(
+            keys, include_superseded=True, limit=SESSION_READ, session_ids=[session_id[:200]]
+        )
         if not made:
             return page(request, "Not found", Html("<p>No such session.</p>"), "sessions", status=404)
         return page(request, "Session", pages.session(session_id, _turns(session_id, made)), "sessions")
@@ -525,20 +526,22 @@ def build(ctx: ApiContext, sessions: Sessions) -> list[BaseRoute]:
         by = principal.name
         try:
             if action == "forget":
-                await ctx.send_memory_op(actions.forget(found, first(fields, "reason"), by=by))
-                done = await wait_for(lambda: _inactive(found.id))
+                op = actions.forget(found, first(fields, "reason"), by=by)
+                await ctx.send_memory_op(op)
+                done = await wait_for(lambda: _recorded(found.id, op.op_id))
                 return RedirectResponse(
                     f"{BASE}/?" + urllib.parse.urlencode({"notice": "forgotten" if done else "forget on its way"}),
                     status_code=303,
                 )
             if action == "wrong":
-                await ctx.send_memory_op(actions.mark_wrong(found, first(fields, "reason"), by=by))
-                await wait_for(lambda: _inactive(found.id))
+                wrong = actions.mark_wrong(found, first(fields, "reason"), by=by)
+                await ctx.send_memory_op(wrong)
+                await wait_for(lambda: _recorded(found.id, wrong.op_id))
                 return _back(found.id, "marked wrong")
             if action in ("pin", "unpin"):
-                op = actions.pin(found, pinned=action == "pin", by=by)
-                await ctx.send_memory_op(op)
-                await wait_for(lambda: _importance_is(found.id, op.importance))
+                pinning = actions.pin(found, pinned=action == "pin", by=by)
+                await ctx.send_memory_op(pinning)
+                await wait_for(lambda: _recorded(found.id, pinning.op_id))
                 return _back(found.id, f"{action}ned")
             if action == "correct":
                 text = actions.corrected_text(first(fields, "text"))
@@ -554,7 +557,7 @@ def build(ctx: ApiContext, sessions: Sessions) -> list[BaseRoute]:
                 )
                 await ctx.send_memory_op(create)
                 await ctx.send_memory_op(supersede)
-                await wait_for(lambda: _inactive(found.id))
+                await wait_for(lambda: _recorded(found.id, supersede.op_id))
                 return _back(create.memory.id, "corrected: this is the new memory")
         except actions.ActionError as exc:
             return _back(found.id, "", error=str(exc))
@@ -582,20 +585,16 @@ def build(ctx: ApiContext, sessions: Sessions) -> list[BaseRoute]:
             return RedirectResponse(f"{BASE}/?" + urllib.parse.urlencode({"notice": str(exc)}), status_code=303)
         for op in ops:
             await ctx.send_memory_op(op)
-        await wait_for(lambda: _all_inactive([m.id for m in chosen]))
+        await wait_for(lambda: _all_recorded([(op.memory_id, op.op_id) for op in ops]))
         notice = f"forgot {len(chosen)} memor{'y' if len(chosen) == 1 else 'ies'}"
         return RedirectResponse(f"{BASE}/?" + urllib.parse.urlencode({"notice": notice}), status_code=303)
 
-    async def _inactive(memory_id: str) -> bool:
-        current = await providers.store.get(memory_id)
-        return current is None or not current.active
+    async def _recorded(memory_id: str, op_id: str) -> bool:
+        """Is the operation applied and in the memory's history? (What the page then shows is true.)"""
+        return any(r.origin == op_id for r in await providers.history.for_memory(memory_id, limit=500))
 
-    async def _all_inactive(ids: Sequence[str]) -> bool:
-        return all([await _inactive(i) for i in ids])
-
-    async def _importance_is(memory_id: str, importance: float | None) -> bool:
-        current = await providers.store.get(memory_id)
-        return current is None or current.importance == importance
+    async def _all_recorded(done: Sequence[tuple[str, str]]) -> bool:
+        return all([await _recorded(memory_id, op_id) for memory_id, op_id in done])
 
     def _back(memory_id: str, notice: str, *, error: str = "") -> Response:
         params = {"notice": error or notice}

@@ -443,8 +443,10 @@ class MemoryStore(Protocol):
         types: Sequence[str] | None = None,
         include_superseded: bool = False,
         limit: int = 1000,
+        session_ids: Sequence[str] | None = None,
     ) -> list[Memory]:
-        """Memories in the given scopes (None: every scope), newest ``updated_at`` first."""
+        """Memories in the given scopes (None: every scope), newest ``updated_at`` first; with
+        ``session_ids``, only those whose session is one of them."""
 
     async def count(self, scope_keys: Sequence[str] | None = None, *, include_superseded: bool = True) -> int: ...
 
@@ -642,8 +644,12 @@ class QdrantMemories(ABC):
         types: Sequence[str] | None = None,
         include_superseded: bool = False,
         limit: int = 1000,
+        session_ids: Sequence[str] | None = None,
     ) -> list[Memory]:
-        payloads = await self._newest(memory_select(scope_keys, types, include_superseded), limit)
+        select = memory_select(scope_keys, types, include_superseded)
+        if session_ids is not None:
+            select = Select({**select.all_of, "session_id": list(session_ids)}, exclude_ids=select.exclude_ids)
+        payloads = await self._newest(select, limit)
         memories = [memory_from_payload(p) for p in payloads]
         # Equal times come back in any order; by id, both backends agree.
         memories.sort(key=lambda m: (m.updated_at, m.id), reverse=True)

@@ -7,9 +7,11 @@ its screenshots at 1440 and 390 px are written there (the docs' images: docs/img
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import re
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -41,8 +43,30 @@ async def search(page: Any, query: str, **filters: str) -> None:
     await page.wait_for_load_state()
 
 
+async def console_command_link(world: World, who: str) -> str:
+    """The link `memstream console --print` prints, run as a user runs it (a process of its own)."""
+    env = {
+        **os.environ,
+        "MEMSTREAM_DATA_DIR": str(world.running.settings.data_dir),
+        "MEMSTREAM_HTTP_PORT": str(world.running.settings.http_port),
+        "MEMSTREAM_TOKEN": world.tokens[who],
+    }
+    # Not subprocess.run: the server answering it runs on this test's event loop.
+    command = await asyncio.create_subprocess_exec(
+        str(Path(sys.executable).parent / "memstream"), "console", "--print", env=env, stdout=asyncio.subprocess.PIPE
+    )
+    out, _ = await asyncio.wait_for(command.communicate(), STEP_MS / 1000)
+    assert command.returncode == 0
+    return out.decode().strip()
+
+
 async def test_sign_in_by_link_then_search_filter_and_open_a_memory_with_its_history(world: World) -> None:
-    page = await world.page("alice")
+    context = await world.browser.new_context(viewport={"width": 1440, "height": 900})
+    page = await context.new_page()
+    link = await console_command_link(world, "alice")
+    assert link.startswith(f"{world.base}/console/signin?code=") and world.tokens["alice"] not in link
+    await page.goto(link)
+    await page.wait_for_url(f"{world.base}/console/")
     # The code left the address bar with the redirect; the session cookie is out of script's reach.
     assert page.url == f"{world.base}/console/"
     [cookie] = [c for c in await page.context.cookies() if c["name"] == "memstream_console"]

@@ -578,3 +578,14 @@ async def test_set_importance_pins_and_unpins_keeping_the_rest(store: MemoryStor
     assert await store.set_importance(m.id, None) == m
     assert [h.memory.id for h in await store.hybrid_search("kafka", E0, ["p_alpha"], min_score=0.0)] == [m.id]
     assert await store.set_importance(str(uuid.uuid4()), 1.0) is None
+
+
+async def test_list_keeps_the_sessions_asked_for_newest_first(store: MemoryStore) -> None:
+    first = msgspec.structs.replace(memory("one", minutes=1), session_id="s1")
+    second = msgspec.structs.replace(memory("two", minutes=2), session_id="s1")
+    other = msgspec.structs.replace(memory("three", minutes=3), session_id="s2")
+    for m in (first, second, other):
+        await store.upsert(m, E0)
+    assert ids(await store.list(["p_alpha"], session_ids=["s1"])) == [second.id, first.id]
+    assert ids(await store.list(["p_alpha"], session_ids=["s1", "s2"], limit=2)) == [other.id, second.id]
+    assert await store.list(["p_alpha"], session_ids=["nope"]) == []

@@ -20,7 +20,7 @@ from memstream.agents.store import apply
 from memstream.auth import Principal, TokenStore, user_principal
 from memstream.bootstrap import Providers, build_providers
 from memstream.identity import memory_id, normalize_content, project_key
-from memstream.rules.audit import store_outcome
+from memstream.rules.audit import store_outcome, store_record
 from memstream.schemas import Memory, MemoryOp
 from memstream.serve.api import ApiContext, create_app
 from tests.conftest import make_settings
@@ -81,9 +81,15 @@ async def world(tmp_path_factory: Any) -> AsyncIterator[World]:
     world = World(providers, None, token)
 
     async def send(op: MemoryOp) -> None:
-        # The store agent's own decision: what it changes, and the audit outcome it records.
+        # The store agent's own decision: what it changes, and the audit record it writes.
         applied = await apply(providers.store, op)  # type: ignore[arg-type]
-        world.ops.append((op, store_outcome(applied[0], op.cause) if applied else None))
+        outcome = store_outcome(applied[0], op.cause) if applied else None
+        world.ops.append((op, outcome))
+        if applied and outcome:
+            record = store_record(
+                outcome, applied[1], op_id=op.op_id, cause=op.cause, ts=datetime.now(UTC), requested_by=op.requested_by
+            )
+            await providers.history.append([record])
 
     world.app = create_app(ApiContext(providers=providers, tokens=tokens, mcp=False, send_memory_op=send))
     try:
@@ -160,6 +166,9 @@ async def test_each_action_is_an_operation_with_who_and_why(world: World) -> Non
         ("CreateMemory", "correct: more precise", "alice@example.com", "created"),
         ("SupersedeMemory", "correct: more precise", "alice@example.com", "updated"),
     ]
+    # The page the action returns to shows the record already: who, and why.
+    shown = (await client.get(f"/console/memories/{kafka.id}")).text
+    assert "<strong>alice@example.com</strong>" in shown and "marked wrong: it is Redpanda" in shown
     old = await world.providers.store.get(pytest_.id)
     assert old is not None and old.superseded_by == new_id
     new = await world.providers.store.get(new_id)
