@@ -192,3 +192,38 @@ async def test_the_export_is_the_viewers_memories_as_json_lines(world: World) ->
     assert "attachment" in exported.headers["content-disposition"]
     lines = exported.text.splitlines()
     assert len(lines) == await world.providers.store.count([project_key(A)])
+
+
+async def test_documents_are_added_and_removed_by_an_admin_only(tmp_path: Any) -> None:
+    settings = make_settings(tmp_path, api_open=False)
+    providers = build_providers(settings)
+    await providers.open()
+    tokens = TokenStore(settings.tokens_file)
+    admin = tokens.create(user_principal("ops@example.com", all_projects=True, admin=True))[0]
+    alice = tokens.create(user_principal("alice@example.com", [A]))[0]
+    sent: list[Any] = []
+
+    async def send_document(request: Any) -> None:
+        sent.append(request)
+
+    app = create_app(ApiContext(providers=providers, tokens=tokens, mcp=False, send_document=send_document))
+    try:
+        for who, token in (("alice", alice), ("admin", admin)):
+            async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://c.test") as client:
+                code = await client.post("/console/codes", headers={"Authorization": f"Bearer {token}"})
+                await client.get(code.json()["path"])
+                csrf = await csrf_of(client)
+                body = {"csrf": csrf, "project": A, "title": "Runbook", "content": "Restart the worker with make up."}
+                added = await client.post("/console/documents", data=body)
+                if who == "alice":
+                    assert added.status_code == 403 and sent == []
+                    assert (await client.get(f"/console/documents?project={A}")).status_code == 403
+                    continue
+                assert added.status_code == 303 and "queued" in added.headers["location"]
+                [request] = sent
+                assert request.title == "Runbook" and request.project == A
+                # Removing one the store does not hold is a clear refusal, nothing sent.
+                gone = await client.post("/console/documents/remove", data={"csrf": csrf, "id": "nope", "project": A})
+                assert gone.status_code == 404 and len(sent) == 1
+    finally:
+        await providers.close()
