@@ -236,9 +236,56 @@ async def _ingest(running: Any, publish_events: Any, topic: Any, batch: list[Fac
         await asyncio.sleep(0.1)
 
 
+async def live_latency(samples: int) -> list[float]:
+    """Seconds from publishing a user/assistant exchange (as an agent host does) until its memory's
+    event reaches a ``GET /events`` client: the Live view's delay (issue 26: within 2 s)."""
+    from memstream.intake.publish import make_turn, publish
+    from memstream.kafka.broker import free_port
+    from memstream.settings import Settings
+    from memstream.worker import runner
+
+    out: list[float] = []
+    with tempfile.TemporaryDirectory(prefix="memstream-bench-live-") as tmp:
+        settings = Settings.from_env({}, data_dir=Path(tmp), http_port=free_port(), topic_prefix="bench-live")
+        running = await runner.start(settings, loglevel="warning")
+        try:
+            token = TokenStore(settings.tokens_file).create(user_principal("bench@example.com", all_projects=True))[0]
+            headers = {"Authorization": f"Bearer {token}"}
+            async with (
+                httpx.AsyncClient(base_url=settings.api_url, timeout=None) as client,
+                client.stream("GET", "/events", headers=headers) as response,
+            ):
+                lines = response.aiter_lines()
+                for i in range(samples + 1):  # the first warms every stage up, not counted
+                    marker = f"zq{i}x{time.time_ns()}"
+                    turns = [
+                        make_turn(
+                            session_id=f"live-{i}", project="/bench/live", role="user", content=f"Where is {marker}?"
+                        ),
+                        make_turn(
+                            session_id=f"live-{i}",
+                            project="/bench/live",
+                            role="assistant",
+                            content=f"{marker} is in b.",
+                        ),
+                    ]
+                    began = time.perf_counter()
+                    await publish(running.bootstrap, settings.topic_prefix, turns)
+                    while True:
+                        line = await asyncio.wait_for(anext(lines), 120)
+                        if line.startswith("data:") and marker in line:
+                            break
+                    if i:
+                        out.append(time.perf_counter() - began)
+        finally:
+            await running.stop()
+    return out
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("what", nargs="?", choices=("pages", "events", "all", "clients"), default="all")
+    parser.add_argument("what", nargs="?", choices=("pages", "events", "live", "all", "clients"), default="all")
+    parser.add_argument("--samples", type=int, default=10, help="live: exchanges timed")
     parser.add_argument("--url", default="", help="clients mode: the API to follow")
     parser.add_argument("--token", default="", help="clients mode: the bearer token")
     parser.add_argument("--memories", type=int, default=10_000)
@@ -257,6 +304,13 @@ def main() -> None:
         for row in rows:
             verdict = "ok" if row["p95_ms"] < PAGE_TARGET_MS else "OVER"
             print(f"  {row['page']:<36} median {row['median_ms']:7.1f} ms   p95 {row['p95_ms']:7.1f} ms   {verdict}")
+    if args.what in ("live", "all"):
+        waits = asyncio.run(live_latency(args.samples))
+        print(
+            f"\nturn published -> its memory-updated event at a GET /events client, {len(waits)} exchanges ({_load()})"
+        )
+        median, p95 = statistics.median(waits), _pct(waits, 95)
+        print(f"  median {median:.2f} s   p95 {p95:.2f} s   (target: within 2 s)  {'ok' if p95 < 2 else 'OVER'}")
     if args.what in ("events", "all"):
         rows = asyncio.run(events(args.facts, args.clients, args.rounds))
         none = [r["facts_per_s"] for r in rows if r["clients"] == 0]
