@@ -235,7 +235,7 @@ def build(ctx: ApiContext, sessions: Sessions) -> list[BaseRoute]:
                 cookie = sessions.redeem(code)
             except AuthError as exc:
                 return _sign_in_page(request, error=str(exc), status=400)
-            return _signed_in(cookie, sessions.lifetime_s)
+            return _signed_in(cookie, sessions.lifetime_s, secure=request.url.scheme == "https")
         if request.method == "POST":
             client = request.client.host if request.client else "unknown"
             if ctx.limiter.blocked(client):
@@ -248,7 +248,7 @@ def build(ctx: ApiContext, sessions: Sessions) -> list[BaseRoute]:
             except AuthError as exc:
                 ctx.limiter.failed(client)
                 return _sign_in_page(request, error=str(exc), status=401)
-            return _signed_in(cookie, sessions.lifetime_s)
+            return _signed_in(cookie, sessions.lifetime_s, secure=request.url.scheme == "https")
         return _sign_in_page(request)
 
     def _sign_in_page(request: Request, *, error: str = "", status: int = 200) -> Response:
@@ -646,10 +646,13 @@ def build(ctx: ApiContext, sessions: Sessions) -> list[BaseRoute]:
     return [Route(BASE, root), Mount(BASE, app=_with_headers(console))]
 
 
-def _signed_in(cookie: str, lifetime_s: float) -> Response:
-    # The code leaves the address bar with this redirect; the cookie is never readable by script.
+def _signed_in(cookie: str, lifetime_s: float, *, secure: bool) -> Response:
+    # The code leaves the address bar with this redirect; the cookie is never readable by script, and
+    # behind HTTPS it is never sent over plain HTTP.
     response = RedirectResponse(f"{BASE}/", status_code=303)
-    response.set_cookie(SESSION_COOKIE, cookie, max_age=int(lifetime_s), path="/", httponly=True, samesite="strict")
+    response.set_cookie(
+        SESSION_COOKIE, cookie, max_age=int(lifetime_s), path="/", httponly=True, samesite="strict", secure=secure
+    )
     response.delete_cookie(PRE_COOKIE, path=f"{BASE}/signin")
     return response
 
