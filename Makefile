@@ -6,7 +6,10 @@ STAMP := $(VENV)/.installed-stamp
 
 .PHONY: up check test bench chaos clean
 
+# The console's browser tests drive Debian's chromium (Playwright cannot download its own here): installed
+# when missing, as CI runs it (root, Debian).
 $(STAMP): pyproject.toml
+	@if [ ! -x /usr/bin/chromium ]; then apt-get update -q && apt-get install -y -q chromium; fi
 	$(PYTHON) -m venv $(VENV)
 	$(VENV)/bin/python -m pip install --quiet --upgrade pip
 	$(VENV)/bin/python -m pip install --quiet -e '.[test]'

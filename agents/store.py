@@ -38,6 +38,7 @@ from memstream.schemas import (
     MemoryOp,
     MemoryUpdated,
     RefreshMemory,
+    SetImportance,
     StoreStats,
     SupersedeMemory,
 )
@@ -137,6 +138,12 @@ async def apply(store: MemoryStore, op: AnyMemoryOp) -> tuple[str, Memory] | Non
     if isinstance(op, DeleteMemory):
         deleted = await store.delete(op.memory_id)
         return ("deleted", deleted) if deleted is not None else None
+    if isinstance(op, SetImportance):
+        current = await store.get(op.memory_id)
+        if current is None or current.importance == op.importance:
+            return None
+        pinned = await store.set_importance(op.memory_id, op.importance)
+        return ("refreshed", pinned) if pinned is not None else None
     if isinstance(op, SupersedeMemory):
         current = await store.get(op.memory_id)
         if current is None or current.superseded_by == op.superseded_by:
@@ -225,6 +232,7 @@ def register(app: faust.App, topics: Topics, providers: Providers, sink: DeadLet
                         ts=now,
                         model=op.model,
                         prompt_version=op.prompt_version,
+                        requested_by=op.requested_by,
                     ),
                 )
 

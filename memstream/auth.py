@@ -86,6 +86,11 @@ class Principal(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
     def user_key(self) -> str:
         return user_key(self.user)
 
+    @property
+    def name(self) -> str:
+        """Who, in an audit record: the user, else the token's label, else its role."""
+        return self.user or self.label or ("admin" if self.admin else "nobody")
+
     def describe(self) -> str:
         parts = []
         if self.user:
@@ -249,6 +254,11 @@ class TokenStore:
         if not hmac.compare_digest(hash_token(token), expected) or record is None or not record.active:
             raise AuthError("invalid or revoked token")
         return record.principal
+
+    def principal_of_id(self, token_id: str) -> Principal | None:
+        """The principal of the active token with this id (a console session names its token so)."""
+        record = self._load().get(token_id)
+        return record.principal if record is not None and record.active else None
 
     # writing ---------------------------------------------------------------------------
 

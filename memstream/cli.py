@@ -1,5 +1,5 @@
 """The ``memstream`` command: up, publish, init, remember, replay, search, timeline, get, block, history, ingest, watch,
-install, uninstall, hook, mcp, doc, doctor, redrive, token, forget, api.
+install, uninstall, hook, mcp, doc, doctor, redrive, token, forget, console, api.
 
 Only the argument parser lives here. Each verb's code is in ``memstream.commands`` and is imported
 when that verb runs, so the read verbs, the hooks and MCP over stdio never load the pipeline.
@@ -185,6 +185,12 @@ def _parser() -> argparse.ArgumentParser:
     which.add_argument("--project", help="the project directory")
     forget.add_argument("--yes", action="store_true", help="do not ask for confirmation")
     forget.set_defaults(run="access:cmd_forget")
+
+    console = sub.add_parser(
+        "console", help="open the memory console in a browser (a one-time sign-in link; no token in the URL)"
+    )
+    console.add_argument("--print", action="store_true", help="print the link only, do not open a browser")
+    console.set_defaults(run="access:cmd_console")
 
     serve_api = sub.add_parser(
         "api", help="serve the API only (query-only: no consumer group, no agents) beside `up` workers"

@@ -321,6 +321,15 @@ class Settings:
     tokens_path: str = field(default="", metadata=_env("MEMSTREAM_TOKENS_FILE"))
     #: MEMSTREAM_API_OPEN: serve the API without tokens. Allowed only on a loopback address.
     api_open: bool = field(default=False, metadata=_env("MEMSTREAM_API_OPEN"))
+    #: MEMSTREAM_EVENTS_BUFFER: memory-updated events one GET /events client may have waiting; a client
+    #: that falls further behind is dropped (it reconnects with Last-Event-ID), never slowing the others.
+    events_buffer: int = field(default=1000, metadata=_env("MEMSTREAM_EVENTS_BUFFER", low=1, high=1_000_000))
+    #: MEMSTREAM_EVENTS_HEARTBEAT_S: seconds between heartbeats on a quiet GET /events stream.
+    events_heartbeat_s: float = field(default=15.0, metadata=_env("MEMSTREAM_EVENTS_HEARTBEAT_S", low=0.1, high=3600))
+    #: MEMSTREAM_CONSOLE_SESSION_HOURS: how long a console sign-in lasts before it must be made again.
+    console_session_hours: float = field(
+        default=12.0, metadata=_env("MEMSTREAM_CONSOLE_SESSION_HOURS", low=0.1, high=24 * 30)
+    )
     #: MEMSTREAM_LOG_LEVEL: debug, info, warning, error.
     log_level: str = field(default="warning", metadata=_env("MEMSTREAM_LOG_LEVEL"))
     #: MEMSTREAM_TRACE_EXPORTER: none, console or otlp (OTLP uses OTEL_EXPORTER_OTLP_ENDPOINT).

@@ -205,6 +205,8 @@ class MemoryOp(Event, kw_only=True, frozen=True):
     #: The model, and the version of its prompt, that decided this operation ("" if none).
     model: str = ""
     prompt_version: str = ""
+    #: Who asked for it, when a person did (the console, the API): a principal's name, never a token.
+    requested_by: str = ""
 
 
 class CreateMemory(MemoryOp, tag="op.create.v1", kw_only=True, frozen=True):
@@ -239,6 +241,13 @@ class SupersedeMemory(MemoryOp, tag="op.supersede.v1", kw_only=True, frozen=True
     superseded_by: str
 
 
+class SetImportance(MemoryOp, tag="op.importance.v1", kw_only=True, frozen=True):
+    """Pin (importance 1.0) or unpin (back to unset) a memory: the console's pin and unpin."""
+
+    memory_id: str
+    importance: float | None = None
+
+
 class ForgetScope(MemoryOp, tag="op.forget-scope.v1", kw_only=True, frozen=True):
     """Forget a user or a project: every memory, vector, graph link and audit record of the scope.
 
@@ -250,8 +259,6 @@ class ForgetScope(MemoryOp, tag="op.forget-scope.v1", kw_only=True, frozen=True)
 
     scope: Scope
     forgotten_at: datetime
-    #: Who asked (a principal's description, never a token).
-    requested_by: str = ""
 
 
 Change = Literal["created", "refreshed", "deleted", "superseded"]
@@ -412,6 +419,7 @@ AnyEvent = (
     | RefreshMemory
     | DeleteMemory
     | SupersedeMemory
+    | SetImportance
     | ForgetScope
     | MemoryUpdated
     | RolloutOutput
@@ -423,7 +431,7 @@ AnyEvent = (
     | DocumentRemove
 )
 
-AnyMemoryOp = CreateMemory | RefreshMemory | DeleteMemory | SupersedeMemory | ForgetScope
+AnyMemoryOp = CreateMemory | RefreshMemory | DeleteMemory | SupersedeMemory | SetImportance | ForgetScope
 
 __all__ = [
     "ROLES",
@@ -455,6 +463,7 @@ __all__ = [
     "Role",
     "RolloutOutput",
     "Scope",
+    "SetImportance",
     "Snapshot",
     "SupersedeMemory",
     "Turn",

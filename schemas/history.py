@@ -29,6 +29,9 @@ Outcome = Literal[
     "aged-out",  # aging removed an older progress memory
     "condensed",  # aging condensed a session summary into a learned-pattern
     "purged",  # retention hard-deleted a tombstone past its window
+    # what a person did (the console)
+    "pinned",  # importance set to 1.0
+    "unpinned",  # importance cleared
 ]
 OUTCOMES: Final[tuple[str, ...]] = Outcome.__args__  # type: ignore[attr-defined]
 
@@ -69,4 +72,6 @@ class HistoryRecord(msgspec.Struct, tag="history.v1", tag_field="schema", kw_onl
     origin: str = ""
     #: The session files and lines the fact's text came from (seed 002 provenance), where known.
     sources: list[Provenance] = []
+    #: Who asked for the change, when a person did (the console, the API): a principal's name.
+    requested_by: str = ""
     ts: datetime

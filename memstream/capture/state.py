@@ -199,6 +199,11 @@ class CaptureState:
     def spool_size(self) -> int:
         return int(self._db.execute("SELECT count(*) FROM spool").fetchone()[0])
 
+    def last_reads(self) -> list[tuple[str, int, float]]:
+        """Per CLI: session files followed, and when one was last read (a hook, ingest or watch; epoch s)."""
+        rows = self._db.execute("SELECT source, count(*), max(updated_at) FROM files GROUP BY source ORDER BY source")
+        return [(str(source), int(files), float(last)) for source, files, last in rows]
+
     def unspool(self, seqs: Iterable[int]) -> None:
         """Drop turns the broker acknowledged."""
         with self.transaction():

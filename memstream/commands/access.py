@@ -1,6 +1,7 @@
 """Access: tokens, the principal this CLI acts as, forgetting a scope, and the query-only API.
 
 ``memstream token create|list|revoke`` edit the token file; ``memstream forget`` asks the admin API;
+``memstream console`` asks the API for a one-time sign-in link to the console;
 ``memstream api`` serves the API without the pipeline. The helpers here let the pipeline verbs
 (up, publish, init, remember) act as the token's principal.
 """
@@ -155,6 +156,25 @@ def cmd_forget(args: argparse.Namespace, settings: Settings) -> int:
     _, reply = api_request(settings, "POST", "/admin/forget", {}, body)
     data = json.loads(reply)
     print(f"forgetting {what} (scope {data['scope_key']}): the pipeline is purging it")
+    return 0
+
+
+def cmd_console(args: argparse.Namespace, settings: Settings) -> int:
+    """A one-time sign-in link to the console, for this CLI's token: opened in the browser, and printed.
+
+    The link carries a code good once for two minutes, never the token; the server exchanges it for
+    an HttpOnly session cookie and takes it out of the address bar at once.
+    """
+    import webbrowser
+
+    from memstream.commands.read import api_request
+    from memstream.runtime import api_url
+
+    _, reply = api_request(settings, "POST", "/console/codes", {})
+    link = api_url(settings).rstrip("/") + json.loads(reply)["path"]
+    print(link)
+    if not args.print and not webbrowser.open(link):
+        print("(no browser could be opened here: open the link above within two minutes)", file=sys.stderr)
     return 0
 
 

@@ -21,6 +21,12 @@ CAUSE_OUTCOMES: tuple[tuple[str, str, Outcome], ...] = (
     # A caller asked to forget it (MCP's forget_memory, POST /memories/{id}/forget): tombstoned,
     # kept for audit until retention purges it, the caller's reason in the record.
     ("superseded", "forget", "deleted"),
+    # The console's actions (memstream.console.actions), each with who asked and why.
+    ("created", "correct", "created"),  # the corrected text, as a new memory
+    ("superseded", "correct", "updated"),  # the old one, superseded by it
+    ("superseded", "marked wrong", "deleted"),
+    ("refreshed", "pin", "pinned"),
+    ("refreshed", "unpin", "unpinned"),
 )
 
 

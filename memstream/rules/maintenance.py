@@ -38,7 +38,7 @@ DEAD_RATE_ZERO: Final = 0.10
 PARKED_ZERO: Final = 1_000
 LAG_ZERO: Final = 10_000
 #: Payload indexes a memory collection should have (the store's MEMORY_INDEXES).
-EXPECTED_INDEXES: Final = 4
+EXPECTED_INDEXES: Final = 5
 
 
 class QueueHealth(msgspec.Struct, frozen=True, kw_only=True):

@@ -19,6 +19,8 @@ POST /memories          add an explicit memory through the pipeline (JSON: text,
                         scope?, user?; no project for scope "user"); answers with its id once
                         stored, or its status in flight
 POST /memories/{id}/forget  tombstone a memory (JSON: reason), recorded in its audit trail
+GET /events             memory-updated events the caller may read, as Server-Sent Events
+                        (Last-Event-ID resumes; memstream.serve.events)
 GET /history?memory_id= the audit trail of one memory, oldest first (or ?scope= / ?project=:
                         a scope's newest records, returned oldest first)
 GET /metrics            Prometheus metrics                                         (admin)
@@ -44,12 +46,13 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from contextlib import AbstractAsyncContextManager, AsyncExitStack, asynccontextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
+from functools import partial
 from typing import TYPE_CHECKING, Any
 
 import msgspec
 from starlette.applications import Starlette
 from starlette.requests import Request
-from starlette.responses import PlainTextResponse, Response
+from starlette.responses import PlainTextResponse, Response, StreamingResponse
 from starlette.routing import BaseRoute, Route
 from starlette.types import ASGIApp
 
@@ -81,6 +84,7 @@ from memstream.schemas import (
     Turn,
 )
 from memstream.serve import documents_api
+from memstream.serve.events import EventHub
 from memstream.serve.guard import CURRENT_PRINCIPAL, AuthMiddleware, principal_of
 from memstream.telemetry import metrics
 from memstream.telemetry.health import Status as HealthStatus
@@ -161,6 +165,12 @@ class ApiContext:
     publish_turns: TurnSink | None = None
     publish_forget: ForgetSink | None = None
     limiter: FailureLimiter = field(default_factory=FailureLimiter)
+    #: Tails memory-updated for GET /events and the console's live view; None: /events answers 503.
+    events: EventHub | None = None
+    #: Serve the browser console at /console (memstream.console).
+    console: bool = True
+    #: The broker, for what the console's pipeline view reads from topics (dead letters); "" where unknown.
+    kafka_bootstrap: str = ""
 
     @classmethod
     def auth_from(cls, settings: Any) -> dict[str, Any]:
@@ -479,6 +489,7 @@ def create_app(ctx: ApiContext) -> ASGIApp:
                 memory_id=memory_id,
                 superseded_by=f"{FORGOTTEN}{op_id}",
                 cause=f"{FORGET_CAUSE}{reason}",
+                requested_by=principal.name,
             )
         )
         loop = asyncio.get_running_loop()
@@ -559,6 +570,23 @@ def create_app(ctx: ApiContext) -> ASGIApp:
             return error(f"no memory {anchor_id} in this project or your user scope", 404)
         shown = await timelines.around(providers.store, keys, anchor, before=before, after=after)
         return handed("timeline", answers.timeline_index(shown, anchor=anchor.id))
+
+    async def events(request: Request) -> Response:
+        """Memory-updated events the caller may read, as Server-Sent Events (memstream.serve.events)."""
+        principal = caller(request)
+        if ctx.events is None:
+            return error("this process does not follow memory-updated events", 503)
+        try:
+            stream = await ctx.events.open_stream(principal, request.headers.get("last-event-id"))
+        except Exception as exc:  # the topic cannot be read (yet): say so, the client retries
+            log.warning("GET /events: cannot follow memory-updated: %s", exc)
+            return error(f"cannot follow memory-updated events right now: {exc}", 503)
+        return StreamingResponse(
+            stream,
+            media_type="text/event-stream",
+            # no-transform and X-Accel-Buffering: proxies must pass each event on as it comes.
+            headers={"Cache-Control": "no-cache, no-transform", "X-Accel-Buffering": "no"},
+        )
 
     async def block(request: Request) -> Response:
         try:
@@ -673,10 +701,13 @@ def create_app(ctx: ApiContext) -> ASGIApp:
         Route("/search", search),
         Route("/timeline", timeline),
         Route("/block", block),
+        Route("/events", events),
         Route("/turns", turns, methods=["POST"]),
         Route("/admin/forget", forget_scope, methods=["POST"]),
     ]
     lifespans = list(ctx.lifespans)
+    if ctx.events is not None:
+        lifespans.append(partial(_stopping, ctx.events))
     handlers: dict[Any, Any] = {AuthError: _auth_error, ApiError: _api_error}
     if ctx.mcp:
         # MCP's tools call the API in process, as the caller of the /mcp request they serve.
@@ -684,9 +715,26 @@ def create_app(ctx: ApiContext) -> ASGIApp:
         mcp_routes, mcp_lifespan = _mcp(inner, providers.settings.http_host)
         routes.extend(mcp_routes)
         lifespans.append(mcp_lifespan)
-    app = Starlette(routes=[*routes, *ctx.routes], lifespan=_lifespan(lifespans), exception_handlers=handlers)
-    # Outside everything, MCP and mounted apps included: no route can forget to ask.
-    return AuthMiddleware(app, tokens=ctx.tokens, open_principal=ctx.open_principal, limiter=ctx.limiter)
+    door = None
+    console_routes: list[BaseRoute] = []
+    if ctx.console:
+        from memstream.console.app import ConsoleDoor, build
+        from memstream.console.session import Sessions, load_key
+
+        settings = providers.settings
+        sessions = Sessions(
+            key=load_key(settings.data_dir / "console.key"),
+            tokens=ctx.tokens,
+            open_principal=ctx.open_principal,
+            lifetime_s=settings.console_session_hours * 3600,
+        )
+        door = ConsoleDoor(sessions)
+        console_routes = build(ctx, sessions)
+    app = Starlette(
+        routes=[*routes, *console_routes, *ctx.routes], lifespan=_lifespan(lifespans), exception_handlers=handlers
+    )
+    # Outside everything, MCP, the console and mounted apps included: no route can forget to ask.
+    return AuthMiddleware(app, tokens=ctx.tokens, open_principal=ctx.open_principal, limiter=ctx.limiter, door=door)
 
 
 class AsCaller:
@@ -739,6 +787,14 @@ def _mcp(api: ASGIApp, host: str) -> tuple[list[BaseRoute], Callable[[], Abstrac
         streamable_http_path="/mcp", stateless_http=True, json_response=True, host=host
     )
     return list(mcp_app.routes), server.session_manager.run
+
+
+@asynccontextmanager
+async def _stopping(hub: EventHub) -> AsyncIterator[None]:
+    try:
+        yield
+    finally:
+        await hub.stop()
 
 
 def _lifespan(

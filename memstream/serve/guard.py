@@ -12,6 +12,10 @@ and any mounted app find it.
 - Only ``PUBLIC_PATHS`` (the readiness and liveness probes) pass without a token, matched exactly: no
   prefix, so ``/health/../memories`` is not public.
 - Open mode (``MEMSTREAM_API_OPEN``, loopback only): every caller is the given principal.
+- The console (``memstream.console``) is a browser's: on the paths its door covers, a request
+  without an ``Authorization`` header is let in by its session cookie or sent to sign in, in
+  open mode too (so a page of another site cannot act through a loopback console). The
+  door's public paths (the sign-in page, the static assets) pass without either.
 
 Tokens never appear in a log line or a response.
 """
@@ -22,9 +26,9 @@ import json
 import logging
 from collections.abc import Awaitable, Callable, MutableMapping
 from contextvars import ContextVar
-from typing import Any
+from typing import Any, Protocol
 
-from memstream.auth import AuthError, FailureLimiter, Principal, TokenStore
+from memstream.auth import AuthError, FailureLimiter, Principal, TokenStore, token_id_of
 
 log = logging.getLogger(__name__)
 
@@ -40,6 +44,26 @@ CURRENT_PRINCIPAL: ContextVar[Principal | None] = ContextVar("memstream_principa
 
 #: Paths served without a token, matched exactly.
 PUBLIC_PATHS = frozenset({"/health", "/health/live"})
+
+
+#: The token id an open-mode caller is recorded under (a console session opened in open mode names it).
+OPEN_TOKEN_ID = "open"
+
+
+class SessionDoor(Protocol):
+    """How a browser's session cookie gets in (the console's); bearer tokens work beside it."""
+
+    def public(self, path: str) -> bool:
+        """Served without a token or a session (the sign-in page, static assets)."""
+
+    def covers(self, path: str) -> bool:
+        """A path a session cookie may open."""
+
+    def session(self, scope: Scope) -> tuple[Principal, Any] | None:
+        """The principal and session of the request's cookie; None without a live one."""
+
+    async def refuse(self, scope: Scope, send: Send) -> None:
+        """Answer a covered request that has no live session (a page: to the sign-in form)."""
 
 
 def bearer_token(scope: Scope) -> str | None:
@@ -69,6 +93,7 @@ class AuthMiddleware:
         open_principal: Principal | None = None,
         limiter: FailureLimiter | None = None,
         public_paths: frozenset[str] = PUBLIC_PATHS,
+        door: SessionDoor | None = None,
     ) -> None:
         if tokens is None and open_principal is None:
             raise ValueError("the API needs a token store, or open mode")
@@ -77,15 +102,27 @@ class AuthMiddleware:
         self.open_principal = open_principal
         self.limiter = limiter or FailureLimiter()
         self.public_paths = public_paths
+        self.door = door
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] not in ("http", "websocket"):  # lifespan and the like carry no caller
             await self.app(scope, receive, send)
             return
-        if scope.get("path") in self.public_paths:
+        path = scope.get("path", "")
+        if path in self.public_paths or (self.door is not None and self.door.public(path)):
             await self.app(scope, receive, send)
             return
+        if self.door is not None and self.door.covers(path) and bearer_token(scope) is None:
+            found = self.door.session(scope)
+            if found is None:
+                await self.door.refuse(scope, send)
+                return
+            principal, session = found
+            scope.setdefault("state", {})["console_session"] = session
+            await self._let_in(principal, scope, receive, send)
+            return
         if self.open_principal is not None:
+            scope.setdefault("state", {})["token_id"] = OPEN_TOKEN_ID
             await self._let_in(self.open_principal, scope, receive, send)
             return
         client = (scope.get("client") or ("unknown", 0))[0]
@@ -112,6 +149,8 @@ class AuthMiddleware:
                 challenge='Bearer realm="memstream", error="invalid_token"',
             )
             return
+        # Which token let it in: a console sign-in code issued to this caller names it.
+        scope.setdefault("state", {})["token_id"] = token_id_of(token)
         await self._let_in(principal, scope, receive, send)
 
     async def _let_in(self, principal: Principal, scope: Scope, receive: Receive, send: Send) -> None:

@@ -2,7 +2,8 @@
 
 A query-only process: it reads the store, the history and the graph of a Qdrant server,
 embeds queries, and publishes the few events a reader causes (turns, memory usage,
-forgets) with a plain Kafka producer. It joins no consumer group, runs no agent and
+forgets, the console's corrections) with a plain Kafka producer; GET /events tails
+memory-updated with a consumer of its own. It joins no consumer group, runs no agent and
 holds no table, so API replicas scale with readers and never take partitions from the
 workers (compose and the Helm chart run the API this way; the workers run ``memstream up``).
 
@@ -19,10 +20,19 @@ from typing import Any
 
 from memstream.bootstrap import Providers, build_embedder, build_graph, build_history, build_store
 from memstream.kafka.security import client_options
-from memstream.schemas import ForgetScope, MemoryUsage, Turn, encode
+from memstream.schemas import Fact, ForgetScope, MemoryOp, MemoryUsage, Turn, encode
 from memstream.serve import api
+from memstream.serve.events import EventHub, KafkaEventSource
 from memstream.settings import Settings
-from memstream.topics.catalog import CONSOLIDATION, FORGOTTEN, TURNS, topic_name
+from memstream.topics.catalog import (
+    CONSOLIDATION,
+    FACTS,
+    FORGOTTEN,
+    MEMORY_OPS,
+    MEMORY_UPDATED,
+    TURNS,
+    topic_name,
+)
 
 log = logging.getLogger(__name__)
 
@@ -71,6 +81,14 @@ class Publisher:
                 topic_name(self.prefix, TURNS), encode(turn), key=turn.session_id.encode()
             )
 
+    async def fact(self, fact: Fact) -> None:
+        """An explicit memory or a console correction, to the decision stage."""
+        await self.producer.send_and_wait(topic_name(self.prefix, FACTS), encode(fact), key=fact.scope_key.encode())
+
+    async def memory_op(self, op: MemoryOp) -> None:
+        """A forget, pin or mark-wrong, to the store agent."""
+        await self.producer.send_and_wait(topic_name(self.prefix, MEMORY_OPS), encode(op), key=op.scope_key.encode())
+
     async def forget(self, event: ForgetScope) -> None:
         await self.producer.send_and_wait(
             topic_name(self.prefix, FORGOTTEN), encode(event), key=event.scope_key.encode()
@@ -79,11 +97,23 @@ class Publisher:
 
 def build(settings: Settings, providers: Providers, publisher: Publisher, **context: Any) -> Any:
     """The ASGI app a query-only process serves: the same API as ``memstream up``'s."""
+    source = KafkaEventSource(
+        settings.kafka_bootstrap,
+        topic_name(settings.topic_prefix, MEMORY_UPDATED),
+        client_id=f"{settings.topic_prefix}-api-events",
+        options=client_options(settings),
+    )
+    context.setdefault(
+        "events", EventHub(source, client_buffer=settings.events_buffer, heartbeat_s=settings.events_heartbeat_s)
+    )
     ctx = api.ApiContext(
         providers=providers,
         record_usage=publisher.usage,
         publish_turns=publisher.turns,
         publish_forget=publisher.forget,
+        send_fact=publisher.fact,
+        send_memory_op=publisher.memory_op,
+        kafka_bootstrap=settings.kafka_bootstrap,
         **api.ApiContext.auth_from(settings),
         **context,
     )

@@ -27,6 +27,7 @@ from qdrant_edge import (
     CountRequest,
     Direction,
     EdgeShard,
+    FacetRequest,
     FieldCondition,
     Filter,
     HasVectorCondition,
@@ -358,14 +359,20 @@ class EdgeStore(EdgeBacked, QdrantMemories):
         # One call on the shard's thread: no write lands between the search and the read.
         return await self._run(_search_and_read)
 
-    async def _scroll_all(self, select: Select) -> list[dict[str, Any]]:
-        flt = edge_filter(select)
-        # One executor hop: every page is read from the same state of the shard.
-        return await self._run(lambda s: [payload_of(r) for page in edge_pages(s, flt) for r in page])
+    async def _newest(self, select: Select, limit: int) -> list[dict[str, Any]]:
+        newest = OrderBy("updated_at", Direction.Desc)
+        request = ScrollRequest(limit=limit, filter=edge_filter(select), with_payload=True, order_by=newest)
+        records, _ = await self._run(lambda s: s.scroll(request))
+        return [payload_of(r) for r in records]
 
     async def _count(self, select: Select) -> int:
         request = CountRequest(exact=True, filter=edge_filter(select))
         return await self._run(lambda s: s.count(request))
+
+    async def _facet(self, key: str, limit: int) -> dict[str, int]:
+        request = FacetRequest(key=key, limit=limit, exact=True)
+        response = await self._run(lambda s: s.facet(request))
+        return {str(hit.value): int(hit.count) for hit in response.hits}
 
     # -- repairs -----------------------------------------------------------------
 

@@ -75,6 +75,15 @@ INDEXES: Final[dict[str, IndexKind]] = {
 Kind = Literal["entity", "relation", "mention"]
 
 
+class GraphAround(NamedTuple):
+    """One memory's neighbourhood: its entities (and their neighbours), their relations, and the
+    ids of other memories that mention the same entities."""
+
+    entities: list[GraphEntity]
+    relations: list[GraphRelation]
+    memory_ids: list[str]
+
+
 class GraphPurged(NamedTuple):
     """Rows retention deleted: mention rows, orphaned entities, and their relations."""
 
@@ -157,6 +166,9 @@ class GraphStore(Protocol):
         self, query: str, scope_keys: Sequence[str], *, deadline_s: float = BOOST_DEADLINE_S
     ) -> tuple[set[str], bool]:
         """Seed 003's ``getGraphBoostIds``: memory ids to boost, and whether the deadline cut it."""
+
+    async def around_memory(self, memory_id: str, *, limit: int = MAX_NEIGHBOURS) -> GraphAround:
+        """A memory's entities, their relations and the other memories mentioning them (the console's)."""
 
 
 class _QdrantGraph(ABC):
@@ -242,6 +254,24 @@ class _QdrantGraph(ABC):
     async def relations(self, scope_key: str, *, limit: int = 1000) -> list[GraphRelation]:
         rows = await self._top(_rows("relation", {"scope_key": [scope_key]}), limit)
         return [r for r in map(row_from_payload, rows) if isinstance(r, GraphRelation)]
+
+    async def around_memory(self, memory_id: str, *, limit: int = MAX_NEIGHBOURS) -> GraphAround:
+        """What a memory mentions, the relations of those entities, and the other memories one entity away."""
+        mentions = list(map(row_from_payload, await self._all(_rows("mention", {"memory_id": [memory_id]}))))
+        entity_ids = {m.entity_id for m in mentions if isinstance(m, GraphMention)}
+        if not entity_ids:
+            return GraphAround([], [], [])
+        ends = {"source_entity_id": entity_ids, "target_entity_id": entity_ids}
+        relations = [
+            r
+            for r in map(row_from_payload, await self._top(_rows("relation", any_of=ends), MAX_RELATIONS_READ))
+            if isinstance(r, GraphRelation)
+        ]
+        named = entity_ids | {r.source_entity_id for r in relations} | {r.target_entity_id for r in relations}
+        entities = [e for e in map(row_from_payload, await self._get(named)) if isinstance(e, GraphEntity)]
+        page, _ = await self._page(_rows("mention", {"entity_id": entity_ids}), None)
+        others = list(dict.fromkeys(p["memory_id"] for p in page if p["memory_id"] != memory_id))[:limit]
+        return GraphAround(entities, relations, others)
 
     async def boost_ids(
         self, query: str, scope_keys: Sequence[str], *, deadline_s: float = BOOST_DEADLINE_S

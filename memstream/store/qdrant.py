@@ -240,13 +240,23 @@ class QdrantServerStore(ServerBacked, QdrantMemories):
         records = await self._qdrant.retrieve(self.collection, list(ids), with_payload=True, with_vectors=False)
         return {str(r.id): payload_of(r) for r in records}
 
-    async def _scroll_all(self, select: Select) -> list[dict[str, Any]]:
-        flt = server_filter(select)
-        return [payload_of(r) async for page in server_pages(self._qdrant, self.collection, flt) for r in page]
+    async def _newest(self, select: Select, limit: int) -> list[dict[str, Any]]:
+        records, _ = await self._qdrant.scroll(
+            self.collection,
+            scroll_filter=server_filter(select),
+            limit=limit,
+            order_by=models.OrderBy(key="updated_at", direction=models.Direction.DESC),
+            with_payload=True,
+        )
+        return [payload_of(r) for r in records]
 
     async def _count(self, select: Select) -> int:
         result = await self._qdrant.count(self.collection, count_filter=server_filter(select), exact=True)
         return result.count
+
+    async def _facet(self, key: str, limit: int) -> dict[str, int]:
+        result = await self._qdrant.facet(self.collection, key, limit=limit, exact=True)
+        return {str(hit.value): int(hit.count) for hit in result.hits}
 
     # -- repairs -----------------------------------------------------------------
 

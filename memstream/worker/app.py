@@ -23,14 +23,16 @@ from memstream.agents.base import DeadLetters
 from memstream.bootstrap import Providers
 from memstream.kafka.codec import register_codec
 from memstream.kafka.ledger import ForgottenLedger, ledger_of
-from memstream.kafka.security import faust_credentials
+from memstream.kafka.security import client_options, faust_credentials
 from memstream.kafka.transport import MemstreamApp
 from memstream.schemas import DocumentIngest, DocumentRemove, Fact, ForgetScope, MemoryOp, MemoryUsage, Turn
 from memstream.serve import api
+from memstream.serve.events import EventHub, KafkaEventSource
 from memstream.settings import Settings
 from memstream.telemetry import health
 from memstream.telemetry.metrics import CONSUMER_LAG, PARKED
 from memstream.topics.binding import Topics, bind_topics
+from memstream.topics.catalog import MEMORY_UPDATED, topic_name
 
 #: Seconds a consumer-group join waits for members. Faust's default made a worker
 #: take 30 s to become ready on Tansu; the broker holds a join for the session timeout.
@@ -103,9 +105,22 @@ def build_app(settings: Settings, providers: Providers, bootstrap: str, *, web: 
             send_memory_op=_op_sink(topics),
             send_document=_document_sink(topics),
             maintenance=getattr(app, "maintenance", None),
+            events=event_hub(settings, bootstrap),
+            kafka_bootstrap=bootstrap,
         )
         app.web_server(type("MemstreamApi", (ApiService,), {"asgi_app": api.create_app(context), "faust_app": app}))
     return Pipeline(app=app, topics=topics, providers=providers, dead_letters=dead_letters)
+
+
+def event_hub(settings: Settings, bootstrap: str) -> EventHub:
+    """GET /events' hub over the memory-updated topic (it starts with the first client)."""
+    source = KafkaEventSource(
+        bootstrap,
+        topic_name(settings.topic_prefix, MEMORY_UPDATED),
+        client_id=f"{settings.topic_prefix}-events",
+        options=client_options(settings),
+    )
+    return EventHub(source, client_buffer=settings.events_buffer, heartbeat_s=settings.events_heartbeat_s)
 
 
 class ApiService(AsgiService):

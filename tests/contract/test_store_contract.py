@@ -574,3 +574,30 @@ async def test_two_models_side_by_side_never_mix(make_store: StoreFactory) -> No
     with pytest.raises(Exception, match=r"(?i)dim"):
         await small.upsert(memory("wrong size"), unit(0, 1024))
     assert await small.count() == 1
+
+
+async def test_scopes_counts_every_scope_without_reading_memories(store: MemoryStore) -> None:
+    for text, key in [("a one", "p_alpha"), ("a two", "p_alpha"), ("b one", "p_beta"), ("likes tea", "u_dev")]:
+        await store.upsert(memory(text, scope_key=key), E0)
+    assert await store.scopes() == {"p_alpha": 2, "p_beta": 1, "u_dev": 1}
+
+
+async def test_set_importance_pins_and_unpins_keeping_the_rest(store: MemoryStore) -> None:
+    m = memory("uses kafka")
+    await store.upsert(m, E0)
+    pinned = await store.set_importance(m.id, 1.0)
+    assert pinned == msgspec.structs.replace(m, importance=1.0) == await store.get(m.id)
+    assert await store.set_importance(m.id, None) == m
+    assert [h.memory.id for h in await store.hybrid_search("kafka", E0, ["p_alpha"], min_score=0.0)] == [m.id]
+    assert await store.set_importance(str(uuid.uuid4()), 1.0) is None
+
+
+async def test_list_keeps_the_sessions_asked_for_newest_first(store: MemoryStore) -> None:
+    first = msgspec.structs.replace(memory("one", minutes=1), session_id="s1")
+    second = msgspec.structs.replace(memory("two", minutes=2), session_id="s1")
+    other = msgspec.structs.replace(memory("three", minutes=3), session_id="s2")
+    for m in (first, second, other):
+        await store.upsert(m, E0)
+    assert ids(await store.list(["p_alpha"], sessions=["s1"])) == [second.id, first.id]
+    assert ids(await store.list(["p_alpha"], sessions=["s1", "s2"], limit=2)) == [other.id, second.id]
+    assert await store.list(["p_alpha"], sessions=["nope"]) == []

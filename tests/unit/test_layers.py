@@ -16,7 +16,7 @@ ROOT = Path(__file__).resolve().parents[2]
 LAYERS: list[tuple[str, set[str]]] = [
     ("entry points", {"memstream.entry", "memstream.cli", "memstream.hooks", "memstream.commands"}),
     ("the worker", {"memstream.worker"}),
-    ("serving", {"memstream.serve"}),
+    ("serving", {"memstream.serve", "memstream.console"}),
     ("stream agents", {"memstream.agents"}),
     ("operations", {"memstream.ops"}),
     ("wiring of providers", {"memstream.bootstrap"}),

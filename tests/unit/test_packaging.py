@@ -88,3 +88,9 @@ def test_pyproject_lists_every_package_folder() -> None:
     }
     assert folders == listed
     assert setuptools["package-dir"] == {v: k for k, v in MAPPED.items()}
+
+
+def test_the_console_assets_ship_in_the_wheel(wheel: zipfile.ZipFile) -> None:
+    # The console fetches nothing from the network: its stylesheet and script are package data.
+    shipped = {n for n in wheel.namelist() if n.startswith("memstream/console/static/")}
+    assert shipped == {"memstream/console/static/console.css", "memstream/console/static/console.js"}
