@@ -186,6 +186,8 @@ def _fact(
         confidence=fact.confidence,
         entities=entities,
         sources=snapshot.sources,
+        # The exchange itself (raw mode) keeps one memory as it goes on; facts drawn from it do not.
+        exchange_id=snapshot.exchange_id if fact.type == "conversation" else "",
         ts=snapshot.ts,
     )
 

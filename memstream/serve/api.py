@@ -74,6 +74,7 @@ from memstream.schemas import (
     SupersedeMemory,
     Turn,
 )
+from memstream.schemas.memory import FORGOTTEN_MARK
 from memstream.serve import documents_api
 from memstream.serve.guard import CURRENT_PRINCIPAL, AuthMiddleware, principal_of
 from memstream.telemetry import metrics
@@ -164,7 +165,7 @@ class ApiContext:
 
 
 #: A forgotten memory is superseded by this marker (plus the operation id), not by another memory.
-FORGOTTEN = "forgotten:"
+FORGOTTEN = FORGOTTEN_MARK
 #: The cause of a forget operation, followed by the caller's reason; the audit record keeps both.
 FORGET_CAUSE = "forget: "
 
