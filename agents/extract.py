@@ -23,7 +23,7 @@ from faust.types import EventT
 
 from memstream.agents.base import DeadLetters, expect, guarded_by_key, state_table
 from memstream.bootstrap import Providers
-from memstream.identity import derived_id
+from memstream.identity import derived_id, normalize_content
 from memstream.llm.base import LLMError
 from memstream.rules import audit
 from memstream.rules.explicit import guess_type
@@ -33,7 +33,7 @@ from memstream.rules.extraction import (
     ParseResult,
     extraction_prompt,
     parse_facts,
-    raw_fact,
+    raw_facts,
     system_prompt,
 )
 from memstream.rules.modes import REASON_LOW_CONFIDENCE
@@ -68,8 +68,14 @@ def register(app: faust.App, topics: Topics, providers: Providers, sink: DeadLet
     async def infer(snapshot: Snapshot) -> ParseResult:
         """The LLM's facts for a snapshot; raises LLMError when every provider failed."""
         if snapshot.mode == "raw" or providers.llm is None:
-            fact = raw_fact(snapshot.exchange)
-            return ParseResult([fact] if fact else [], [])
+            # A preference also asked to be remembered ("remember that I…") is an explicit fact already.
+            explicit = {normalize_content(text).content_hash for text in snapshot.explicit}
+            facts = [
+                f
+                for f in raw_facts(snapshot.exchange)
+                if f.type == "conversation" or normalize_content(f.text).content_hash not in explicit
+            ]
+            return ParseResult(facts, [])
         with stage_span("memstream.llm", mode=snapshot.mode, prompt_version=PROMPT_VERSION) as span:
             completion = await providers.llm.complete(
                 system_prompt(snapshot.mode), extraction_prompt(snapshot.text, snapshot.mode), max_tokens=2048
@@ -159,11 +165,12 @@ def register(app: faust.App, topics: Topics, providers: Providers, sink: DeadLet
 def fact_scope(snapshot: Snapshot, fact: ExtractedFact) -> tuple[Scope, str] | None:
     """Where a fact is stored: (scope, scope key), or None to drop it.
 
-    A personal fact (a preference, an exchange stating one) of a turn that names no user is
-    dropped, not kept in the project: there it would show one person's taste to every member
-    as the project's convention, and there is no owner to keep it for, correct it or forget
-    it. The project facts of the same turn are kept. (Every turn through the CLI carries its
-    token's user, so a one-person install loses nothing.)
+    A personal fact (a preference) of a turn that names no user is dropped, not kept in the
+    project: there it would show one person's taste to every member as the project's
+    convention, and there is no owner to keep it for, correct it or forget it. The project
+    facts of the same turn are kept, and so is a raw exchange, which is always the project's
+    conversation (issue 25.4). (Every turn through the CLI carries its token's user, so a
+    one-person install loses nothing.)
     """
     if fact.scope == "user":
         return ("user", snapshot.user_key) if snapshot.user_key else None
