@@ -76,3 +76,31 @@ def test_turns_kept_before_the_base_existed_name_no_exchange() -> None:
     # A new question starts an exchange the state knows from then on.
     _, out = run([("user", "Q2"), ("assistant", "A2")], legacy, first_offset=2)
     assert contents(out[1]) == ["Q2", "A2"] and out[1].exchange_base == 1
+
+
+def test_only_a_raw_exchange_takes_the_exchange_id() -> None:
+    from datetime import UTC, datetime
+
+    from memstream.agents.extract import _fact
+    from memstream.rules.extraction import ExtractedFact
+    from memstream.schemas import Snapshot
+
+    snapshot = Snapshot(
+        snapshot_id="s1-2",
+        session_id="s1",
+        project="/p",
+        project_key="p_x",
+        user_key="",
+        mode="normal",
+        text="[user] Q\n[assistant] A",
+        turn_index=2,
+        exchange="[user] Q\n[assistant] A",
+        exchange_id=exchange_id("s1", 1),
+        ts=datetime(2026, 11, 1, tzinfo=UTC),
+    )
+    said = ExtractedFact("[user] Q\n[assistant] A", "conversation", "project", 1.0)
+    fact = ExtractedFact("The export scans the orders table", "architecture", "project", 0.9)
+    assert _fact(snapshot, said, ("project", "p_x"), 0, [], raw=True).exchange_id == snapshot.exchange_id
+    # A model's "conversation" fact, or any other fact of the exchange, keeps its content's id.
+    assert _fact(snapshot, said, ("project", "p_x"), 0, []).exchange_id == ""
+    assert _fact(snapshot, fact, ("project", "p_x"), 1, [], raw=True).exchange_id == ""
