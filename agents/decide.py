@@ -42,7 +42,7 @@ from faust.types import EventT
 
 from memstream.agents.base import DeadLetters, expect, guarded_by_key, state_table
 from memstream.bootstrap import Providers
-from memstream.identity import NormalizedContent, derived_id, memory_id, normalize_content
+from memstream.identity import NormalizedContent, derived_id, exchange_memory_id, memory_id, normalize_content
 from memstream.llm.base import LLMError
 from memstream.rules import audit, contradiction, decision, lexical
 from memstream.rules.dedup import EXACT_ONLY_TYPES, cosine_distances, find_duplicate, remember, threshold
@@ -63,6 +63,7 @@ from memstream.schemas import (
     RefreshMemory,
     SupersedeMemory,
 )
+from memstream.schemas.memory import FORGOTTEN_MARK
 from memstream.telemetry.tracing import stage_span
 from memstream.topics.binding import Topics
 
@@ -78,6 +79,22 @@ NEIGHBOURS = 5
 #: Why an ADD was chosen without the LLM.
 RAW_MODE_REASON = "raw mode: no model to decide"
 DECISION_UNAVAILABLE = "decision unavailable (every provider failed); added"
+#: Why a raw exchange's memory is refreshed with a longer text: a later snapshot of the same
+#: exchange (another message of the reply, or the answer to a question stored while it waited).
+REASON_EXCHANGE_EXTENDED = "exchange_extended"
+
+
+def revival(existing: Memory | None, fact: Fact) -> str:
+    """The note a created record carries when the fact states again a memory of the same id that was
+    forgotten or superseded before it was said ("" otherwise, a replay of the old fact included):
+    the store brings that memory back (``agents/store.py``)."""
+    if existing is None or existing.active:
+        return ""
+    hidden_at = existing.superseded_at or existing.updated_at
+    if fact.ts <= hidden_at:
+        return ""
+    how = "forgotten" if (existing.superseded_by or "").startswith(FORGOTTEN_MARK) else "superseded"
+    return f"revived: stated again after it was {how}"
 
 
 def fact_sources(fact: Fact) -> list[Provenance]:
@@ -152,7 +169,8 @@ class Decider:
             if verdict.outcome == "skipped":
                 return Outcome(records=[record("skipped", "gate", action="ADD", reason=verdict.reason)])
 
-        duplicate = await self._duplicate(fact, content, embedded.vector, new.id, recent)
+        existing = await self.providers.store.get(new.id)
+        duplicate = await self._duplicate(fact, content, embedded.vector, new, existing, recent)
         if duplicate is not None:
             duplicate_id, reason = duplicate
             outcome = "proposed" if shadow else "deduped"
@@ -197,6 +215,9 @@ class Decider:
                 fact, new, embedded, result, record("created", "create", memory_id=new.id, reason=beside)
             )
         if verdict.outcome == "created":
+            revived = revival(existing, fact)
+            if revived:
+                decided["reason"] = f"{revived}; {decided['reason']}"
             created = record("created", "create", memory_id=new.id, **{**decided, "target_id": ""})
             # The model read the candidates and kept the fact beside them: seed 000's
             # contradiction check need not ask it the same question about them again.
@@ -226,14 +247,31 @@ class Decider:
     # -- the steps ---------------------------------------------------------------------------
 
     async def _duplicate(
-        self, fact: Fact, content: NormalizedContent, vector: list[float], new_id: str, recent: list[RecentMemory]
+        self,
+        fact: Fact,
+        content: NormalizedContent,
+        vector: list[float],
+        new: Memory,
+        existing: Memory | None,
+        recent: list[RecentMemory],
     ) -> tuple[str, str] | None:
-        """The memory this fact duplicates and why, exactly (content hash) or within distance."""
-        if any(m.id == new_id for m in recent):
-            return new_id, REASON_EXACT_DUPLICATE
-        stored = await self.providers.store.get(new_id)
-        if stored is not None and stored.superseded_by is None:
-            return new_id, REASON_EXACT_DUPLICATE
+        """The active memory this fact duplicates and why, exactly (same id) or within distance.
+
+        Only active memories count: one forgotten or superseded since it was decided on never
+        absorbs a fact (issue 25: a fact remembered again after a forget was deduplicated onto the
+        hidden memory and never became searchable). A memory decided on but not stored yet counts.
+        """
+        if existing is not None:
+            if existing.active:
+                return new.id, self._same_reason(fact, content, existing.text)
+        elif (just := next((m for m in recent if m.id == new.id), None)) is not None:
+            return new.id, self._same_reason(fact, content, just.text)
+        if fact.exchange_id:
+            # A conversation memory stored before exchanges had their own ids has its content's id.
+            legacy = memory_id(fact.scope_key, content.content_hash)
+            stored = await self.providers.store.get(legacy)
+            if stored is not None and stored.active:
+                return legacy, REASON_EXACT_DUPLICATE
         if fact.type in EXACT_ONLY_TYPES:
             return None
         neighbours = await self.providers.store.search(
@@ -243,8 +281,31 @@ class Decider:
             types=[fact.type],
             max_distance=threshold(fact.type, self.profile),
         )
-        near = find_duplicate(fact.type, vector, neighbours, recent, self.profile)
+        limit = threshold(fact.type, self.profile)
+        same_type = [m for m in recent if m.type == fact.type]
+        close = [m for m, d in zip(same_type, cosine_distances(vector, same_type).tolist(), strict=True) if d <= limit]
+        near = find_duplicate(fact.type, vector, neighbours, await self._active(close), self.profile)
         return (near.memory_id, f"duplicate (distance {near.distance:.3f})") if near is not None else None
+
+    @staticmethod
+    def _same_reason(fact: Fact, content: NormalizedContent, stored_text: str) -> str:
+        """Why a fact with its memory's own id refreshes it: the same content, or the exchange went on."""
+        if fact.exchange_id and normalize_content(stored_text).content_hash != content.content_hash:
+            return REASON_EXCHANGE_EXTENDED
+        return REASON_EXACT_DUPLICATE
+
+    async def _active(self, recent: list[RecentMemory]) -> list[RecentMemory]:
+        """The recent memories that are still active, or not stored yet (their create is in flight).
+
+        The recent table does not hear of a memory forgotten (``POST /memories/{id}/forget`` goes
+        straight to the store) or superseded since it was decided on: the store says.
+        """
+        kept = []
+        for memory in recent:
+            stored = await self.providers.store.get(memory.id)
+            if stored is None or stored.active:
+                kept.append(memory)
+        return kept
 
     async def _propose(
         self, fact: Fact, new: Memory, content: NormalizedContent, vector: list[float], recent: list[RecentMemory]
@@ -262,10 +323,14 @@ class Decider:
         )
         candidates: dict[str, decision.Candidate] = {hit.memory.id: hit.memory for hit in hits}
         # Memories decided on but perhaps not stored yet are candidates too, on their
-        # vector alone (seed 003: a single leg's score stands as it is).
-        for memory, distance in zip(recent, cosine_distances(vector, recent).tolist(), strict=True):
-            if memory.id not in candidates and 1.0 - distance >= self.min_score:
-                candidates[memory.id] = memory
+        # vector alone (seed 003: a single leg's score stands as it is), while they are active.
+        close = [
+            memory
+            for memory, distance in zip(recent, cosine_distances(vector, recent).tolist(), strict=True)
+            if memory.id not in candidates and 1.0 - distance >= self.min_score
+        ]
+        for memory in await self._active(close):
+            candidates[memory.id] = memory
         candidates = dict(list(candidates.items())[: decision.MAX_CANDIDATES])
         if not candidates:
             return decision.no_candidates_proposal(fact.confidence), candidates, "", False
@@ -322,7 +387,11 @@ class Decider:
 
     def _memory(self, fact: Fact, content: NormalizedContent, embedding_model: str) -> Memory:
         return Memory(
-            id=memory_id(fact.scope_key, content.content_hash),
+            id=(
+                exchange_memory_id(fact.scope_key, fact.exchange_id)
+                if fact.exchange_id
+                else memory_id(fact.scope_key, content.content_hash)
+            ),
             text=content.storage,
             type=fact.type,
             scope=fact.scope,

@@ -23,7 +23,7 @@ from faust.types import EventT
 
 from memstream.agents.base import DeadLetters, expect, guarded_by_key, state_table
 from memstream.bootstrap import Providers
-from memstream.identity import derived_id
+from memstream.identity import derived_id, normalize_content
 from memstream.llm.base import LLMError
 from memstream.rules import audit
 from memstream.rules.explicit import guess_type
@@ -33,7 +33,7 @@ from memstream.rules.extraction import (
     ParseResult,
     extraction_prompt,
     parse_facts,
-    raw_fact,
+    raw_facts,
     system_prompt,
 )
 from memstream.rules.modes import REASON_LOW_CONFIDENCE
@@ -65,13 +65,24 @@ def register(app: faust.App, topics: Topics, providers: Providers, sink: DeadLet
     settings = providers.settings
     sessions = state_table(app, "extract-sessions", settings.partitions)
 
+    def stored_raw(snapshot: Snapshot) -> bool:
+        """Is the snapshot's exchange stored as it was said (raw mode), not given to a model?"""
+        return snapshot.mode == "raw" or providers.llm is None
+
     async def infer(snapshot: Snapshot) -> ParseResult:
         """The LLM's facts for a snapshot; raises LLMError when every provider failed."""
-        if snapshot.mode == "raw" or providers.llm is None:
-            fact = raw_fact(snapshot.exchange)
-            return ParseResult([fact] if fact else [], [])
+        llm = providers.llm
+        if snapshot.mode == "raw" or llm is None:  # stored_raw(snapshot)
+            # A preference also asked to be remembered ("remember that I…") is an explicit fact already.
+            explicit = {normalize_content(text).content_hash for text in snapshot.explicit}
+            facts = [
+                f
+                for f in raw_facts(snapshot.exchange)
+                if f.type == "conversation" or normalize_content(f.text).content_hash not in explicit
+            ]
+            return ParseResult(facts, [])
         with stage_span("memstream.llm", mode=snapshot.mode, prompt_version=PROMPT_VERSION) as span:
-            completion = await providers.llm.complete(
+            completion = await llm.complete(
                 system_prompt(snapshot.mode), extraction_prompt(snapshot.text, snapshot.mode), max_tokens=2048
             )
             span.set_attribute("llm.provider", completion.provider)
@@ -128,12 +139,14 @@ def register(app: faust.App, topics: Topics, providers: Providers, sink: DeadLet
             span.set_attribute("extract.facts", len(facts))
             span.set_attribute("extract.gated", len(result.facts) - len(kept))
             ownerless = 0
+            raw = stored_raw(snapshot)
             for i, fact in enumerate(facts):
                 scope = fact_scope(snapshot, fact)
                 if scope is None:
                     ownerless += 1
                     continue
-                await topics.facts.send(key=scope[1].encode(), value=_fact(snapshot, fact, scope, i, entities))
+                fact_event = _fact(snapshot, fact, scope, i, entities, raw=raw)
+                await topics.facts.send(key=scope[1].encode(), value=fact_event)
             span.set_attribute("extract.ownerless", ownerless)
             # Seed 003's first write gate, audited: a fact below it never travels further.
             for i, fact in enumerate(f for f in result.facts if f.confidence < gate):
@@ -159,11 +172,12 @@ def register(app: faust.App, topics: Topics, providers: Providers, sink: DeadLet
 def fact_scope(snapshot: Snapshot, fact: ExtractedFact) -> tuple[Scope, str] | None:
     """Where a fact is stored: (scope, scope key), or None to drop it.
 
-    A personal fact (a preference, an exchange stating one) of a turn that names no user is
-    dropped, not kept in the project: there it would show one person's taste to every member
-    as the project's convention, and there is no owner to keep it for, correct it or forget
-    it. The project facts of the same turn are kept. (Every turn through the CLI carries its
-    token's user, so a one-person install loses nothing.)
+    A personal fact (a preference) of a turn that names no user is dropped, not kept in the
+    project: there it would show one person's taste to every member as the project's
+    convention, and there is no owner to keep it for, correct it or forget it. The project
+    facts of the same turn are kept, and so is a raw exchange, which is always the project's
+    conversation (issue 25.4). (Every turn through the CLI carries its token's user, so a
+    one-person install loses nothing.)
     """
     if fact.scope == "user":
         return ("user", snapshot.user_key) if snapshot.user_key else None
@@ -171,8 +185,16 @@ def fact_scope(snapshot: Snapshot, fact: ExtractedFact) -> tuple[Scope, str] | N
 
 
 def _fact(
-    snapshot: Snapshot, fact: ExtractedFact, scope: tuple[Scope, str], index: int, entities: list[Entity]
+    snapshot: Snapshot,
+    fact: ExtractedFact,
+    scope: tuple[Scope, str],
+    index: int,
+    entities: list[Entity],
+    *,
+    raw: bool = False,
 ) -> Fact:
+    """The fact event; ``raw``: the snapshot's exchange was stored as it was said (raw mode), so its
+    conversation memory is the exchange's own and keeps one id as the exchange goes on."""
     return Fact(
         fact_id=derived_id(snapshot.snapshot_id, str(index)),
         text=redact(fact.text),
@@ -186,6 +208,9 @@ def _fact(
         confidence=fact.confidence,
         entities=entities,
         sources=snapshot.sources,
+        # The exchange itself (raw mode) keeps one memory as it goes on; facts drawn from it, and
+        # whatever a model calls a conversation, do not.
+        exchange_id=snapshot.exchange_id if raw and fact.type == "conversation" else "",
         ts=snapshot.ts,
     )
 

@@ -41,7 +41,9 @@ from memstream.rules.explicit import explicit_requests
 from memstream.rules.secrets import redact
 from memstream.rules.snapshot import (
     apply_turn,
+    current_exchange,
     current_window,
+    exchange_id,
     exchange_sources,
     exchange_start,
     format_snapshot,
@@ -146,19 +148,41 @@ def register(app: faust.App, topics: Topics, providers: Providers, sink: DeadLet
         if messages is None:
             return
         with stage_span("memstream.snapshot", session=turn.session_id, turn=turns):
-            await emit(turn.session_id, turn.project, turn.user, turn.ts, messages, turns, mark="")
+            await emit(
+                turn.session_id,
+                turn.project,
+                turn.user,
+                turn.ts,
+                messages,
+                turns,
+                (applied.exchange, applied.exchange_base),
+                mark="",
+            )
 
     async def emit(
-        session_id: str, project: str, user: str, ts: Any, messages: list[Message], turns: int, *, mark: str
+        session_id: str,
+        project: str,
+        user: str,
+        ts: Any,
+        messages: list[Message],
+        turns: int,
+        exchange_of: tuple[list[Message] | None, int],
+        *,
+        mark: str,
     ) -> None:
-        """The snapshots of the session's last exchange; ``mark`` tells a flush of unanswered turns apart."""
+        """The snapshots of the session's last exchange; ``mark`` tells a flush of unanswered turns apart.
+
+        ``exchange_of`` is the exchange from its question on and its base, when the state knows them;
+        otherwise the exchange is the one the window shows."""
         text = redact(
             format_snapshot(
                 messages, message_max_chars=settings.message_max_chars, max_chars=settings.snapshot_max_chars
             )
         )
-        exchange = redact(last_exchange(messages, message_max_chars=settings.message_max_chars))
-        sources = exchange_sources(messages)
+        exchange_messages, base = exchange_of
+        whole = exchange_messages if exchange_messages else messages[exchange_start(messages) :]
+        exchange = redact(last_exchange(whole, message_max_chars=settings.message_max_chars))
+        sources = exchange_sources(whole)
         explicit = [
             redact(fact)
             for m in messages[exchange_start(messages) :]
@@ -181,6 +205,7 @@ def register(app: faust.App, topics: Topics, providers: Providers, sink: DeadLet
                 # Explicit requests ride on the normal (or raw) snapshot only, never twice.
                 explicit=explicit if mode in ("normal", "raw") else [],
                 sources=sources,
+                exchange_id=exchange_id(session_id, base) if exchange_messages else "",
                 ts=ts,
             )
             await topics.snapshots.send(key=session_id.encode(), value=snapshot)
@@ -197,6 +222,7 @@ def register(app: faust.App, topics: Topics, providers: Providers, sink: DeadLet
                 state.last_ts,
                 messages,
                 state.assistant_turns,
+                current_exchange(state),
                 mark=f"pending:{len(messages)}:{messages[-1].content[:64]}",
             )
         current: SessionState | None = sessions.get(session_id)

@@ -3,7 +3,7 @@
     nice -n 10 .venv/bin/python -m bench.embedder [--texts 96] [--batch 32] [--rounds 3]
 
 The texts are raw-mode exchanges (``[user] …\\n[assistant] …``, as ``last_exchange`` formats
-them, capped at ``CONVERSATION_MAX_CHARS`` like ``raw_fact``), generated from a fixed seed with
+them, capped at ``CONVERSATION_MAX_CHARS`` like ``raw_facts``), generated from a fixed seed with
 the length spread of coding sessions: mostly a few hundred characters, one in five at the cap
 with code in it, where a text runs past e5's 512 tokens.
 
@@ -31,7 +31,7 @@ import time
 from collections.abc import Callable, Sequence
 
 from memstream.embed import bundled
-from memstream.rules.extraction import CONVERSATION_MAX_CHARS, raw_fact
+from memstream.rules.extraction import CONVERSATION_MAX_CHARS, raw_facts
 
 _QUESTIONS = [
     "why does the migration fail on the staging database",
@@ -77,16 +77,14 @@ def answers(count: int, seed: int = 18) -> list[str]:
 
 
 def exchanges(count: int, seed: int = 18) -> list[str]:
-    """``count`` raw-mode exchanges: a question and its reply, as ``raw_fact`` stores them."""
+    """``count`` raw-mode exchanges: a question and its reply, as ``raw_facts`` stores them."""
     questions = random.Random(seed + 1)
     return [raw_exchange(f"{questions.choice(_QUESTIONS)}?", answer) for answer in answers(count, seed)]
 
 
 def raw_exchange(question: str, answer: str) -> str:
-    """The text raw mode stores and embeds for one exchange (``last_exchange``, then ``raw_fact``)."""
-    fact = raw_fact(f"[user] {question}\n[assistant] {answer}")
-    assert fact is not None
-    return fact.text
+    """The text raw mode stores and embeds for one exchange (``last_exchange``, then ``raw_facts``)."""
+    return raw_facts(f"[user] {question}\n[assistant] {answer}")[0].text
 
 
 #: The variant that embeds as memstream did before issue 18, and the one it embeds with now.

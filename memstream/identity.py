@@ -86,3 +86,10 @@ def memory_id(scope_key: str, content_hash: str) -> str:
 def derived_id(*parts: str) -> str:
     """A stable id for an event derived from the ids it came from."""
     return str(uuid.uuid5(_NAMESPACE, "\x1f".join(parts)))
+
+
+def exchange_memory_id(scope_key: str, exchange_id: str) -> str:
+    """The id of a raw exchange's memory in this scope: derived from the exchange's identity (its
+    session and where it began), not its text, so the exchange keeps one memory as it goes on and
+    every replay writes that same one."""
+    return str(uuid.uuid5(_NAMESPACE, f"{scope_key}:exchange:{exchange_id}"))

@@ -145,6 +145,9 @@ class Snapshot(Event, tag="snapshot.v1", kw_only=True, frozen=True):
     parked_since: datetime | None = None
     #: Where the exchange's messages came from (seed 002 provenance), oldest first.
     sources: list[Provenance] = []
+    #: The exchange's identity in its session (see ``rules.snapshot.exchange_id``): the same on every
+    #: snapshot of one exchange as it goes on, so raw mode keeps it as one memory. "" if unknown.
+    exchange_id: str = ""
     ts: datetime
 
 
@@ -184,6 +187,9 @@ class Fact(Event, tag="fact.v1", kw_only=True, frozen=True):
     entities: list[Entity] = []
     #: Where the fact's text came from (seed 002 provenance): the snapshot's exchange, or a condensed memory.
     sources: list[Provenance] = []
+    #: A raw exchange's identity (its snapshot's ``exchange_id``): its memory's id derives from it, so a
+    #: later snapshot of the same exchange refreshes that memory instead of adding one. "" otherwise.
+    exchange_id: str = ""
     ts: datetime
 
 

@@ -47,6 +47,10 @@ USER_SCOPED_TYPES: Final[frozenset[str]] = frozenset({"preference"})
 
 Scope = Literal["project", "user"]
 
+#: A memory forgotten on request is superseded by this marker (plus the operation id), not by
+#: another memory.
+FORGOTTEN_MARK: Final = "forgotten:"
+
 
 class Provenance(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
     """Where a piece of memory came from (seed 002): the source, and the file and line for a session file.

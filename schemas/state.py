@@ -28,6 +28,10 @@ class AppliedTurn(msgspec.Struct, frozen=True, kw_only=True):
     assistant_turns: int
     #: Where the turn came from (file and line for a captured session), if it said.
     provenance: Provenance | None = None
+    #: The session's assistant-turn count when the exchange this turn belongs to began (its first
+    #: user message arrived): every snapshot of one exchange names it, however far the exchange
+    #: has gone. -1 on turns applied before it was kept.
+    exchange: int = -1
 
 
 class SessionState(State, tag="state.session.v1", kw_only=True):

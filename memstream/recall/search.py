@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Protocol
 import msgspec
 
 from memstream.recall.answers import preview
+from memstream.recall.sessions import SESSION_WEIGHT, session_fusion
 from memstream.schemas import CONSOLIDATED, DOCUMENT_CHUNK, MEMORY_TYPES, Memory
 from memstream.schemas.memory import HybridHit
 from memstream.store.graph import GraphStore
@@ -59,6 +60,11 @@ BOOST_POOL = 3
 BOOST_GRACE_S = 0.25
 
 
+#: Candidates search ranks at least when session-aware fusion is on: enough for a session's other
+#: exchanges to be among them (bench/retrieval.py, dev half: 20 with weight 0.2 beat 12 with any weight).
+SESSION_POOL = 20
+
+
 #: How search treats document chunks: with the memories, left out, or alone.
 DOCUMENT_FILTERS: tuple[str, ...] = ("include", "exclude", "only")
 
@@ -102,6 +108,7 @@ async def search_scopes(
     limit: int = 10,
     reranker: Reranker | None = None,
     documents: str = "include",
+    session_weight: float = SESSION_WEIGHT,
 ) -> list[HybridHit]:
     """The memories of exactly these scopes that best match the query, best first (the API's
     scopes, decided from the caller's token). No scope, no search: never "every scope".
@@ -112,8 +119,10 @@ async def search_scopes(
     decision stage keeps the raw scores because its calibrated minimum score must mean "similar
     enough", which a per-query scale cannot; recall only needs the order, and the raw sum ranked
     below the vector leg alone (bench/retrieval.py). When no hit clears the relevance floor
-    (:func:`over_floor`), a query with nothing relevant, the search finds nothing. The graph boost is
-    added to the fused score when the graph is enabled, then, when a reranker is given, its order for the top N.
+    (:func:`over_floor`), a query with nothing relevant, the search finds nothing. Session-aware fusion
+    then lets the other hits of a hit's session vouch for it (``session_weight``,
+    ``recall.sessions.SESSION_WEIGHT``; 0 turns it off). The graph boost is added to the fused score when
+    the graph is enabled, then, when a reranker is given, its order for the top N.
     ``documents``: ``include`` searches document chunks with the memories, ``exclude`` leaves them
     out, ``only`` searches nothing else.
     """
@@ -127,6 +136,8 @@ async def search_scopes(
     pool = limit * BOOST_POOL if graph is not None else limit
     if reranker is not None:
         pool = max(pool, settings.reranker_top_n)
+    if session_weight > 0:
+        pool = max(pool, SESSION_POOL)
     # The graph walk needs only the query's words: it runs while the query is embedded.
     boost = (
         asyncio.create_task(graph_boost_ids(graph, query, keys, settings.graph_boost_timeout_ms / 1000))
@@ -150,6 +161,7 @@ async def search_scopes(
             boost.cancel()
         raise
     hits = over_floor(hits, relevance_floor(providers), settings.recall_bm25_floor)
+    hits = session_fusion(hits, session_weight)
     if boost is not None:
         hits = rerank(hits, await boost, settings.graph_boost_weight, len(hits))
     if reranker is not None:

@@ -74,3 +74,66 @@ def guess_type(fact: str) -> tuple[str, str]:
     if _TECH.search(fact):
         return "tech-context", "project"
     return "learned-pattern", "project"
+
+
+# --- standing preferences (raw mode, issue 25.4) ---------------------------------------------------
+
+#: Verbs of a standing instruction ("always use…", "never push…"); "always the same…", "I always wanted…"
+#: and the like are chat, not instructions.
+_INSTRUCTION_VERBS = (
+    r"use|run|write|prefer|format|add|put|call|name|keep|avoid|commit|push|include|answer|reply|respond|ask"
+    r"|indent|test|make|document|comment|sign|pin|deploy|install|check|create|wrap|return|log|import|sort"
+    r"|squash|rebase|merge|lint|type|annotate|explain|show|give|cite|mention|quote|read|review|update|bump"
+    r"|lock|target|choose|pick|stick|work|start|open|close|prefix|reuse|split|rename|delete|remove|leave"
+)
+_PREFERENCE_PATTERNS = (
+    # "I prefer…", "I always prefer…", "I'd rather…"
+    re.compile(r"^I\s+(?:(?:always|usually|generally|really|strongly|do)\s+)?prefer\b", re.IGNORECASE),
+    re.compile(r"^I'd\s+rather\b", re.IGNORECASE),
+    # "My preference is…", "my preferred editor is…"
+    re.compile(r"^my\s+(?:preference|preferred)\b", re.IGNORECASE),
+    # "always use…", "never push…", "I always use…"
+    re.compile(rf"^(?:I\s+)?(?:always|never)\s+(?:{_INSTRUCTION_VERBS})\b", re.IGNORECASE),
+)
+#: "remember that I…", "keep in mind that I…", "note that my…": an explicit first-person statement.
+_REMEMBER_ME = re.compile(
+    r"^(?:please\s+)?(?:remember|keep\s+in\s+mind|note)(?:\s+that)?\s*[:,]?\s+(?P<clause>(?:I|I'm|I've|I'd|my)\b.*)",
+    re.IGNORECASE,
+)
+#: Words that open a sentence without changing what it states ("By the way, I prefer…").
+_FILLER = re.compile(
+    r"^(?:(?:by\s+the\s+way|btw|also|and|but|oh|ok|okay|so|fyi|anyway|please)\b[,:]?\s+)+", re.IGNORECASE
+)
+_SENTENCE_END = re.compile(r"(?<=[.!?])\s+|\n+")
+
+
+def standing_preferences(text: str) -> list[str]:
+    """The explicit, first-person, standing preferences a user's message states, in order, each once.
+
+    Found: "I prefer…", "I'd rather…", "my preference is…", "always/never <do something>…" (an
+    instruction), and "remember/keep in mind/note that I…". Not found: questions, and everyday talk
+    that merely mentions liking or wanting ("I love it", "My dream is…", "I always wanted…"). A
+    sentence is returned as stated, without a leading "please" or "remember that", capitalized.
+    """
+    found: list[str] = []
+    seen: set[str] = set()
+    for raw in _SENTENCE_END.split(text):
+        sentence = raw.strip()
+        if not sentence or sentence.endswith("?"):
+            continue
+        sentence = _FILLER.sub("", sentence).strip()
+        request = _REMEMBER_ME.match(sentence)
+        if request:
+            statement = request.group("clause")
+        elif any(p.match(sentence) for p in _PREFERENCE_PATTERNS):
+            statement = sentence
+        else:
+            continue
+        statement = statement.strip().rstrip(".!").strip()
+        if not statement:
+            continue
+        statement = statement[0].upper() + statement[1:]
+        if statement.lower() not in seen:
+            seen.add(statement.lower())
+            found.append(statement)
+    return found

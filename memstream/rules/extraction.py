@@ -11,7 +11,7 @@ from typing import Any
 
 import msgspec
 
-from memstream.rules.explicit import states_preference
+from memstream.rules.explicit import standing_preferences
 from memstream.rules.prompts import (  # noqa: F401 - the prompts are part of this stage's surface
     CONDENSE_SYSTEM,
     INIT_SYSTEM,
@@ -144,8 +144,12 @@ def _fact(i: int, item: Any, warnings: list[str]) -> ExtractedFact | None:
         if kind:
             warnings.append(f"item {i}: unknown type {kind!r}, using {FALLBACK_TYPE}")
         kind = FALLBACK_TYPE
-    if scope not in ("project", "user"):
-        scope = "user" if kind in USER_SCOPED_TYPES else "project"
+    if kind in USER_SCOPED_TYPES:
+        # A preference is its speaker's, whatever scope the reply names: in a shared project's
+        # scope every member would read one person's taste as the project's convention (issue 27.5).
+        scope = "user"
+    elif scope not in ("project", "user"):
+        scope = "project"
     return ExtractedFact(text=text, type=kind, scope=scope, confidence=_confidence(i, confidence, warnings))
 
 
@@ -185,30 +189,72 @@ def _entities(items: Any, warnings: list[str]) -> list[Entity]:
 
 #: A conversation memory (raw mode) keeps at most this much of the exchange.
 CONVERSATION_MAX_CHARS = 2_000
+#: What stands in for the middle of a message cut to fit.
+CUT_MARK = " […] "
+#: A cut message keeps at least this much of its text (head and tail together).
+MIN_KEPT_CHARS = 200
 
 
-def raw_fact(exchange: str) -> ExtractedFact | None:
-    """Raw mode: the exchange itself becomes one ``conversation`` memory, no inference.
+def raw_facts(exchange: str) -> list[ExtractedFact]:
+    """Raw mode: the exchange itself becomes one ``conversation`` memory, no inference, in the project.
 
-    An exchange in which the user states a personal preference belongs to that user, not to
-    every member of the project: it is user-scoped (and dropped when the turn names no user).
+    The conversation is the project's, whoever spoke (issue 25.4: an exchange moved to its user's
+    scope whenever a user line merely mentioned liking something, and showed in every other project
+    of that user). What the user states as a standing preference ("I prefer…", "always use…",
+    "remember that I…") becomes a separate ``preference`` memory in the user's scope besides.
     """
     text = exchange.strip()
     if not text:
-        return None
-    if len(text) > CONVERSATION_MAX_CHARS:
-        text = text[: CONVERSATION_MAX_CHARS - 1] + "…"
-    personal = any(states_preference(line) for line in _user_lines(exchange))
-    return ExtractedFact(text=text, type="conversation", scope="user" if personal else "project", confidence=1.0)
+        return []
+    facts = [ExtractedFact(text=fit_exchange(text), type="conversation", scope="project", confidence=1.0)]
+    for line in _user_messages(text):
+        for preference in standing_preferences(line):
+            facts.append(ExtractedFact(text=preference, type="preference", scope="user", confidence=1.0))
+    return facts
 
 
-def _user_lines(exchange: str) -> list[str]:
-    """The user's messages in a ``[role] content`` exchange (a message may span lines)."""
-    lines, role = [], ""
+def fit_exchange(text: str, max_chars: int = CONVERSATION_MAX_CHARS) -> str:
+    """The exchange within ``max_chars``, its longest messages cut in their middle first.
+
+    Cutting from the end lost the answer to a long question; a message's head and tail carry
+    most of what it says (the question and its ask, the answer and its conclusion), so each keeps
+    both, and no message is dropped. Only when every message is down to ``MIN_KEPT_CHARS`` is
+    the end cut.
+    """
+    if len(text) <= max_chars:
+        return text
+    messages = _messages(text)
+    while True:
+        excess = len("\n".join(messages)) - max_chars
+        if excess <= 0:
+            return "\n".join(messages)
+        longest = max(range(len(messages)), key=lambda i: len(messages[i]))
+        message = messages[longest]
+        head_len = message.index("] ") + 2 if message.startswith("[") and "] " in message else 0
+        body = message[head_len:]
+        keep = max(MIN_KEPT_CHARS, len(body) - excess - len(CUT_MARK))
+        if keep + len(CUT_MARK) >= len(body):
+            # Every message is as short as a cut leaves it: the end goes.
+            joined = "\n".join(messages)
+            return joined[: max_chars - 1] + "…"
+        front = keep - keep // 2
+        messages[longest] = (
+            message[:head_len] + body[:front].rstrip() + CUT_MARK + body[len(body) - keep // 2 :].lstrip()
+        )
+
+
+def _messages(exchange: str) -> list[str]:
+    """The ``[role] content`` messages of an exchange (a message may span lines)."""
+    messages: list[str] = []
     for line in exchange.splitlines():
-        head, sep, rest = line[1:].partition("] ")
-        if line.startswith("[") and sep and head in ROLES:
-            role, line = head, rest
-        if role == "user":
-            lines.append(line)
-    return lines
+        head, sep, _ = line[1:].partition("] ")
+        if (line.startswith("[") and sep and head in ROLES) or not messages:
+            messages.append(line)
+        else:
+            messages[-1] += "\n" + line
+    return messages
+
+
+def _user_messages(exchange: str) -> list[str]:
+    """The user's messages in a ``[role] content`` exchange, without their role mark."""
+    return [m.removeprefix("[user] ") for m in _messages(exchange) if m.startswith("[user] ")]

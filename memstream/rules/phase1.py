@@ -48,8 +48,16 @@ class Distilled(msgspec.Struct, frozen=True):
 
 
 def add_exchange(exchanges: Sequence[str], exchange: str, *, max_chars: int) -> list[str]:
-    """``exchanges`` with ``exchange`` appended, the oldest dropped to stay within ``max_chars``."""
-    kept = [*exchanges, exchange] if exchange else list(exchanges)
+    """``exchanges`` with ``exchange`` appended, the oldest dropped to stay within ``max_chars``.
+
+    An exchange that goes on (the same question, a longer reply: its text begins with the last one
+    kept) replaces the last one instead of standing beside it: a session's rollout holds each
+    exchange once (issue 25.3)."""
+    kept = list(exchanges)
+    if kept and exchange and exchange.startswith(kept[-1]):
+        kept.pop()
+    if exchange:
+        kept.append(exchange)
     total = sum(len(e) for e in kept)
     while len(kept) > 1 and total > max_chars:
         total -= len(kept.pop(0))

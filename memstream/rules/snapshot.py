@@ -18,6 +18,7 @@ from dataclasses import dataclass
 
 import msgspec
 
+from memstream.identity import derived_id
 from memstream.schemas import AppliedTurn, Message, Provenance, SessionState
 from memstream.schemas.events import Role
 
@@ -87,6 +88,11 @@ def pending_is_due(messages: Sequence[Message], last_seen: float, flushed: bool,
     return bool(messages) and messages[-1].role == "user" and not flushed and now - last_seen >= idle
 
 
+def exchange_id(session_id: str, base: int) -> str:
+    """The identity of a session's exchange of this base ("" when the base is unknown)."""
+    return derived_id(session_id, "exchange", str(base)) if base >= 0 else ""
+
+
 def exchange_sources(messages: Sequence[Message]) -> list[Provenance]:
     """Where the messages of the last exchange came from, oldest first, each source once."""
     start = max((i for i, m in enumerate(messages) if m.role == "user"), default=0)
@@ -132,6 +138,10 @@ class Applied:
     assistant_turns: int
     #: True when the turn was applied before (a redelivery); the state is unchanged.
     redelivered: bool = False
+    #: The exchange the turn belongs to as of this turn, from its first user message on (as far as
+    #: the state keeps it), and its base (see :func:`exchange_as_of`); None and -1 when unknown.
+    exchange: list[Message] | None = None
+    exchange_base: int = -1
 
 
 def history(state: SessionState) -> list[AppliedTurn]:
@@ -156,6 +166,39 @@ def current_window(state: SessionState, size: int) -> list[Message]:
     """The session's last ``size`` public messages now."""
     turns = history(state)
     return _window_as_of(turns, len(turns) - 1, size)
+
+
+def exchange_as_of(turns: Sequence[AppliedTurn], index: int) -> tuple[list[Message] | None, int]:
+    """The messages of the exchange turn ``index`` belongs to, up to it, and the exchange's base.
+
+    An exchange is a user's question (user messages sent back to back) and everything after it
+    until the next question; its base is the session's assistant-turn count when it began, the
+    same on each of its turns. Not bounded by the snapshot window: a reply of many messages keeps
+    its question (as far as the state keeps turns, ``REDELIVERY_KEEP`` and a window's worth).
+    (None, -1) for turns applied before the base was kept.
+    """
+    base = turns[index].exchange if 0 <= index < len(turns) else -1
+    if base < 0:
+        return None, -1
+    messages = [
+        Message(t.role, t.content, t.provenance) for t in turns[: index + 1] if t.exchange == base and t.content
+    ]
+    return messages, base
+
+
+def current_exchange(state: SessionState) -> tuple[list[Message] | None, int]:
+    """The session's current exchange and its base (see :func:`exchange_as_of`)."""
+    turns = history(state)
+    return exchange_as_of(turns, len(turns) - 1)
+
+
+def _exchange_base(last: AppliedTurn | None, role: Role, assistant_turns_before: int) -> int:
+    """The base of the exchange a new turn belongs to: a user message after a reply (or first in the
+    session) opens an exchange at the count so far; back-to-back user messages share one (the count
+    has not moved between them); anything else continues the exchange of the turn before it."""
+    if role == "user" or last is None:
+        return assistant_turns_before
+    return last.exchange
 
 
 def _window_as_of(turns: Sequence[AppliedTurn], index: int, size: int) -> list[Message]:
@@ -195,9 +238,18 @@ def apply_turn(
                 replayable = index >= len(turns) - keep
                 messages = _window_as_of(turns, index, size) if replayable else []
                 due = applied.role == "assistant" and bool(applied.content) and bool(messages)
-                return Applied(state, messages if due else None, applied.assistant_turns, redelivered=True)
+                exchange, base = exchange_as_of(turns, index) if due else (None, -1)
+                return Applied(
+                    state,
+                    messages if due else None,
+                    applied.assistant_turns,
+                    redelivered=True,
+                    exchange=exchange,
+                    exchange_base=base,
+                )
         return Applied(state, None, last.assistant_turns, redelivered=True)
-    count = (last.assistant_turns if last else state.assistant_turns) + (1 if role == "assistant" else 0)
+    before = last.assistant_turns if last else state.assistant_turns
+    count = before + (1 if role == "assistant" else 0)
     public = public_message(Message(role, content))
     turn = AppliedTurn(
         partition=partition,
@@ -206,6 +258,7 @@ def apply_turn(
         content=truncate(public.content, message_max_chars) if public else "",
         assistant_turns=count,
         provenance=provenance,
+        exchange=_exchange_base(last, role, before),
     )
     turns = _trim([*turns, turn], size, keep)
     messages = _window_as_of(turns, len(turns) - 1, size)
@@ -214,4 +267,5 @@ def apply_turn(
     # An answer with nothing public in it (empty, or all private) makes no snapshot: the
     # exchange would hold only the question.
     due = role == "assistant" and bool(turn.content)
-    return Applied(new_state, messages if due else None, count)
+    exchange, base = exchange_as_of(turns, len(turns) - 1) if due else (None, -1)
+    return Applied(new_state, messages if due else None, count, exchange=exchange, exchange_base=base)

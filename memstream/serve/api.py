@@ -83,6 +83,7 @@ from memstream.schemas import (
     SupersedeMemory,
     Turn,
 )
+from memstream.schemas.memory import FORGOTTEN_MARK
 from memstream.serve import documents_api
 from memstream.serve.events import EventHub
 from memstream.serve.guard import CURRENT_PRINCIPAL, AuthMiddleware, principal_of
@@ -182,7 +183,7 @@ class ApiContext:
 
 
 #: A forgotten memory is superseded by this marker (plus the operation id), not by another memory.
-FORGOTTEN = "forgotten:"
+FORGOTTEN = FORGOTTEN_MARK
 #: The cause of a forget operation, followed by the caller's reason; the audit record keeps both.
 FORGET_CAUSE = "forget: "
 

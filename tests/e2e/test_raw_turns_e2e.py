@@ -75,3 +75,40 @@ async def test_user_turns_back_to_back_are_all_kept(live: runner.Running, tmp_pa
     memories = await eventually(exchange, timeout=60, what="the exchange")
     text = " ".join(m.text for m in memories)
     assert "fails on ARM runners" in text and "ignores the lockfile" in text
+
+
+async def test_an_exchange_that_goes_on_is_one_memory_refreshed_in_place(live: runner.Running, tmp_path: Path) -> None:
+    """Issue 25.3: a Claude reply comes as several assistant messages, and a question stored while it
+    waited for its answer is stored again with it; each snapshot extends the exchange stored before."""
+    project = str(tmp_path / "r")
+    session = "goes-on"
+    first = [
+        ("user", "Why does the nightly export time out?"),
+        ("assistant", "Let me look at the export job's logs."),
+    ]
+    rest = [
+        ("assistant", "The export scans the whole orders table without an index on created_at."),
+        ("user", "Add the index then."),
+        ("assistant", "Added a migration creating the index on orders.created_at."),
+    ]
+    turns = [make_turn(session_id=session, project=project, role=r, content=c) for r, c in first]
+    await publish(live.bootstrap, live.settings.topic_prefix, turns)
+    await eventually(
+        lambda: _holding(live, project, "export job's logs"), timeout=60, what="the first part of the exchange"
+    )
+    turns = [make_turn(session_id=session, project=project, role=r, content=c) for r, c in rest]
+    await publish(live.bootstrap, live.settings.topic_prefix, turns)
+    memories = await eventually(
+        lambda: _holding(live, project, "orders.created_at", "without an index"), timeout=60, what="both exchanges"
+    )
+    texts = sorted(m.text for m in memories)
+    assert len(texts) == 2, texts
+    assert not any(a != b and b.startswith(a) for a in texts for b in texts), texts
+    [whole] = [t for t in texts if "nightly export" in t]
+    assert "export job's logs" in whole and "without an index" in whole
+
+
+async def _holding(running: runner.Running, project: str, *needles: str) -> list[Memory] | None:
+    memories = await stored(running, project)
+    text = " ".join(m.text for m in memories)
+    return memories if all(n in text for n in needles) else None

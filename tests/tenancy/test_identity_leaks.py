@@ -9,7 +9,7 @@ import msgspec
 
 from memstream.agents.extract import explicit_facts, fact_scope
 from memstream.identity import project_key, user_key
-from memstream.rules.extraction import ExtractedFact, raw_fact
+from memstream.rules.extraction import ExtractedFact, parse_facts, raw_facts
 from memstream.schemas import Snapshot
 
 NOW = datetime(2026, 11, 23, tzinfo=UTC)
@@ -32,17 +32,19 @@ def snapshot(user: str = ALICE, exchange: str = "", mode: str = "raw") -> Snapsh
     )
 
 
-def test_raw_mode_keeps_an_exchange_stating_a_preference_out_of_the_project_scope() -> None:
-    fact = raw_fact("[user] I prefer tabs over spaces, always\n[assistant] Noted, tabs it is.")
-    assert fact is not None and fact.scope == "user"
-    neutral = raw_fact("[user] the build uses make\n[assistant] ok")
-    assert neutral is not None and neutral.scope == "project"
+def test_a_raw_exchange_stays_in_its_project_and_a_standing_preference_goes_to_its_user() -> None:
+    """Issue 25.4: the conversation belongs to the project; the stated preference, to its speaker."""
+    facts = raw_facts("[user] I prefer tabs over spaces, always\n[assistant] Noted, tabs it is.")
+    assert [(f.type, f.scope) for f in facts] == [("conversation", "project"), ("preference", "user")]
+    assert facts[1].text == "I prefer tabs over spaces, always"
+    [neutral] = raw_facts("[user] the build uses make\n[assistant] ok")
+    assert (neutral.type, neutral.scope) == ("conversation", "project")
 
 
-def test_only_the_user_lines_decide_a_raw_exchange_scope() -> None:
+def test_only_the_user_lines_state_a_preference() -> None:
     # The assistant saying "I prefer" is not the user stating a preference.
-    fact = raw_fact("[user] what should we use?\n[assistant] I prefer pytest here")
-    assert fact is not None and fact.scope == "project"
+    facts = raw_facts("[user] what should we use?\n[assistant] I prefer pytest here")
+    assert [(f.type, f.scope) for f in facts] == [("conversation", "project")]
 
 
 def test_a_personal_fact_goes_to_its_user_scope() -> None:
@@ -61,12 +63,21 @@ def test_project_facts_stay_in_the_project_with_or_without_a_user() -> None:
     assert fact_scope(snapshot(ALICE), fact) == ("project", P)
 
 
-def test_a_raw_preference_exchange_of_an_anonymous_turn_stores_nothing() -> None:
+def test_an_anonymous_exchange_stating_a_preference_is_still_stored_in_its_project() -> None:
+    """Issue 25.4: no exchange is dropped for want of a user; only the preference, which nobody owns."""
     exchange = "[user] remember that I prefer dark mode\n[assistant] Noted."
     anonymous = msgspec.structs.replace(snapshot("", exchange), explicit=["I prefer dark mode"])
-    raw = raw_fact(anonymous.exchange)
-    assert raw is not None
-    facts = [*explicit_facts(anonymous), raw]
-    assert len(facts) == 2 and [fact_scope(anonymous, f) for f in facts] == [None, None]
+    facts = [*explicit_facts(anonymous), *raw_facts(anonymous.exchange)]
+    assert [fact_scope(anonymous, f) for f in facts if f.type == "conversation"] == [("project", P)]
+    assert [fact_scope(anonymous, f) for f in facts if f.type == "preference"] == [None, None]
     owned = msgspec.structs.replace(anonymous, user_key=ALICE)
-    assert {fact_scope(owned, f) for f in facts} == {("user", ALICE)}
+    assert {fact_scope(owned, f) for f in facts if f.type == "preference"} == {("user", ALICE)}
+
+
+def test_a_preference_the_model_puts_in_the_project_goes_to_its_speaker() -> None:
+    """Issue 27.5: a preference is its speaker's, whatever scope the model's reply names."""
+    [fact] = parse_facts(
+        '[{"memory": "Prefers bun over npm for installs", "type": "preference", "scope": "project"}]'
+    ).facts
+    assert fact.scope == "user"
+    assert fact_scope(snapshot(ALICE, mode="normal"), fact) == ("user", ALICE)

@@ -8,6 +8,7 @@ import pytest
 
 from memstream.rules.extraction import (
     CONVERSATION_MAX_CHARS,
+    CUT_MARK,
     DEFAULT_CONFIDENCE,
     FALLBACK_TYPE,
     INIT_SYSTEM,
@@ -15,7 +16,7 @@ from memstream.rules.extraction import (
     SUMMARY_SYSTEM,
     ExtractedFact,
     parse_facts,
-    raw_fact,
+    raw_facts,
     system_prompt,
 )
 from memstream.schemas import MEMORY_TYPES
@@ -138,7 +139,8 @@ def test_default_scope_is_user_for_preference_only(kind: str) -> None:
     assert result.facts == [ExtractedFact("A memory of this type", kind, "user" if kind == "preference" else "project")]
 
 
-def test_explicit_scope_is_honoured() -> None:
+def test_explicit_scope_is_honoured_except_a_preference_which_is_always_its_speakers() -> None:
+    # Issue 27.5: a preference in a shared project's scope would show one member's taste to all.
     result = parse_facts(
         json.dumps(
             [
@@ -149,7 +151,7 @@ def test_explicit_scope_is_honoured() -> None:
         )
     )
     assert [(f.text, f.scope) for f in result.facts] == [
-        ("tabs in this repo", "project"),
+        ("tabs in this repo", "user"),
         ("always answer tersely", "user"),
         ("odd scope value", "user"),
     ]
@@ -242,34 +244,34 @@ def test_non_text_memory_values_are_skipped(raw: str) -> None:
 
 def test_raw_fact_is_one_conversation_memory() -> None:
     # Raw mode stores what was said, not an inference: full confidence.
-    assert raw_fact("  [user] hi\n[assistant] hello  ") == ExtractedFact(
-        "[user] hi\n[assistant] hello", "conversation", "project", 1.0
-    )
+    assert raw_facts("  [user] hi\n[assistant] hello  ") == [
+        ExtractedFact("[user] hi\n[assistant] hello", "conversation", "project", 1.0)
+    ]
 
 
 def test_raw_fact_of_a_short_exchange_is_kept() -> None:
     # The 10-character minimum is for extracted facts, not raw conversation memories.
-    fact = raw_fact("hi")
-    assert fact is not None and fact.text == "hi" and fact.confidence == 1.0
+    [fact] = raw_facts("hi")
+    assert fact.text == "hi" and fact.confidence == 1.0
 
 
 def test_raw_fact_at_the_limit_is_kept_whole() -> None:
     text = "a" * CONVERSATION_MAX_CHARS
-    fact = raw_fact(text)
-    assert fact is not None and fact.text == text
+    [fact] = raw_facts(text)
+    assert fact.text == text
 
 
-def test_raw_fact_is_truncated_to_the_limit() -> None:
-    fact = raw_fact("b" * (CONVERSATION_MAX_CHARS + 500))
-    assert fact is not None
+def test_raw_fact_is_cut_in_its_middle_to_the_limit() -> None:
+    [fact] = raw_facts("a" * 1000 + "b" * 500 + "c" * 1000)
     assert CONVERSATION_MAX_CHARS == 2_000
     assert len(fact.text) == CONVERSATION_MAX_CHARS
-    assert fact.text == "b" * (CONVERSATION_MAX_CHARS - 1) + "…"
+    head, tail = fact.text.split(CUT_MARK)
+    assert head.startswith("a" * 990) and tail.endswith("c" * 990)
 
 
 @pytest.mark.parametrize("exchange", ["", "   ", "\n\t "])
 def test_raw_fact_of_nothing_is_none(exchange: str) -> None:
-    assert raw_fact(exchange) is None
+    assert raw_facts(exchange) == []
 
 
 # --- prompts ---

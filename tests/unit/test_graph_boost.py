@@ -115,7 +115,8 @@ async def test_search_boosts_from_a_bigger_candidate_pool(tmp_path: Path) -> Non
     store, graph = FakeStore(CANDIDATES), FakeGraph({"far"})
     hits = await recall.search(providers(tmp_path, store, graph), "redis cache", "p_test", "u_test", limit=1)
     assert ids(hits) == ["far"] and hits[0].score == 0.70
-    assert store.limits == [1 * recall.BOOST_POOL]
+    # Session-aware fusion asks for its own pool (recall.sessions); the boost's when it is bigger.
+    assert store.limits == [max(1 * recall.BOOST_POOL, recall.SESSION_POOL)]
     assert graph.calls == [("redis cache", ["p_test", "u_test"], 0.05)]
 
 
@@ -144,7 +145,7 @@ async def test_a_failing_or_hanging_graph_leaves_the_plain_order(tmp_path: Path,
 
 async def test_without_a_graph_search_is_the_plain_hybrid_search(tmp_path: Path) -> None:
     store = FakeStore(CANDIDATES)
-    hits = await recall.search(providers(tmp_path, store, None), "redis", "p_test", limit=1)
+    hits = await recall.search_scopes(providers(tmp_path, store, None), "redis", ["p_test"], limit=1, session_weight=0)
     assert ids(hits) == ["near"] and store.limits == [1]
 
 

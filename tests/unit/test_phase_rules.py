@@ -68,6 +68,14 @@ def test_exchanges_are_bounded_oldest_first() -> None:
     assert phase1.add_exchange([], "y" * 1000, max_chars=350) == ["y" * 1000]
 
 
+def test_an_exchange_that_goes_on_replaces_the_shorter_copy() -> None:
+    """Issue 25.3: a reply in several messages is one exchange in the rollout, not a prefix beside it."""
+    kept = phase1.add_exchange([], "[user] Q1\n[assistant] A1", max_chars=1000)
+    kept = phase1.add_exchange(kept, "[user] Q1\n[assistant] A1\n[assistant] A2", max_chars=1000)
+    kept = phase1.add_exchange(kept, "[user] Q2\n[assistant] B", max_chars=1000)
+    assert kept == ["[user] Q1\n[assistant] A1\n[assistant] A2", "[user] Q2\n[assistant] B"]
+
+
 def test_the_reply_is_parsed_redacted_and_slugged() -> None:
     secret = "ghp_" + "A" * 36
     raw = (

@@ -1,0 +1,106 @@
+"""Issue 25.3: raw mode stores one exchange once. Every snapshot of an exchange names the exchange
+(its base: the session's assistant-turn count when its question arrived), however many messages
+the reply takes, so the decide stage refreshes the exchange's one memory instead of adding another."""
+
+from __future__ import annotations
+
+from memstream.rules.snapshot import Applied, apply_turn, current_exchange, exchange_id
+from memstream.schemas import AppliedTurn, SessionState
+from memstream.schemas.events import Role
+
+
+def run(
+    turns: list[tuple[Role, str]], state: SessionState | None = None, first_offset: int = 0
+) -> tuple[SessionState, list[Applied]]:
+    state = state or SessionState()
+    outcomes = []
+    for offset, (role, content) in enumerate(turns, start=first_offset):
+        outcome = apply_turn(
+            state, partition=0, offset=offset, role=role, content=content, size=8, message_max_chars=4000
+        )
+        state = outcome.state
+        outcomes.append(outcome)
+    return state, outcomes
+
+
+def contents(outcome: Applied) -> list[str]:
+    assert outcome.exchange is not None
+    return [m.content for m in outcome.exchange]
+
+
+def test_each_reply_message_names_the_exchange_its_question_began() -> None:
+    _, out = run([("user", "Q1"), ("assistant", "A1"), ("assistant", "A2"), ("user", "Q2"), ("assistant", "A3")])
+    assert (contents(out[1]), out[1].exchange_base) == (["Q1", "A1"], 0)
+    assert (contents(out[2]), out[2].exchange_base) == (["Q1", "A1", "A2"], 0)
+    assert (contents(out[4]), out[4].exchange_base) == (["Q2", "A3"], 2)
+    assert exchange_id("s", 0) == exchange_id("s", 0) != exchange_id("s", 2) != exchange_id("t", 2)
+
+
+def test_questions_sent_back_to_back_open_one_exchange() -> None:
+    _, out = run([("user", "Q1"), ("user", "Q1 again"), ("assistant", "A")])
+    assert (contents(out[2]), out[2].exchange_base) == (["Q1", "Q1 again", "A"], 0)
+
+
+def test_a_question_waiting_for_its_answer_is_the_exchange_the_answer_joins() -> None:
+    state, _out = run([("user", "Q1"), ("assistant", "A1"), ("user", "Q2")])
+    pending, base = current_exchange(state)
+    assert pending is not None and [m.content for m in pending] == ["Q2"] and base == 1
+    state, more = run([("assistant", "A2")], state, first_offset=3)
+    assert more[0].exchange_base == base
+
+
+def test_a_reply_longer_than_the_window_keeps_its_question() -> None:
+    replies: list[tuple[Role, str]] = [("assistant", f"A{i}") for i in range(12)]
+    _, out = run([("user", "Q"), *replies])
+    last = out[-1]
+    assert last.messages is not None and next(m.content for m in last.messages) != "Q"  # the window lost it
+    assert contents(last)[0] == "Q" and len(contents(last)) == 13
+
+
+def test_a_redelivered_reply_names_the_same_exchange() -> None:
+    state, _out = run([("user", "Q"), ("assistant", "A1"), ("assistant", "A2")])
+    again = apply_turn(state, partition=0, offset=1, role="assistant", content="A1", size=8, message_max_chars=4000)
+    assert again.redelivered and contents(again) == ["Q", "A1"] and again.exchange_base == 0
+
+
+def test_turns_kept_before_the_base_existed_name_no_exchange() -> None:
+    legacy = SessionState(
+        assistant_turns=1,
+        applied=[
+            AppliedTurn(partition=0, offset=0, role="user", content="Q", assistant_turns=0),
+            AppliedTurn(partition=0, offset=1, role="assistant", content="A", assistant_turns=1),
+        ],
+    )
+    again = apply_turn(legacy, partition=0, offset=1, role="assistant", content="A", size=8, message_max_chars=4000)
+    assert again.exchange is None and again.exchange_base == -1
+    # A new question starts an exchange the state knows from then on.
+    _, out = run([("user", "Q2"), ("assistant", "A2")], legacy, first_offset=2)
+    assert contents(out[1]) == ["Q2", "A2"] and out[1].exchange_base == 1
+
+
+def test_only_a_raw_exchange_takes_the_exchange_id() -> None:
+    from datetime import UTC, datetime
+
+    from memstream.agents.extract import _fact
+    from memstream.rules.extraction import ExtractedFact
+    from memstream.schemas import Snapshot
+
+    snapshot = Snapshot(
+        snapshot_id="s1-2",
+        session_id="s1",
+        project="/p",
+        project_key="p_x",
+        user_key="",
+        mode="normal",
+        text="[user] Q\n[assistant] A",
+        turn_index=2,
+        exchange="[user] Q\n[assistant] A",
+        exchange_id=exchange_id("s1", 1),
+        ts=datetime(2026, 11, 1, tzinfo=UTC),
+    )
+    said = ExtractedFact("[user] Q\n[assistant] A", "conversation", "project", 1.0)
+    fact = ExtractedFact("The export scans the orders table", "architecture", "project", 0.9)
+    assert _fact(snapshot, said, ("project", "p_x"), 0, [], raw=True).exchange_id == snapshot.exchange_id
+    # A model's "conversation" fact, or any other fact of the exchange, keeps its content's id.
+    assert _fact(snapshot, said, ("project", "p_x"), 0, []).exchange_id == ""
+    assert _fact(snapshot, fact, ("project", "p_x"), 1, [], raw=True).exchange_id == ""

@@ -1,0 +1,52 @@
+"""Session-aware fusion (issue 25.9): the other hits of a hit's session vouch for it."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from memstream.recall import search as recall
+from memstream.recall.sessions import session_fusion
+from memstream.schemas.memory import HybridHit
+from tests.unit.factories import memory
+from tests.unit.test_graph_boost import FakeStore, providers
+
+
+def hit(id: str, score: float, session: str = "") -> HybridHit:
+    return HybridHit(
+        memory=memory(id, "conversation", session_id=session), score=score, vector_score=score, bm25_score=None
+    )
+
+
+def ids(hits: list[HybridHit]) -> list[str]:
+    return [h.memory.id for h in hits]
+
+
+def test_an_exchange_whose_session_also_matches_climbs_above_a_lone_one() -> None:
+    hits = [hit("lone", 0.80, "a"), hit("x1", 0.78, "b"), hit("x2", 0.70, "b")]
+    assert ids(session_fusion(hits, 0.3)) == ["x1", "x2", "lone"]  # 0.99, 0.934, 0.80
+
+
+def test_the_best_hit_of_a_session_is_vouched_for_by_the_second_best() -> None:
+    hits = [hit("b1", 0.9, "b"), hit("b2", 0.5, "b"), hit("c", 0.95, "c")]
+    fused = session_fusion(hits, 0.2)  # b1: 0.9 + 0.1 = 1.0; b2: 0.5 + 0.18; c: 0.95
+    assert ids(fused) == ["b1", "c", "b2"]
+
+
+def test_memories_without_a_session_keep_their_own_score() -> None:
+    hits = [hit("fact", 0.9), hit("other", 0.85), hit("s1", 0.6, "s"), hit("s2", 0.6, "s")]
+    assert ids(session_fusion(hits, 0.3)) == ["fact", "other", "s1", "s2"]  # 0.78 each, ties keep order
+
+
+def test_scores_are_kept_and_weight_zero_changes_nothing() -> None:
+    hits = [hit("lone", 0.80, "a"), hit("x1", 0.78, "b"), hit("x2", 0.70, "b")]
+    assert session_fusion(hits, 0.0) == hits
+    assert sorted(h.score for h in session_fusion(hits, 0.5)) == sorted(h.score for h in hits)
+
+
+async def test_search_ranks_with_session_fusion_from_its_own_pool(tmp_path: Path) -> None:
+    # Three hits for ten asked: the lone exchange first by score, the session of two first once fused.
+    store = FakeStore([hit("lone", 0.80, "a"), hit("x1", 0.78, "b"), hit("x2", 0.70, "b")])
+    found = await recall.search_scopes(providers(tmp_path, store, None), "export", ["p_test"], limit=2)
+    assert ids(found) == ["x1", "x2"] and store.limits == [recall.SESSION_POOL]
+    off = await recall.search_scopes(providers(tmp_path, store, None), "export", ["p_test"], limit=2, session_weight=0)
+    assert ids(off) == ["lone", "x1"]
