@@ -6,7 +6,12 @@ which prompt produced what.
 
 from __future__ import annotations
 
-PROMPT_VERSION = "extract.v2"
+PROMPT_VERSION = "extract.v3"
+
+#: The most memories and entities one answer holds, per mode. Each prompt says so, the JSON Schema
+#: sent to a local model bounds its lists with them, and the answer's max_tokens is sized for them:
+#: a small model's list that loops stops at the bound instead of running into the token cap.
+ANSWER_BOUNDS: dict[str, tuple[int, int]] = {"normal": (12, 12), "summary": (1, 4), "init": (15, 15)}
 
 #: Seed 003: input longer than this is truncated before the prompt is built (newest text kept).
 MAX_INPUT_CHARS = 12_000
@@ -40,6 +45,7 @@ Skip greetings, ephemeral details (what is being typed right now), secrets and a
 If the user explicitly asks to remember something ("remember that…", "note that…", "save this:…"),
 always include it with confidence 1.0.
 If nothing is worth keeping, return {{"memories": [], "entities": []}}.
+At most {ANSWER_BOUNDS["normal"][0]} memories and {ANSWER_BOUNDS["normal"][1]} entities, each entity once.
 {_ANSWER_SHAPE}
 
 Example conversation:
@@ -60,7 +66,7 @@ SUMMARY_SYSTEM = f"""\
 You summarize a coding agent's session for its future self.
 The summary covers what was worked on, decisions made and progress achieved, in at most 5 sentences.
 {_ANSWER_SHAPE}
-Return exactly one memory of type "session-summary".
+Return exactly one memory of type "session-summary", and at most {ANSWER_BOUNDS["summary"][1]} entities.
 Example answer:
 {{"memories": [{{"memory": "Worked on checkout: fixed the currency KeyError for old carts (defaults to EUR), \
 added a regression test; next is password reset.", "type": "session-summary", "confidence": 0.9}}], "entities": []}}"""
@@ -69,6 +75,7 @@ INIT_SYSTEM = f"""\
 You read a project's files (README, manifests, configs) and extract its foundational facts:
 what it is and for whom (project-brief, product-context), how it is built (architecture, tech-context)
 and how to run, test and configure it (project-config). Only facts the files state.
+At most {ANSWER_BOUNDS["init"][0]} memories and {ANSWER_BOUNDS["init"][1]} entities, each entity once.
 {_ANSWER_SHAPE}
 Example answer:
 {{"memories": [{{"memory": "demo-shop is an online shop API for small merchants", "type": "project-brief", \
