@@ -31,6 +31,8 @@ from memstream.rules.extraction import (
     PROMPT_VERSION,
     ExtractedFact,
     ParseResult,
+    answer_max_tokens,
+    answer_schema,
     extraction_prompt,
     parse_facts,
     raw_fact,
@@ -72,7 +74,10 @@ def register(app: faust.App, topics: Topics, providers: Providers, sink: DeadLet
             return ParseResult([fact] if fact else [], [])
         with stage_span("memstream.llm", mode=snapshot.mode, prompt_version=PROMPT_VERSION) as span:
             completion = await providers.llm.complete(
-                system_prompt(snapshot.mode), extraction_prompt(snapshot.text, snapshot.mode), max_tokens=2048
+                system_prompt(snapshot.mode),
+                extraction_prompt(snapshot.text, snapshot.mode),
+                max_tokens=answer_max_tokens(snapshot.mode),
+                schema=answer_schema(snapshot.mode),
             )
             span.set_attribute("llm.provider", completion.provider)
             span.set_attribute("llm.model", completion.model)

@@ -12,7 +12,7 @@ from typing import Any, cast
 import pytest
 
 from memstream.bootstrap import Providers
-from memstream.llm.base import Completion
+from memstream.llm.base import Completion, JsonSchema
 from memstream.recall import search as recall
 from memstream.recall.rerank import LLMReranker, VoyageReranker, apply_order, build_reranker, rerank_top
 from memstream.schemas.memory import HybridHit
@@ -123,7 +123,9 @@ class ListwiseLLM:
         self.text = text
         self.prompts: list[str] = []
 
-    async def complete(self, system: str, prompt: str, *, max_tokens: int = 1024) -> Completion:
+    async def complete(
+        self, system: str, prompt: str, *, max_tokens: int = 1024, schema: JsonSchema | None = None
+    ) -> Completion:
         self.prompts.append(prompt)
         return Completion(text=self.text, provider=self.provider, model=self.model)
 
