@@ -55,3 +55,9 @@ def is_busy(llm: object) -> bool:
     """Whether ``llm`` would make a new call wait for one in flight: a local model with every
     slot taken. Hosted providers have no such property and are never busy."""
     return bool(getattr(llm, "busy", False))
+
+
+def waiting_calls(llm: object) -> int:
+    """How many calls wait for a slot of ``llm`` (a local model's); 0 for hosted providers."""
+    waiting = getattr(llm, "waiting", 0)
+    return waiting if isinstance(waiting, int) else 0

@@ -9,7 +9,7 @@ from __future__ import annotations
 import time
 from collections.abc import Sequence
 
-from memstream.llm.base import LLM, Completion, JsonSchema, LLMError, is_busy
+from memstream.llm.base import LLM, Completion, JsonSchema, LLMError, is_busy, waiting_calls
 from memstream.telemetry import metrics
 from memstream.telemetry.tracing import stage_span
 
@@ -47,6 +47,11 @@ class ProviderChain:
     def busy(self) -> bool:
         """The provider tried first would make a call wait (a local model with every slot taken)."""
         return is_busy(self.providers[0])
+
+    @property
+    def waiting(self) -> int:
+        """Calls waiting for a slot of the provider tried first."""
+        return waiting_calls(self.providers[0])
 
     async def complete(
         self, system: str, prompt: str, *, max_tokens: int = 1024, schema: JsonSchema | None = None

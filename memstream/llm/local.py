@@ -134,6 +134,11 @@ class LocalLLM:
         return self._in_flight >= self._concurrency
 
     @property
+    def waiting(self) -> int:
+        """Calls waiting for a slot."""
+        return max(0, self._in_flight - self._concurrency)
+
+    @property
     def dialect(self) -> str | None:
         """The structured-output dialect in use, None until `auto` has asked the server."""
         return self._dialect

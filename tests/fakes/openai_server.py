@@ -138,6 +138,14 @@ class FakeOpenAI(LoopbackFake[RecordedRequest]):
         self._server = server
         self._token_delay = token_delay
         self._ids = itertools.count(1)
+        self._in_flight = 0
+        self._max_in_flight = 0
+
+    @property
+    def max_in_flight(self) -> int:
+        """The most chat completions the fake was answering at once (a request counts until its answer ends)."""
+        with self._lock:
+            return self._max_in_flight
 
     @property
     def base_url(self) -> str:
@@ -155,6 +163,16 @@ class FakeOpenAI(LoopbackFake[RecordedRequest]):
         return {"error": {"message": message, "type": kind, "param": None, "code": code}}
 
     async def _chat_completions(self, request: web.Request) -> web.StreamResponse:
+        with self._lock:
+            self._in_flight += 1
+            self._max_in_flight = max(self._max_in_flight, self._in_flight)
+        try:
+            return await self._answer(request)
+        finally:
+            with self._lock:
+                self._in_flight -= 1
+
+    async def _answer(self, request: web.Request) -> web.StreamResponse:
         recorded, parsed = await self._record_request(request, RecordedRequest)
         body = recorded.body
 

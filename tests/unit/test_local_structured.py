@@ -19,6 +19,7 @@ import pytest
 from memstream.llm.base import LLMError
 from memstream.llm.local import LocalLLM
 from memstream.llm.retry import RetryPolicy
+from memstream.recall.rerank import LLMReranker, rerank_top
 from memstream.rules.extraction import (
     ANSWER_BOUNDS,
     MODE_TYPES,
@@ -28,8 +29,10 @@ from memstream.rules.extraction import (
     parse_facts,
     system_prompt,
 )
+from memstream.schemas.memory import HybridHit
 from tests.fakes.ollama_server import FakeOllama
 from tests.fakes.openai_server import FakeOpenAI
+from tests.unit.factories import memory
 
 MODEL = "qwen2.5-coder-1.5b-instruct"
 CONVERSATION = "[user] Remember that we deploy with `make release` only from main.\n[assistant] Noted."
@@ -351,3 +354,23 @@ def test_unknown_dialect_and_zero_concurrency_are_refused() -> None:
         LocalLLM("http://127.0.0.1:9/v1", dialect="grammar")
     with pytest.raises(ValueError, match="concurrency of at least 1"):
         LocalLLM("http://127.0.0.1:9/v1", concurrency=0)
+
+
+async def test_search_does_not_wait_for_a_local_model_busy_with_extraction(
+    make_llm: Callable[..., LocalLLM], caplog: pytest.LogCaptureFixture
+) -> None:
+    hits = [HybridHit(memory(f"m{i}", text=f"memory number {i}"), 1.0 - i / 100, 1.0 - i / 100, None) for i in range(5)]
+    with FakeOpenAI(lambda body: "a b c d e f g h", token_delay=0.05) as fake:
+        llm = make_llm(fake.base_url)
+        extraction = asyncio.create_task(llm.complete("extract", "the conversation"))
+        await wait_until(lambda: llm.busy)
+        with caplog.at_level(logging.INFO, logger="memstream.recall.rerank"):
+            # Waiting for the model would take until the extraction ends: far less than this timeout.
+            ranked = await rerank_top("how is it built?", hits, LLMReranker(llm), timeout_s=60.0)
+        still_extracting = not extraction.done()
+        await extraction
+
+    assert still_extracting
+    assert ranked == hits  # the search's own order
+    assert [r.user_text for r in fake.requests] == ["the conversation"]  # the reranker asked nothing
+    assert "skipped" in caplog.text and "is busy" in caplog.text
