@@ -17,6 +17,7 @@ from typing import Any
 import pytest
 
 from memstream.llm.base import LLMError
+from memstream.llm.chain import ProviderChain
 from memstream.llm.local import LocalLLM
 from memstream.llm.retry import RetryPolicy
 from memstream.recall.rerank import LLMReranker, rerank_top
@@ -374,3 +375,16 @@ async def test_search_does_not_wait_for_a_local_model_busy_with_extraction(
     assert ranked == hits  # the search's own order
     assert [r.user_text for r in fake.requests] == ["the conversation"]  # the reranker asked nothing
     assert "skipped" in caplog.text and "is busy" in caplog.text
+
+
+async def test_the_provider_chain_passes_the_schema_on_and_is_busy_when_its_first_provider_is(
+    make_llm: Callable[..., LocalLLM],
+) -> None:
+    with FakeOpenAI(lambda body: json.dumps(STRICT), token_delay=0.05) as fake:
+        chain = ProviderChain([make_llm(fake.base_url, dialect="json_schema")])
+        call = asyncio.create_task(chain.complete("extract", "conversation", schema=answer_schema("normal")))
+        await wait_until(lambda: chain.busy)
+        await call
+
+    assert fake.requests[0].schema == answer_schema("normal")
+    assert not chain.busy and chain.waiting == 0
