@@ -11,10 +11,11 @@ A small model on a laptop CPU is slow and single (issue 28), so this client diff
   grammar lets the model write only valid, typed, bounded JSON:
   ``json_schema`` — ``response_format: {type: json_schema, json_schema: {name, schema, strict}}`` (llama.cpp's
   llama-server, vLLM, Ollama's /v1, LM Studio); ``json_object`` — ``response_format: {type: json_object,
-  schema}`` (llama-cpp-python's server, which refuses the former); ``ollama`` — Ollama's own ``/api/chat`` with
-  ``format: <schema>`` and ``options.num_ctx`` (its /v1 cannot raise the context, which cuts long prompts at 4k
-  tokens); ``none`` — the prompt alone. ``auto`` asks ``/api/version`` whether the server is Ollama, else starts
-  at ``json_schema`` and steps down to ``json_object`` and then ``none`` when the server refuses the format.
+  schema}`` (llama-cpp-python's server, which refuses the former with a 500); ``ollama`` — Ollama's own
+  ``/api/chat`` with ``format: <schema>`` and ``options.num_ctx`` (its /v1 cannot raise the context, which cuts
+  long prompts at 4k tokens); ``none`` — the prompt alone. ``auto`` asks ``/api/version`` whether the server is
+  Ollama, else starts at ``json_schema`` and steps down to ``json_object`` and then ``none`` when the server
+  refuses the format.
   A server that ignores the format still answers: the tolerant parser reads that answer.
 - Streaming, with two timeouts instead of one total: the wait for the first token (a CPU model reads a 4k-token
   prompt for minutes) and the longest silence between tokens. A call that keeps writing is never cut off.
@@ -359,7 +360,7 @@ class LocalLLM:
 
 
 class _FormatRefused(Exception):
-    """The server answered 400/422 to the structured-output part of the request."""
+    """The server refused the structured-output part of the request (400, 422, or llama-cpp-python's 500)."""
 
 
 class _Clock:
@@ -454,7 +455,9 @@ class _Stream:
             parsed = None
         status = response.status
         summary = _error_summary(parsed, raw)
-        if self._formatted and status in (400, 422) and any(w in raw.decode(errors="replace") for w in _FORMAT_WORDS):
+        # llama-cpp-python's server answers its request validation error with a 500, not a 4xx.
+        refused = status in (400, 422, 500) and any(w in raw.decode(errors="replace") for w in _FORMAT_WORDS)
+        if self._formatted and refused:
             raise _FormatRefused(_one_line(f"{where}: HTTP {status} {summary}"))
         retryable = status in _RETRYABLE_4XX or status >= 500
         raise LLMError(_one_line(f"{where}: HTTP {status} {summary}"), retryable=retryable)

@@ -8,7 +8,7 @@ It serves aiohttp on its own event loop in a background thread (see `LoopbackFak
 
 Structured output is answered as the named server does (`server=`): llama.cpp's llama-server takes
 `response_format` `json_schema` and the legacy `json_object` with a `schema`; vLLM takes `json_schema` only
-with a `name`, and `json_object` as any JSON object; llama-cpp-python's server refuses `json_schema` (422) and
+with a `name`, and `json_object` as any JSON object; llama-cpp-python's server refuses `json_schema` (a 500) and
 takes `json_object` with a `schema`; `ignore` takes any `response_format` and ignores it, as servers without a
 grammar do. A schema it takes is checked (a valid JSON Schema, else 400 as a grammar that cannot be built), and
 the answer is held to it as a grammar would hold the model: a responder whose text breaks it is a test bug (500).
@@ -239,14 +239,18 @@ class FakeOpenAI(LoopbackFake[RecordedRequest]):
             return None
         kind = response_format.get("type") if isinstance(response_format, dict) else None
         if self._server == "llama-cpp-python" and kind not in ("text", "json_object"):
-            # FastAPI's validation error for its pydantic model, as llama-cpp-python's server sends it.
+            # Its pydantic validation error, which its route handler answers as a 500 (seen from 0.2.62's server).
             detail = {
                 "type": "literal_error",
-                "loc": ["body", "response_format", "type"],
+                "loc": ("body", "response_format", "type"),
                 "msg": "Input should be 'text' or 'json_object'",
                 "input": kind,
             }
-            return web.json_response({"detail": [detail]}, status=422)
+            message = f"1 validation error:\n  {detail}\n\n    POST /v1/chat/completions"
+            return web.json_response(
+                {"error": {"message": message, "type": "internal_server_error", "param": None, "code": None}},
+                status=500,
+            )
         if kind not in ("text", "json_object", "json_schema"):
             return self._error(
                 400, f"response_format type must be one of 'text', 'json_object' or 'json_schema', got {kind!r}"

@@ -189,7 +189,7 @@ async def test_a_configured_dialect_the_server_refuses_fails_clearly_and_is_not_
     with FakeOpenAI(strict, server="llama-cpp-python") as fake:
         llm = LocalLLM(fake.base_url, model=MODEL, dialect="json_schema", retry=RetryPolicy(max_retries=2))
         try:
-            with pytest.raises(LLMError, match=r"HTTP 422 .*MEMSTREAM_LOCAL_LLM_DIALECT") as caught:
+            with pytest.raises(LLMError, match=r"HTTP 500 .*validation error.*MEMSTREAM_LOCAL_LLM_DIALECT") as caught:
                 await extract(llm)
         finally:
             await llm.close()
