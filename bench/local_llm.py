@@ -85,16 +85,17 @@ CASES = [
         [Label(("make release", "main"), "project-config")],
     ),
     Case(
-        "safari-cookies",
+        # Not the prompt's own example (a Safari cookie fix), which a small model copies word for word.
+        "cors-proxy",
         [
-            ("user", "Why do logins fail on Safari?"),
+            ("user", "Why does the browser block my fetch to the API in dev?"),
             (
                 "assistant",
-                "Safari blocks third-party cookies, so the session cookie set by auth.example.com was dropped. "
-                "I moved the JWT into a first-party httpOnly cookie on the app domain; logins work now.",
+                "The Vite dev server runs on port 5173 and the API on 8000, so the browser sent a CORS preflight "
+                "the API rejects. I added a proxy for /api in vite.config.ts, so the app calls the same origin.",
             ),
         ],
-        [Label(("safari", "cookie"), "error-solution"), Label(("jwt", "httponly"), "architecture")],
+        [Label(("cors", "proxy"), "error-solution"), Label(("vite",), "tech-context")],
     ),
     Case(
         "test-command",
@@ -202,6 +203,7 @@ class Row:
     seconds: float = 0.0
     output_tokens: int = 0
     facts: int = 0
+    reply: str = ""
     error: str = ""
     notes: list[str] = field(default_factory=list)
 
@@ -251,6 +253,7 @@ async def run_case(llm: LocalLLM, case: Case, *, schema: bool) -> Row:
         return row
     row.seconds = time.monotonic() - started
     row.output_tokens = completion.output_tokens
+    row.reply = completion.text
     try:
         data = json.loads(completion.text)
         row.strict_json = True
@@ -392,6 +395,8 @@ async def main_async(args: argparse.Namespace) -> None:
                     row = await run_case(llm, case, schema=schema)
                     rows.append(row)
                     print_row(row)
+                    if args.show_replies:
+                        print("    " + " ".join(row.reply.split())[:600])
                     sys.stdout.flush()
             finally:
                 if schema:
@@ -429,6 +434,7 @@ def main() -> None:
     parser.add_argument("--context", type=int, default=8192)
     parser.add_argument("--snapshots", type=int, default=len(CASES), help=f"how many of the {len(CASES)} to run")
     parser.add_argument("--timeout", type=float, default=600.0, help="seconds to the first token")
+    parser.add_argument("--show-replies", action="store_true", help="print each reply (its first 600 characters)")
     asyncio.run(main_async(parser.parse_args()))
 
 
