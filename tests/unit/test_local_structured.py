@@ -14,6 +14,7 @@ import logging
 from collections.abc import AsyncIterator, Callable
 from typing import Any
 
+import jsonschema
 import pytest
 
 from memstream.llm.base import LLMError
@@ -388,3 +389,15 @@ async def test_the_provider_chain_passes_the_schema_on_and_is_busy_when_its_firs
 
     assert fake.requests[0].schema == answer_schema("normal")
     assert not chain.busy and chain.waiting == 0
+
+
+@pytest.mark.parametrize("mode", ["normal", "summary", "init"])
+def test_each_prompts_example_answer_is_one_line_the_schema_accepts(mode: str) -> None:
+    # A grammar (llama-cpp-python's allows no line break) holds the model to the schema's shape: the example
+    # the model imitates must be that shape, or the likeliest allowed token is the one that ends the list.
+    example = system_prompt(mode).split("Example answer:\n", 1)[1]
+
+    assert "\n" not in example
+    jsonschema.validate(json.loads(example), answer_schema(mode))
+    keys = list(json.loads(example)["memories"][0])
+    assert keys == list(answer_schema(mode)["properties"]["memories"]["items"]["properties"])
