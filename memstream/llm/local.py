@@ -339,23 +339,22 @@ class LocalLLM:
     def _log_speed(self, answer: _Answer, waited: float, max_tokens: int, schema: JsonSchema | None) -> None:
         reading = answer.first_token_s
         writing = max(answer.total_s - reading, 1e-6)
-        read_rate = f" ({answer.input_tokens / reading:.0f} tokens/s)" if answer.input_tokens and reading > 0 else ""
-        fmt = (
-            f"schema as {self._dialect}" if schema is not None and self._dialect not in (None, "none") else "no schema"
-        )
+        if answer.input_tokens and reading > 0:
+            read = f"read {answer.input_tokens} prompt tokens in {reading:.1f}s ({answer.input_tokens / reading:.0f}/s)"
+        else:  # the server sent no usage (llama-cpp-python's stream does not)
+            read = f"read the prompt in {reading:.1f}s"
+        constrained = schema is not None and self._dialect not in (None, "none")
         log.info(
-            "%s: call took %.1fs: read %s prompt tokens in %.1fs%s, wrote %d tokens in %.1fs (%.1f tokens/s)%s%s; %s",
+            "%s: call took %.1fs: %s, wrote %d tokens in %.1fs (%.1f tokens/s)%s%s; %s",
             self._where,
             answer.total_s,
-            answer.input_tokens or "?",
-            reading,
-            read_rate,
+            read,
             answer.output_tokens,
             writing,
             answer.output_tokens / writing,
             f", cut at max_tokens={max_tokens}" if answer.cut else "",
             f", after waiting {waited:.1f}s for the model" if waited >= 1.0 else "",
-            fmt,
+            f"schema as {self._dialect}" if constrained else "no schema",
         )
 
 
