@@ -59,8 +59,9 @@ def answer_schema(mode: str) -> dict[str, Any]:
     """The JSON Schema of an extraction answer in ``mode``: the memory types as an enum, every list
     bounded (ANSWER_BOUNDS) and every string too, so a model held to it writes valid, typed, finite JSON.
 
-    Every field is required and listed in the order the prompt shows: grammar-constrained servers
-    (llama.cpp) then write each item in one fixed shape. ValueError for a mode without a prompt (raw).
+    The fields are listed in the order the prompt shows, and all but a memory's scope are required:
+    grammar-constrained servers (llama.cpp) then write each item in one fixed shape. ValueError for a mode
+    without a prompt (raw).
     """
     system_prompt(mode)  # the same error for a mode without one
     memories, entities = ANSWER_BOUNDS[mode]
@@ -72,7 +73,10 @@ def answer_schema(mode: str) -> dict[str, Any]:
             "confidence": {"type": "number", "minimum": 0, "maximum": 1},
             "scope": {"type": "string", "enum": ["project", "user"]},
         },
-        "required": ["memory", "type", "confidence", "scope"],
+        # Scope is left out unless it is the user's: the parser gives a fact without one the scope of its
+        # type, where a small model asked for it on every fact picks "user" at random (and such a fact of
+        # a turn without a user is dropped).
+        "required": ["memory", "type", "confidence"],
         "additionalProperties": False,
     }
     name = {"type": "string", "minLength": 1, "maxLength": _SCHEMA_ENTITY_CHARS}

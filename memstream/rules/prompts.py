@@ -38,13 +38,14 @@ TYPE_GUIDE = """\
 _ANSWER_SHAPE = (
     "Return ONLY a JSON object on one line, no prose:\n"
     '{"memories": [{"memory": "<one atomic, self-contained fact>", "type": "<type>", "confidence": <0..1>, '
-    '"scope": "project" | "user"}], "entities": [{"source": "<entity>", "relationship": "<verb phrase>", '
-    '"target": "<entity>", "confidence": <0..1>}]}'
+    '"scope": "user" (only on the user\'s own preferences)}], "entities": [{"source": "<entity>", '
+    '"relationship": "<verb phrase>", "target": "<entity>", "confidence": <0..1>}]}'
 )
 
 
-def _memory(text: str, kind: str, confidence: float, scope: str = "project") -> dict[str, object]:
-    return {"memory": text, "type": kind, "confidence": confidence, "scope": scope}
+def _memory(text: str, kind: str, confidence: float, scope: str = "") -> dict[str, object]:
+    # Scope only where it is not the project's: a small model shown it on every item picks "user" at random.
+    return {"memory": text, "type": kind, "confidence": confidence, **({"scope": scope} if scope else {})}
 
 
 def _entity(source: str, relationship: str, target: str, confidence: float) -> dict[str, object]:

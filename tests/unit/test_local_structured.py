@@ -108,6 +108,8 @@ def test_the_answer_schema_has_typed_bounded_lists(mode: str) -> None:
     assert (memories["maxItems"], entities["maxItems"]) == ANSWER_BOUNDS[mode]
     assert memories["items"]["properties"]["memory"]["maxLength"] > 0
     assert schema["required"] == ["memories", "entities"]
+    # Scope is optional: a fact without one gets its type's scope (a small model asked for it picks at random).
+    assert memories["items"]["required"] == ["memory", "type", "confidence"]
     # The budget fits the bounds: every memory and entity at its typical size, and more for a summary.
     assert answer_max_tokens(mode) >= 30 * sum(ANSWER_BOUNDS[mode])
 
@@ -399,5 +401,6 @@ def test_each_prompts_example_answer_is_one_line_the_schema_accepts(mode: str) -
 
     assert "\n" not in example
     jsonschema.validate(json.loads(example), answer_schema(mode))
-    keys = list(json.loads(example)["memories"][0])
-    assert keys == list(answer_schema(mode)["properties"]["memories"]["items"]["properties"])
+    order = list(answer_schema(mode)["properties"]["memories"]["items"]["properties"])
+    for item in json.loads(example)["memories"]:
+        assert list(item) == order[: len(item)]  # the schema's order; scope only where it is given
