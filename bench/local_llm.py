@@ -28,6 +28,7 @@ import json
 import logging
 import os
 import shutil
+import signal
 import socket
 import statistics
 import subprocess
@@ -422,6 +423,8 @@ def main() -> None:
     # The provider's own line per call (read and write time and speed) goes to stderr beside the table.
     logging.basicConfig(level=logging.WARNING, format="  %(message)s")
     logging.getLogger("memstream.llm.local").setLevel(logging.INFO)
+    # A plain `kill` ends the run like Ctrl-C, so the server it started is stopped too.
+    signal.signal(signal.SIGTERM, lambda signum, frame: sys.exit(128 + signum))
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--server-url", default="", help="a running OpenAI-compatible server (…/v1)")
     parser.add_argument("--llama-python", default="", help="a python with llama-cpp-python[server] installed")
