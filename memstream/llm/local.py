@@ -197,7 +197,10 @@ class LocalLLM:
     async def _attempt(self, messages: list[dict[str, str]], max_tokens: int, schema: JsonSchema | None) -> _Answer:
         """One attempt in the dialect in use; with `auto`, a refused format steps down and asks again."""
         while True:
-            dialect = await self._resolve() if schema is not None or self._configured == "ollama" else "none"
+            # Ollama's own API serves every call once known (its /v1 cannot widen the context); elsewhere a
+            # call without a schema is a plain chat completion.
+            known_ollama = self._dialect == "ollama"
+            dialect = await self._resolve() if schema is not None or known_ollama else "none"
             try:
                 if dialect == "ollama":
                     return await self._ollama(messages, max_tokens, schema)

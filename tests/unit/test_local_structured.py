@@ -404,3 +404,17 @@ def test_each_prompts_example_answer_is_one_line_the_schema_accepts(mode: str) -
     order = list(answer_schema(mode)["properties"]["memories"]["items"]["properties"])
     for item in json.loads(example)["memories"]:
         assert list(item) == order[: len(item)]  # the schema's order; scope only where it is given
+
+
+async def test_once_ollama_is_known_calls_without_a_schema_use_its_own_api_too(
+    make_llm: Callable[..., LocalLLM],
+) -> None:
+    with FakeOllama(strict) as fake:
+        llm = make_llm(fake.base_url, context_tokens=16384)
+        await extract(llm)
+        await llm.complete("rank these", "query", max_tokens=50)
+
+    paths = [r.path for r in fake.requests]
+    assert paths == ["/api/version", "/api/chat", "/api/chat"]
+    assert fake.requests[-1].schema is None
+    assert fake.requests[-1].options == {"num_predict": 50, "num_ctx": 16384}
