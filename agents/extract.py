@@ -5,7 +5,10 @@ the user for personal preferences), with confidence and entity triples; and ``pa
 (key: session id) when every provider failed: the snapshot waits there for a retry (seed
 003's backoff: 1 s doubling to 30 s plus jitter, then steady at the cap) and is
 dead-lettered with its reason only once it has been failing for ``MEMSTREAM_RETRY_BUDGET``
-(6 h). The parked topic holds it, so a restart loses none. State:
+(6 h). The parked topic holds it, so a restart loses none. A local model is one slow resource: while
+it is busy and a call already waits its turn, a snapshot is parked too (not as a failure: its attempts
+and retry budget stay as they were) and comes back after the backoff cap, so turns queue on the parked
+topic instead of piling up in memory, and the model never idles while they wait. State:
 table ``extract-sessions`` — per session, the snapshots already extracted (bounded), so a
 redelivery is not extracted twice while a parked one still is.
 """
@@ -24,13 +27,15 @@ from faust.types import EventT
 from memstream.agents.base import DeadLetters, expect, guarded_by_key, state_table
 from memstream.bootstrap import Providers
 from memstream.identity import derived_id, normalize_content
-from memstream.llm.base import LLMError
+from memstream.llm.base import LLMError, is_busy, waiting_calls
 from memstream.rules import audit
 from memstream.rules.explicit import guess_type
 from memstream.rules.extraction import (
     PROMPT_VERSION,
     ExtractedFact,
     ParseResult,
+    answer_max_tokens,
+    answer_schema,
     extraction_prompt,
     parse_facts,
     raw_facts,
@@ -46,6 +51,8 @@ STAGE = "extract"
 log = logging.getLogger(__name__)
 #: Snapshot ids remembered per session: enough to recognise any redelivery.
 DONE_KEEP = 64
+#: The parked reason of a snapshot that waits for a busy local model (not a failure).
+BUSY_REASON = "waiting for the local model"
 
 
 def explicit_facts(snapshot: Snapshot) -> list[ExtractedFact]:
@@ -83,7 +90,10 @@ def register(app: faust.App, topics: Topics, providers: Providers, sink: DeadLet
             return ParseResult(facts, [])
         with stage_span("memstream.llm", mode=snapshot.mode, prompt_version=PROMPT_VERSION) as span:
             completion = await llm.complete(
-                system_prompt(snapshot.mode), extraction_prompt(snapshot.text, snapshot.mode), max_tokens=2048
+                system_prompt(snapshot.mode),
+                extraction_prompt(snapshot.text, snapshot.mode),
+                max_tokens=answer_max_tokens(snapshot.mode),
+                schema=answer_schema(snapshot.mode),
             )
             span.set_attribute("llm.provider", completion.provider)
             span.set_attribute("llm.model", completion.model)
@@ -117,11 +127,34 @@ def register(app: faust.App, topics: Topics, providers: Providers, sink: DeadLet
             ),
         )
 
+    def queue_full() -> bool:
+        """The LLM is a local model with every slot taken and a call waiting for each: one more would
+        only wait in memory, where a restart loses its place and nothing shows the queue."""
+        llm = providers.llm
+        return llm is not None and is_busy(llm) and waiting_calls(llm) >= settings.local_llm_concurrency
+
+    async def wait_parked(snapshot: Snapshot) -> None:
+        # Unchanged: waiting for a busy model is no failure, so no attempt or retry budget is spent.
+        delay = settings.park_delay_max + random.uniform(0, 0.5)
+        log.info("local model busy: snapshot %s waits %.0fs on the parked topic", snapshot.snapshot_id, delay)
+        await topics.parked.send(
+            key=snapshot.session_id.encode(),
+            value=ParkedSnapshot(
+                snapshot=snapshot,
+                not_before=datetime.now(UTC) + timedelta(seconds=delay),
+                reason=f"{BUSY_REASON} ({getattr(providers.llm, 'model', '?')} is busy)",
+            ),
+        )
+
     async def handle(value: Any, event: EventT) -> None:
         snapshot = expect(value, Snapshot)
         state: ExtractState = sessions.get(snapshot.session_id) or ExtractState()
         if snapshot.snapshot_id in state.done:
             return  # redelivered: extracted already
+        # Checked and the call begun with no await between: no other snapshot slips in.
+        if snapshot.mode != "raw" and queue_full():
+            await wait_parked(snapshot)
+            return
         with stage_span("memstream.extract", mode=snapshot.mode, attempt=snapshot.attempt) as span:
             try:
                 result = await infer(snapshot)

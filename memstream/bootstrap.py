@@ -194,7 +194,17 @@ def build_llm(settings: Settings) -> LLM | None:
         from memstream.llm.local import LocalLLM
 
         providers.append(
-            LocalLLM(settings.local_llm_url, model=settings.local_llm_model, timeout=settings.llm_timeout, retry=retry)
+            LocalLLM(
+                settings.local_llm_url,
+                model=settings.local_llm_model,
+                # Its own waits, not MEMSTREAM_LLM_TIMEOUT: a CPU model reads a prompt for minutes.
+                timeout=settings.local_llm_timeout,
+                idle_timeout=settings.local_llm_idle_timeout,
+                dialect=settings.local_llm_dialect,
+                concurrency=settings.local_llm_concurrency,
+                context_tokens=settings.local_llm_context,
+                retry=retry,
+            )
         )
     return ProviderChain(ordered(providers, settings.llm_primary)) if providers else None
 

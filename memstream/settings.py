@@ -104,6 +104,26 @@ class Settings:
     local_llm_url: str = field(default="", metadata=_env("MEMSTREAM_LOCAL_LLM_URL"))
     #: MEMSTREAM_LOCAL_LLM_MODEL: the local model (seed 003's default).
     local_llm_model: str = field(default="qwen3:4b", metadata=_env("MEMSTREAM_LOCAL_LLM_MODEL"))
+    #: MEMSTREAM_LOCAL_LLM_DIALECT: how the answer's JSON Schema reaches the local server: auto, json_schema
+    #: (llama-server, vLLM), json_object (llama-cpp-python), ollama (its /api/chat ``format``) or none.
+    local_llm_dialect: str = field(
+        default="auto",
+        metadata=_env("MEMSTREAM_LOCAL_LLM_DIALECT", choices=("auto", "json_schema", "json_object", "ollama", "none")),
+    )
+    #: MEMSTREAM_LOCAL_LLM_TIMEOUT: seconds the local model may read the prompt before its first token (a 1.5B
+    #: model on 2 busy CPU cores: up to ~450 s); the answer then streams with no total timeout.
+    local_llm_timeout: float = field(default=600.0, metadata=_env("MEMSTREAM_LOCAL_LLM_TIMEOUT", low=5.0, high=3600.0))
+    #: MEMSTREAM_LOCAL_LLM_IDLE_TIMEOUT: seconds without a new token, once the answer streams, before the
+    #: local call is given up as stalled.
+    local_llm_idle_timeout: float = field(
+        default=60.0, metadata=_env("MEMSTREAM_LOCAL_LLM_IDLE_TIMEOUT", low=1.0, high=600.0)
+    )
+    #: MEMSTREAM_LOCAL_LLM_CONCURRENCY: calls the local model runs at once; extraction parks further
+    #: snapshots meanwhile.
+    local_llm_concurrency: int = field(default=1, metadata=_env("MEMSTREAM_LOCAL_LLM_CONCURRENCY", low=1, high=64))
+    #: MEMSTREAM_LOCAL_LLM_CONTEXT: the context window (tokens) asked of Ollama per request; other servers
+    #: set theirs when they start.
+    local_llm_context: int = field(default=8192, metadata=_env("MEMSTREAM_LOCAL_LLM_CONTEXT", low=2048, high=262_144))
     #: MEMSTREAM_LLM_PRIMARY: the provider tried first: anthropic, xai, google or local.
     llm_primary: str = field(default="anthropic", metadata=_env("MEMSTREAM_LLM_PRIMARY"))
     #: MEMSTREAM_LLM_TIMEOUT: seconds per LLM request attempt (seed 003's extractionTimeout: 45, 5 to 300).

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import anthropic
 
-from memstream.llm.base import Completion, LLMError
+from memstream.llm.base import Completion, JsonSchema, LLMError
 from memstream.llm.retry import RetryPolicy, with_retries
 
 # A fast, low-cost model: memory extraction is short prompts with structured answers.
@@ -60,7 +60,10 @@ class AnthropicLLM:
             http_client=anthropic.DefaultAioHttpClient(timeout=timeout),
         )
 
-    async def complete(self, system: str, prompt: str, *, max_tokens: int = 1024) -> Completion:
+    async def complete(
+        self, system: str, prompt: str, *, max_tokens: int = 1024, schema: JsonSchema | None = None
+    ) -> Completion:
+        # `schema` is not sent: a hosted model follows the answer shape its prompt states.
         return await with_retries(
             lambda: self._complete_once(system, prompt, max_tokens), self._retry, what=f"{self.provider} {self.model}"
         )

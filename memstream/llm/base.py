@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
-from typing import Protocol
+from collections.abc import Mapping
+from typing import Any, Protocol
 
 import msgspec
+
+#: A JSON Schema (draft 2020-12) of the answer a prompt asks for.
+JsonSchema = Mapping[str, Any]
 
 
 class Completion(msgspec.Struct, frozen=True):
@@ -35,7 +39,25 @@ class LLM(Protocol):
     @property
     def model(self) -> str: ...
 
-    async def complete(self, system: str, prompt: str, *, max_tokens: int = 1024) -> Completion:
-        """Return the model's text answer; raise LLMError when the provider fails."""
+    async def complete(
+        self, system: str, prompt: str, *, max_tokens: int = 1024, schema: JsonSchema | None = None
+    ) -> Completion:
+        """Return the model's text answer; raise LLMError when the provider fails.
+
+        ``schema`` is the JSON Schema of the answer the prompt asks for: a provider that can constrain
+        its output to it does (the local one); the hosted ones follow the prompt, which states it too.
+        """
 
     async def close(self) -> None: ...
+
+
+def is_busy(llm: object) -> bool:
+    """Whether ``llm`` would make a new call wait for one in flight: a local model with every
+    slot taken. Hosted providers have no such property and are never busy."""
+    return bool(getattr(llm, "busy", False))
+
+
+def waiting_calls(llm: object) -> int:
+    """How many calls wait for a slot of ``llm`` (a local model's); 0 for hosted providers."""
+    waiting = getattr(llm, "waiting", 0)
+    return waiting if isinstance(waiting, int) else 0

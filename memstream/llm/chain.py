@@ -9,7 +9,7 @@ from __future__ import annotations
 import time
 from collections.abc import Sequence
 
-from memstream.llm.base import LLM, Completion, LLMError
+from memstream.llm.base import LLM, Completion, JsonSchema, LLMError, is_busy, waiting_calls
 from memstream.telemetry import metrics
 from memstream.telemetry.tracing import stage_span
 
@@ -43,14 +43,26 @@ class ProviderChain:
     def describe(self) -> str:
         return " → ".join(f"{p.provider} {p.model}" for p in self.providers)
 
-    async def complete(self, system: str, prompt: str, *, max_tokens: int = 1024) -> Completion:
+    @property
+    def busy(self) -> bool:
+        """The provider tried first would make a call wait (a local model with every slot taken)."""
+        return is_busy(self.providers[0])
+
+    @property
+    def waiting(self) -> int:
+        """Calls waiting for a slot of the provider tried first."""
+        return waiting_calls(self.providers[0])
+
+    async def complete(
+        self, system: str, prompt: str, *, max_tokens: int = 1024, schema: JsonSchema | None = None
+    ) -> Completion:
         failures: list[str] = []
         stage = metrics.llm_stage(system)
         for llm in self.providers:
             started = time.monotonic()
             with stage_span("memstream.llm.call", **{"llm.provider": llm.provider, "llm.model": llm.model}) as span:
                 try:
-                    completion = await llm.complete(system, prompt, max_tokens=max_tokens)
+                    completion = await llm.complete(system, prompt, max_tokens=max_tokens, schema=schema)
                 except LLMError as err:
                     span.set_attribute("llm.outcome", "error")
                     span.set_attribute("llm.error", str(err)[:500])

@@ -15,7 +15,7 @@ import httpx
 from google import genai
 from google.genai import errors, types
 
-from memstream.llm.base import Completion, LLMError
+from memstream.llm.base import Completion, JsonSchema, LLMError
 from memstream.llm.retry import RetryPolicy, with_retries
 
 # A fast, low-cost model: memory extraction is short prompts with structured answers.
@@ -72,7 +72,10 @@ class GoogleLLM:
         )
         self._client = genai.Client(api_key=api_key, http_options=http_options)
 
-    async def complete(self, system: str, prompt: str, *, max_tokens: int = 1024) -> Completion:
+    async def complete(
+        self, system: str, prompt: str, *, max_tokens: int = 1024, schema: JsonSchema | None = None
+    ) -> Completion:
+        # `schema` is not sent: a hosted model follows the answer shape its prompt states.
         config = types.GenerateContentConfig(
             # An empty system prompt is left out rather than sent as an empty instruction.
             system_instruction=system or None,

@@ -16,7 +16,7 @@ import xai_sdk
 from xai_sdk.chat import system as system_message
 from xai_sdk.chat import user as user_message
 
-from memstream.llm.base import Completion, LLMError
+from memstream.llm.base import Completion, JsonSchema, LLMError
 from memstream.llm.retry import RetryPolicy, with_retries
 
 # A fast, low-cost model without a reasoning phase: memory extraction is short prompts with structured answers.
@@ -79,7 +79,10 @@ class XaiLLM:
             api_key=api_key, timeout=timeout, channel_options=list(_CHANNEL_OPTIONS), **options
         )
 
-    async def complete(self, system: str, prompt: str, *, max_tokens: int = 1024) -> Completion:
+    async def complete(
+        self, system: str, prompt: str, *, max_tokens: int = 1024, schema: JsonSchema | None = None
+    ) -> Completion:
+        # `schema` is not sent: a hosted model follows the answer shape its prompt states.
         return await with_retries(
             lambda: self._attempt(system, prompt, max_tokens), self._retry, what=f"{self.provider} {self.model}"
         )

@@ -4,6 +4,7 @@ Off by default (MEMSTREAM_RERANKER=none). When on, the top N results (MEMSTREAM_
 default 20) go to the reranker and the rest keep their place after them. A reranker that takes
 longer than MEMSTREAM_RERANKER_TIMEOUT_MS (default 2 s), fails, or answers nonsense leaves the
 original order, and is not asked again for that search. Scores are never rewritten: only the order.
+A local model busy with extraction is not asked at all: search never waits for it.
 
 Providers: Voyage's reranker through the ``voyageai`` SDK, and the configured LLM chain as a
 listwise reranker (one prompt with the numbered candidates, the answer a JSON list of numbers).
@@ -25,6 +26,10 @@ if TYPE_CHECKING:
     from memstream.settings import Settings
 
 log = logging.getLogger(__name__)
+
+
+class RerankerBusy(RuntimeError):
+    """The reranker would have to wait for a busy local model: search keeps its own order at once."""
 
 
 class Reranker(Protocol):
@@ -57,6 +62,9 @@ async def rerank_top(
         order = await asyncio.wait_for(reranker.rerank(query, [hit.memory.text for hit in head]), timeout_s)
     except TimeoutError:
         log.warning("reranker %s gave no answer within %.1fs; keeping the search order", reranker.name, timeout_s)
+        return list(hits)
+    except RerankerBusy as busy:
+        log.info("reranker %s skipped: %s; keeping the search order", reranker.name, busy)
         return list(hits)
     except Exception:
         log.warning("reranker %s failed; keeping the search order", reranker.name, exc_info=True)
@@ -119,6 +127,10 @@ class LLMReranker:
         return "\n".join(lines)
 
     async def rerank(self, query: str, documents: Sequence[str]) -> list[int]:
+        from memstream.llm.base import is_busy
+
+        if is_busy(self.llm):  # a local model, working on extraction: the search would wait minutes
+            raise RerankerBusy(f"{getattr(self.llm, 'model', 'the LLM')} is busy")
         completion = await self.llm.complete(LISTWISE_SYSTEM, self.prompt(query, documents), max_tokens=256)
         found = _ARRAY.search(completion.text)
         if found is None:

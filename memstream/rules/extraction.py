@@ -13,6 +13,7 @@ import msgspec
 
 from memstream.rules.explicit import standing_preferences
 from memstream.rules.prompts import (  # noqa: F401 - the prompts are part of this stage's surface
+    ANSWER_BOUNDS,
     CONDENSE_SYSTEM,
     INIT_SYSTEM,
     NORMAL_SYSTEM,
@@ -36,6 +37,78 @@ MAX_ENTITIES = 50
 DEFAULT_CONFIDENCE = 0.8
 
 
+#: The memory types each mode may answer with: a summary is one session-summary, the files of an
+#: init run state what a project is and how it is built and run, and a conversation anything but a summary.
+MODE_TYPES: dict[str, tuple[str, ...]] = {
+    "normal": tuple(t for t in MEMORY_TYPES if t != "session-summary"),
+    "summary": ("session-summary",),
+    "init": ("project-brief", "product-context", "architecture", "tech-context", "project-config"),
+}
+#: The longest memory the answer schema allows, per mode: one atomic fact, or a summary of up to 5 sentences.
+_SCHEMA_MEMORY_CHARS = {"normal": 400, "summary": 1_200, "init": 400}
+#: The longest entity name or relationship the answer schema allows.
+_SCHEMA_ENTITY_CHARS = 80
+#: Output tokens an answer is given per item (a 400-character fact is ~100 tokens, a typical one 30, plus
+#: ~20 of JSON around it), and for the braces around the lists. Summaries get room for their 5 sentences.
+_TOKENS_PER_MEMORY = {"normal": 80, "summary": 320, "init": 80}
+_TOKENS_PER_ENTITY = 30
+_TOKENS_AROUND = 40
+
+
+def answer_schema(mode: str) -> dict[str, Any]:
+    """The JSON Schema of an extraction answer in ``mode``: the memory types as an enum, every list
+    bounded (ANSWER_BOUNDS) and every string too, so a model held to it writes valid, typed, finite JSON.
+
+    The fields are listed in the order the prompt shows, and all but a memory's scope are required:
+    grammar-constrained servers (llama.cpp) then write each item in one fixed shape. ValueError for a mode
+    without a prompt (raw).
+    """
+    system_prompt(mode)  # the same error for a mode without one
+    memories, entities = ANSWER_BOUNDS[mode]
+    memory = {
+        "type": "object",
+        "properties": {
+            "memory": {"type": "string", "minLength": MIN_FACT_CHARS, "maxLength": _SCHEMA_MEMORY_CHARS[mode]},
+            "type": {"type": "string", "enum": list(MODE_TYPES[mode])},
+            "confidence": {"type": "number", "minimum": 0, "maximum": 1},
+            "scope": {"type": "string", "enum": ["project", "user"]},
+        },
+        # Scope is left out unless it is the user's: the parser gives a fact without one the scope of its
+        # type, where a small model asked for it on every fact picks "user" at random (and such a fact of
+        # a turn without a user is dropped).
+        "required": ["memory", "type", "confidence"],
+        "additionalProperties": False,
+    }
+    name = {"type": "string", "minLength": 1, "maxLength": _SCHEMA_ENTITY_CHARS}
+    entity = {
+        "type": "object",
+        "properties": {
+            "source": name,
+            "relationship": name,
+            "target": name,
+            "confidence": {"type": "number", "minimum": 0, "maximum": 1},
+        },
+        "required": ["source", "relationship", "target", "confidence"],
+        "additionalProperties": False,
+    }
+    return {
+        "type": "object",
+        "properties": {
+            "memories": {"type": "array", "items": memory, "maxItems": memories},
+            "entities": {"type": "array", "items": entity, "maxItems": entities},
+        },
+        "required": ["memories", "entities"],
+        "additionalProperties": False,
+    }
+
+
+def answer_max_tokens(mode: str) -> int:
+    """The output tokens an answer in ``mode`` needs at its bounds: what the prompt asks for, not more,
+    so a reply that loops ends soon (and keeps what it completed, see :func:`parse_facts`)."""
+    memories, entities = ANSWER_BOUNDS[mode]
+    return memories * _TOKENS_PER_MEMORY[mode] + entities * _TOKENS_PER_ENTITY + _TOKENS_AROUND
+
+
 class ExtractedFact(msgspec.Struct, frozen=True):
     text: str
     type: str
@@ -53,6 +126,9 @@ _THINK = re.compile(r"<think>.*?</think>", re.DOTALL | re.IGNORECASE)
 _FENCE = re.compile(r"^\s*```[a-zA-Z0-9_-]*\s*\n?(.*?)\n?\s*```\s*$", re.DOTALL)
 
 
+_OPEN_FENCE = re.compile(r"^\s*```[a-zA-Z0-9_-]*\s*\n")
+
+
 def _strip_wrappers(raw: str) -> str:
     text = _THINK.sub("", raw).strip()
     fenced = _FENCE.match(text)
@@ -60,29 +136,74 @@ def _strip_wrappers(raw: str) -> str:
         return fenced.group(1).strip()
     # A fence somewhere inside surrounding prose.
     inner = re.search(r"```[a-zA-Z0-9_-]*\s*\n(.*?)```", text, re.DOTALL)
-    return inner.group(1).strip() if inner else text
+    if inner:
+        return inner.group(1).strip()
+    # A fence that never closes: the reply was cut at the token cap inside it.
+    return _OPEN_FENCE.sub("", text, count=1)
 
 
-def _first_json(text: str) -> Any:
+def _first_json(text: str) -> tuple[Any, bool]:
+    """The reply's JSON value, and whether it was cut off (then closed after its last complete item)."""
     try:
-        return json.loads(text)
+        return json.loads(text), False
     except json.JSONDecodeError:
         pass
     # Prose around the JSON (which may hold brackets of its own): the first position
-    # where a whole array or object decodes wins.
+    # where a whole array or object decodes wins; one that is still open when the text ends
+    # was cut at the token cap, and keeps what it completed.
     decoder = json.JSONDecoder()
     for start, char in enumerate(text):
         if char in "[{":
             try:
-                return decoder.raw_decode(text, start)[0]
+                return decoder.raw_decode(text, start)[0], False
             except json.JSONDecodeError:
-                continue
+                closed = _close_cut_json(text, start)
+                if closed is not None:
+                    return closed, True
     raise ValueError("no JSON array or object found")
 
 
+def _close_cut_json(text: str, start: int) -> Any:
+    """The value opened at ``start`` when the text ends inside it: cut after its last complete
+    object or array and closed, so every item finished before the cut survives. None when the
+    value closes before the end (it is malformed, not cut) or nothing complete is left."""
+    stack: list[str] = []
+    in_string = escaped = False
+    # The last place a nested container closed, with the containers still open there.
+    cut: tuple[int, str] | None = None
+    for i in range(start, len(text)):
+        char = text[i]
+        if in_string:
+            if escaped:
+                escaped = False
+            elif char == "\\":
+                escaped = True
+            elif char == '"':
+                in_string = False
+        elif char == '"':
+            in_string = True
+        elif char in "[{":
+            stack.append("]" if char == "[" else "}")
+        elif char in "]}":
+            if not stack or stack.pop() != char:
+                return None  # mismatched: not JSON
+            if not stack:
+                return None  # the value is whole, so it did not decode for another reason
+            cut = (i + 1, "".join(reversed(stack)))
+    if cut is None:
+        return None
+    end, closers = cut
+    try:
+        return json.loads(text[start:end] + closers)
+    except json.JSONDecodeError:
+        return None
+
+
 def load_json_reply(raw: str) -> Any:
-    """The JSON inside an LLM reply, past ``<think>`` blocks, fences and prose; ValueError if none."""
-    return _first_json(_strip_wrappers(raw))
+    """The JSON inside an LLM reply, past ``<think>`` blocks, fences and prose; ValueError if none.
+
+    A reply cut at the token cap yields what it completed before the cut."""
+    return _first_json(_strip_wrappers(raw))[0]
 
 
 def parse_facts(raw: str) -> ParseResult:
@@ -93,9 +214,11 @@ def parse_facts(raw: str) -> ParseResult:
     """
     warnings: list[str] = []
     try:
-        data = load_json_reply(raw)
+        data, cut = _first_json(_strip_wrappers(raw))
     except ValueError as exc:
         return ParseResult([], [f"unparseable reply: {exc}"])
+    if cut:
+        warnings.append("the reply was cut off (token cap?): kept the items completed before the cut")
     raw_entities: Any = []
     if isinstance(data, dict):
         raw_entities = data.get("entities", [])
@@ -170,12 +293,20 @@ def _entities(items: Any, warnings: list[str]) -> list[Entity]:
         warnings.append(f"{len(items)} entities, keeping the first {MAX_ENTITIES}")
         items = items[:MAX_ENTITIES]
     entities: list[Entity] = []
+    seen: set[tuple[str, str, str]] = set()
+    repeated = 0
     for i, item in enumerate(items):
         fields = [item.get(k) if isinstance(item, dict) else None for k in ("source", "relationship", "target")]
         if not all(isinstance(f, str) and f.strip() for f in fields):
             warnings.append(f"entity {i}: needs non-empty source, relationship and target, skipped")
             continue
         source, relationship, target = (str(f).strip() for f in fields)
+        # A small model's list can loop on one triple until the token cap: keep each once.
+        triple = (source.casefold(), relationship.casefold(), target.casefold())
+        if triple in seen:
+            repeated += 1
+            continue
+        seen.add(triple)
         entities.append(
             Entity(
                 source=source,
@@ -184,6 +315,8 @@ def _entities(items: Any, warnings: list[str]) -> list[Entity]:
                 confidence=_confidence(i, item.get("confidence"), warnings),
             )
         )
+    if repeated:
+        warnings.append(f"{repeated} repeated entities, each kept once")
     return entities
 
 

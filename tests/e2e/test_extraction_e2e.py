@@ -97,7 +97,9 @@ class Run:
 
 @pytest_asyncio.fixture(loop_scope="module", scope="module")
 async def run(tmp_module_dir: Path) -> AsyncIterator[Run]:
-    with FakeAnthropic(answer, api_key="sk-test") as claude, FakeOpenAI(openai_answer) as local:
+    # The local fallback is a server without a grammar: its answers (no scope, no entity confidence) are
+    # read by the tolerant parser rather than held to the extraction schema.
+    with FakeAnthropic(answer, api_key="sk-test") as claude, FakeOpenAI(openai_answer, server="ignore") as local:
         running = await start_pipeline(
             tmp_module_dir / "data",
             anthropic_api_key="sk-test",

@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from memstream.agents.consolidate import GLOBAL, Consolidator, consolidated_memory_id
-from memstream.llm.base import Completion
+from memstream.llm.base import Completion, JsonSchema
 from memstream.schemas import ConsolidationRequest, CreateMemory, MemoryUsage, Phase2State, RolloutOutput
 from memstream.settings import Settings
 from memstream.store import artifacts
@@ -31,7 +31,9 @@ class Model:
     seen: list[list[str]] = field(default_factory=list)
     model: str = "fake-model"
 
-    async def complete(self, system: str, prompt: str, *, max_tokens: int = 1024) -> Completion:
+    async def complete(
+        self, system: str, prompt: str, *, max_tokens: int = 1024, schema: JsonSchema | None = None
+    ) -> Completion:
         summaries = self.workspace / artifacts.SUMMARIES
         self.seen.append(sorted(p.name.split("-")[0] for p in summaries.iterdir()))
         return Completion(text=json.dumps({"summary": "- consolidated"}), provider="fake", model=self.model)

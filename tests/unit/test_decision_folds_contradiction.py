@@ -12,7 +12,7 @@ import pytest
 from memstream.agents.decide import Decider
 from memstream.bootstrap import Providers
 from memstream.embed.base import DistanceProfile
-from memstream.llm.base import Completion
+from memstream.llm.base import Completion, JsonSchema
 from memstream.rules import contradiction
 from memstream.schemas import CreateMemory, EmbeddedFact, Fact, HybridHit, Memory, ScoredMemory
 from memstream.settings import Settings
@@ -48,7 +48,9 @@ class Model:
         self.reply = reply
         self.prompts: list[str] = []
 
-    async def complete(self, system: str, prompt: str, *, max_tokens: int = 1024) -> Completion:
+    async def complete(
+        self, system: str, prompt: str, *, max_tokens: int = 1024, schema: JsonSchema | None = None
+    ) -> Completion:
         self.prompts.append(prompt)
         return Completion(text=self.reply, provider=self.provider, model=self.model)
 

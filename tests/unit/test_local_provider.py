@@ -23,7 +23,7 @@ PROVIDER = LOCAL
 MakeLLM = Callable[..., LocalLLM]
 
 
-async def test_request_is_a_plain_chat_completion(fake: FakeOpenAI, make_llm: MakeLLM) -> None:
+async def test_request_is_a_streamed_chat_completion_without_a_format(fake: FakeOpenAI, make_llm: MakeLLM) -> None:
     await make_llm().complete(SYSTEM, QUESTION, max_tokens=77)
 
     [request] = fake.requests
@@ -32,8 +32,9 @@ async def test_request_is_a_plain_chat_completion(fake: FakeOpenAI, make_llm: Ma
         "model": MODEL,
         "messages": [{"role": "system", "content": SYSTEM}, {"role": "user", "content": QUESTION}],
         "max_tokens": 77,
-        "stream": False,
-    }  # no response_format: json_object would forbid the JSON arrays our prompts ask for
+        "stream": True,
+        "stream_options": {"include_usage": True},
+    }  # no schema given, so no response_format: json_object would forbid the JSON arrays some prompts ask for
     assert "authorization" not in request.headers
 
 
@@ -65,7 +66,8 @@ async def test_missing_usage_counts_as_zero_tokens() -> None:
 
     assert completion.text == ANSWER
     assert completion.model == MODEL
-    assert (completion.input_tokens, completion.output_tokens) == (0, 0)
+    # No prompt count without usage; the tokens written are the streamed chunks.
+    assert (completion.input_tokens, completion.output_tokens) == (0, 1)
 
 
 async def test_trailing_slash_on_base_url_is_ignored(fake: FakeOpenAI, make_llm: MakeLLM) -> None:

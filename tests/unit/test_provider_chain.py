@@ -8,7 +8,7 @@ import uuid
 import pytest
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
-from memstream.llm.base import Completion, LLMError
+from memstream.llm.base import Completion, JsonSchema, LLMError
 from memstream.llm.chain import PROVIDER_ORDER, LLMUnavailable, ProviderChain, ordered
 from memstream.llm.retry import RetryPolicy, with_retries
 
@@ -25,7 +25,9 @@ class FakeLLM:
         self.calls: list[tuple[str, str, int]] = []
         self.closed = 0
 
-    async def complete(self, system: str, prompt: str, *, max_tokens: int = 1024) -> Completion:
+    async def complete(
+        self, system: str, prompt: str, *, max_tokens: int = 1024, schema: JsonSchema | None = None
+    ) -> Completion:
         self.calls.append((system, prompt, max_tokens))
         return Completion(
             text=self.text,
@@ -45,7 +47,9 @@ class FailingLLM(FakeLLM):
         self.error = error
         self.retryable = retryable
 
-    async def complete(self, system: str, prompt: str, *, max_tokens: int = 1024) -> Completion:
+    async def complete(
+        self, system: str, prompt: str, *, max_tokens: int = 1024, schema: JsonSchema | None = None
+    ) -> Completion:
         self.calls.append((system, prompt, max_tokens))
         raise LLMError(self.error, retryable=self.retryable)
 
@@ -131,7 +135,9 @@ async def test_non_retryable_error_also_falls_through() -> None:
 
 async def test_non_llm_errors_are_not_swallowed() -> None:
     class Crashing(FakeLLM):
-        async def complete(self, system: str, prompt: str, *, max_tokens: int = 1024) -> Completion:
+        async def complete(
+            self, system: str, prompt: str, *, max_tokens: int = 1024, schema: JsonSchema | None = None
+        ) -> Completion:
             raise KeyError("bug")
 
     backup = FakeLLM("local")

@@ -13,7 +13,7 @@ import pytest
 
 from memstream.bootstrap import Providers
 from memstream.embed.base import DistanceProfile
-from memstream.llm.base import Completion
+from memstream.llm.base import Completion, JsonSchema
 from memstream.recall import search as recall
 from memstream.recall.rerank import LLMReranker, VoyageReranker, apply_order, build_reranker, rerank_top
 from memstream.schemas.memory import HybridHit
@@ -124,7 +124,9 @@ class ListwiseLLM:
         self.text = text
         self.prompts: list[str] = []
 
-    async def complete(self, system: str, prompt: str, *, max_tokens: int = 1024) -> Completion:
+    async def complete(
+        self, system: str, prompt: str, *, max_tokens: int = 1024, schema: JsonSchema | None = None
+    ) -> Completion:
         self.prompts.append(prompt)
         return Completion(text=self.text, provider=self.provider, model=self.model)
 

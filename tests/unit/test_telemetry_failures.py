@@ -8,7 +8,7 @@ from opentelemetry import trace
 from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor, SpanExporter, SpanExportResult
 
-from memstream.llm.base import Completion
+from memstream.llm.base import Completion, JsonSchema
 from memstream.llm.chain import ProviderChain
 from memstream.telemetry.tracing import stage_span
 
@@ -30,7 +30,9 @@ class Answering:
     provider = "fake"
     model = "fake-1"
 
-    async def complete(self, system: str, prompt: str, *, max_tokens: int = 1024) -> Completion:
+    async def complete(
+        self, system: str, prompt: str, *, max_tokens: int = 1024, schema: JsonSchema | None = None
+    ) -> Completion:
         return Completion(text="[]", provider=self.provider, model=self.model, input_tokens=3, output_tokens=1)
 
     async def close(self) -> None:
