@@ -90,7 +90,7 @@ async def reader(tmp_path_factory: Any) -> AsyncIterator[Any]:
 
 
 async def test_the_preference_is_stored_in_its_speakers_scope(tmp_path: Path, reader: Any) -> None:
-    search = json.loads(await reader("alice", "/search", q="zebra colour theme editor", project=SHARED))
+    search = json.loads(await reader("alice", "/search", q="zebra colour theme editor", project=SHARED, detail="full"))
     [preference] = [h for h in search["results"] if h["type"] == "preference"]
     assert preference["scope"] == "user"
 
