@@ -6,7 +6,10 @@ from __future__ import annotations
 import re
 
 _REQUEST = re.compile(
-    r"""(?:^|(?<=[.!?\n]))\s*(?:please\s+)?
+    r"""(?:^|(?<=[.!?:\n]))\s*
+        # A discourse marker may open the sentence: "Also, remember that…", "btw remember that…".
+        (?:(?:also|and|oh|so|ok|okay|btw|by\s+the\s+way|one\s+more\s+thing|p\.?s\.?)\b[,:]?\s+)*
+        (?:please\s+)?
         (?P<verb>remember|save\s+this|note|keep\s+in\s+mind)
         (?P<link>\s+that\s+|\s*[:\u2013\u2014-]\s*|\s*,\s*|\s+)
         (?P<fact>[^\n]+?)
@@ -19,6 +22,8 @@ _REQUEST = re.compile(
 _SUBJECT = re.compile(r"(?:i|i'm|i've|we|we're|we've|you|you're|they|they're|it's)\b", re.IGNORECASE)
 #: What follows "remember that" when "that" points at a thing, not a statement ("remember that time…").
 _NOT_A_CLAUSE = re.compile(r"(?:time|day|night|bug|one|thing|guy|movie|song|trip)\b", re.IGNORECASE)
+#: A tag question at the end asks for agreement, not whether to remember: "…only from main, ok?".
+_TAG_QUESTION = re.compile(r",\s*(?:ok|okay|alright|right|yeah|yes|got\s+it|please|thanks)\s*$", re.IGNORECASE)
 #: A fact may not open like a question or an instruction to recall something.
 _QUESTION_START = re.compile(r"(?:to|any|when|how|what|who|where|why|which|if|whether|me)\b", re.IGNORECASE)
 
@@ -41,13 +46,16 @@ def explicit_requests(text: str) -> list[str]:
         fact = match.group("fact").strip().rstrip(".").strip()
         link = match.group("link").strip().lower()
         verb = " ".join(match.group("verb").lower().split())
-        if not fact or match.group("end") == "?" or fact.endswith("?"):
+        asked = match.group("end") == "?" or fact.endswith("?")
+        if asked and _TAG_QUESTION.search(fact.rstrip("?")):
+            fact, asked = _TAG_QUESTION.sub("", fact.rstrip("?")).strip(), False
+        if not fact or asked:
             continue
         if verb == "note" and link != "that":
             continue  # "note: …" and "note to self" are remarks; "note that …" asks
         if link == "that":
-            if _NOT_A_CLAUSE.match(fact):
-                continue
+            if _NOT_A_CLAUSE.match(fact) or len(fact.split()) < 2:
+                continue  # "remember that time…", "remember that later": not a statement
         elif link in (":", "-", "\u2013", "\u2014"):
             pass
         elif verb == "remember" and _SUBJECT.match(fact):

@@ -184,3 +184,43 @@ def test_statements_to_remember_still_are(message: str, fact: str) -> None:
 def test_a_note_is_a_request_only_with_that() -> None:
     assert explicit_requests("Note: the build is flaky today") == []
     assert explicit_requests("Note that the build is flaky on Mondays") == ["The build is flaky on Mondays"]
+
+
+# --- issue 28: requests the small models missed, which the rule itself must catch ---
+
+
+@pytest.mark.parametrize(
+    ("message", "fact"),
+    [
+        # A tag question asks for agreement, not whether to remember: the request stands.
+        (
+            "Remember that we deploy with `make release` only from main, ok?",
+            "We deploy with `make release` only from main",
+        ),
+        ("Remember that staging runs in eu-west-1, right?", "Staging runs in eu-west-1"),
+        ("Note that the cache is per tenant, okay?", "The cache is per tenant"),
+        # A discourse marker before the request still starts it.
+        (
+            "Also, remember that we deploy with make release only from main. Now fix the bug.",
+            "We deploy with make release only from main",
+        ),
+        ("Oh and please remember that CI needs the ARM runner.", "CI needs the ARM runner"),
+        ("btw remember that the docs build is strict", "The docs build is strict"),
+        ("One more thing: remember that tokens expire hourly", "Tokens expire hourly"),
+    ],
+)
+def test_a_request_with_a_tag_question_or_a_leading_marker_is_found(message: str, fact: str) -> None:
+    assert explicit_requests(message) == [fact]
+
+
+@pytest.mark.parametrize(
+    "message",
+    [
+        "Do you remember that time we broke prod?",
+        "Remember that we deployed on Friday?",
+        "Also, do you remember that build?",
+        "And remember when the cache exploded?",
+    ],
+)
+def test_questions_with_markers_are_still_not_requests(message: str) -> None:
+    assert explicit_requests(message) == []
