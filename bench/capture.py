@@ -162,6 +162,33 @@ except Exception:
 """
 
 
+def append_turns(path: Path, n: int) -> None:
+    """Two new turns (a prompt and its reply) at the end of a Claude Code session file."""
+    template = next(
+        record
+        for record in map(json.loads, reversed(path.read_text().splitlines()))
+        if record.get("sessionId") and record.get("type") in ("user", "assistant")
+    )
+    lines = []
+    for k, role in enumerate(("user", "assistant")):
+        record = {
+            "type": role,
+            "sessionId": template["sessionId"],
+            "cwd": template.get("cwd", "/bench"),
+            "uuid": str(uuid.uuid4()),
+            "timestamp": datetime.now(UTC).isoformat().replace("+00:00", "Z"),
+            "isSidechain": False,
+            "message": {
+                "role": role,
+                "id": f"msg_{uuid.uuid4().hex[:24]}",
+                "content": [{"type": "text", "text": f"hook turn {n}-{k} {uuid.uuid4().hex}"}],
+            },
+        }
+        lines.append(json.dumps(record) + "\n")
+    with path.open("a") as handle:
+        handle.write("".join(lines))
+
+
 def time_hooks(files: list[Path], count: int, env: dict[str, str], *, real: bool) -> list[float]:
     """Start-to-exit of hook processes, each after two turns were appended to a session file."""
     from tests.unit.capture_fakes import message
@@ -170,29 +197,7 @@ def time_hooks(files: list[Path], count: int, env: dict[str, str], *, real: bool
     for n in range(count):
         path = files[n % len(files)]
         if real:
-            template = next(
-                record
-                for record in map(json.loads, reversed(path.read_text().splitlines()))
-                if record.get("sessionId") and record.get("type") in ("user", "assistant")
-            )
-            extra = []
-            for k, role in enumerate(("user", "assistant")):
-                record = {
-                    "type": role,
-                    "sessionId": template["sessionId"],
-                    "cwd": template.get("cwd", "/bench"),
-                    "uuid": str(uuid.uuid4()),
-                    "timestamp": datetime.now(UTC).isoformat().replace("+00:00", "Z"),
-                    "isSidechain": False,
-                    "message": {
-                        "role": role,
-                        "id": f"msg_{uuid.uuid4().hex[:24]}",
-                        "content": [{"type": "text", "text": f"hook turn {n}-{k}"}],
-                    },
-                }
-                extra.append(json.dumps(record) + "\n")
-            with path.open("a") as handle:
-                handle.write("".join(extra))
+            append_turns(path, n)
         else:
             with path.open("a") as handle:
                 handle.write(

@@ -34,43 +34,15 @@ import tempfile
 import threading
 import time
 import uuid
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from bench.capture import build_backlog, percentile
+from bench.capture import append_turns, build_backlog, percentile
 
 ROOT = Path(__file__).resolve().parents[1]
 TARGET_P95_MS = 150.0
 #: Variables that would make `up` call a hosted model: the benchmark runs raw mode, offline.
 PROVIDER_KEYS = ("ANTHROPIC_API_KEY", "OPENAI_API_KEY", "GEMINI_API_KEY", "GOOGLE_API_KEY", "XAI_API_KEY")
-
-
-def append_turns(path: Path, n: int) -> None:
-    """Two new turns (a prompt and its reply) at the end of a Claude Code session file."""
-    template = next(
-        record
-        for record in map(json.loads, reversed(path.read_text().splitlines()))
-        if record.get("sessionId") and record.get("type") in ("user", "assistant")
-    )
-    lines = []
-    for k, role in enumerate(("user", "assistant")):
-        record = {
-            "type": role,
-            "sessionId": template["sessionId"],
-            "cwd": template.get("cwd", "/bench"),
-            "uuid": str(uuid.uuid4()),
-            "timestamp": datetime.now(UTC).isoformat().replace("+00:00", "Z"),
-            "isSidechain": False,
-            "message": {
-                "role": role,
-                "id": f"msg_{uuid.uuid4().hex[:24]}",
-                "content": [{"type": "text", "text": f"hook turn {n}-{k} {uuid.uuid4().hex}"}],
-            },
-        }
-        lines.append(json.dumps(record) + "\n")
-    with path.open("a") as handle:
-        handle.write("".join(lines))
 
 
 def time_process(argv: list[str], env: dict[str, str], stdin: str = "") -> float:
