@@ -1,13 +1,15 @@
 """Extract agent: typed facts from a snapshot, by the LLM provider chain (or raw mode).
 
-Consumes ``snapshots`` (key: session id). Emits ``facts`` (key: scope — the project, or
+Consumes ``snapshots`` (key: session key, memstream.identity.session_key). Emits ``facts`` (key: scope — the project, or
 the user for personal preferences), with confidence and entity triples; and ``parked``
-(key: session id) when every provider failed: the snapshot waits there for a retry (seed
+(key: session key) when every provider failed: the snapshot waits there for a retry (seed
 003's backoff: 1 s doubling to 30 s plus jitter, then steady at the cap) and is
 dead-lettered with its reason only once it has been failing for ``MEMSTREAM_RETRY_BUDGET``
 (6 h). The parked topic holds it, so a restart loses none. State:
-table ``extract-sessions`` — per session, the snapshots already extracted (bounded), so a
-redelivery is not extracted twice while a parked one still is.
+table ``extract-sessions`` — per session key, the snapshots already extracted (bounded), so a
+redelivery is not extracted twice while a parked one still is. (States kept under a bare session
+id before keys named the tenant are left as they are: a snapshot redelivered across that upgrade
+may be extracted again, into the same memory ids.)
 """
 
 from __future__ import annotations
@@ -23,7 +25,7 @@ from faust.types import EventT
 
 from memstream.agents.base import DeadLetters, expect, guarded_by_key, state_table
 from memstream.bootstrap import Providers
-from memstream.identity import derived_id
+from memstream.identity import derived_id, session_key
 from memstream.llm.base import LLMError
 from memstream.rules import audit
 from memstream.rules.explicit import guess_type
@@ -98,7 +100,7 @@ def register(app: faust.App, topics: Topics, providers: Providers, sink: DeadLet
         delay = park_delay(attempt, settings.park_delay, settings.park_delay_max)
         log.warning("parking snapshot %s (attempt %d) for %.1fs: %s", snapshot.snapshot_id, attempt, delay, error)
         await topics.parked.send(
-            key=snapshot.session_id.encode(),
+            key=session_key(snapshot.session_id, snapshot.project_key, snapshot.user_key).encode(),
             value=ParkedSnapshot(
                 snapshot=msgspec.structs.replace(snapshot, attempt=attempt, parked_since=since),
                 not_before=now + timedelta(seconds=delay),
@@ -108,7 +110,8 @@ def register(app: faust.App, topics: Topics, providers: Providers, sink: DeadLet
 
     async def handle(value: Any, event: EventT) -> None:
         snapshot = expect(value, Snapshot)
-        state: ExtractState = sessions.get(snapshot.session_id) or ExtractState()
+        skey = session_key(snapshot.session_id, snapshot.project_key, snapshot.user_key)
+        state: ExtractState = sessions.get(skey) or ExtractState()
         if snapshot.snapshot_id in state.done:
             return  # redelivered: extracted already
         with stage_span("memstream.extract", mode=snapshot.mode, attempt=snapshot.attempt) as span:
@@ -117,7 +120,7 @@ def register(app: faust.App, topics: Topics, providers: Providers, sink: DeadLet
             except LLMError as error:
                 span.set_attribute("extract.outcome", "parked")
                 await park(snapshot, error, event)
-                sessions[snapshot.session_id] = msgspec.structs.replace(state, parked=state.parked + 1)
+                sessions[skey] = msgspec.structs.replace(state, parked=state.parked + 1)
                 return
             for warning in result.warnings:
                 log.warning("extraction of %s: %s", snapshot.snapshot_id, warning)
@@ -140,7 +143,7 @@ def register(app: faust.App, topics: Topics, providers: Providers, sink: DeadLet
                 scope = fact_scope(snapshot, fact)
                 if scope is not None:
                     await topics.history.send(key=scope[1].encode(), value=_gated(snapshot, fact, scope[1], i))
-        sessions[snapshot.session_id] = ExtractState(
+        sessions[skey] = ExtractState(
             done=[*state.done, snapshot.snapshot_id][-DONE_KEEP:],
             facts=state.facts + len(facts),
             warnings=state.warnings + len(result.warnings),

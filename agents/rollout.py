@@ -1,7 +1,10 @@
 """Rollout agent: Phase 1 of seed 004, one idle session distilled at a time.
 
-Consumes ``snapshots`` (key: session) and keeps, per session, its privacy-stripped,
-redacted exchanges in table ``rollout-state``. A timer looks for sessions idle long
+Consumes ``snapshots`` (key: session key) and keeps, per session key (the session id within
+its project and user, memstream.identity.session_key, which is also the rollout's id), its
+privacy-stripped, redacted exchanges in table ``rollout-state``. (A state kept under a bare
+session id before keys named the tenant is still distilled when idle; new exchanges gather
+under the session key.) A timer looks for sessions idle long
 enough and inside the age window, at most ``MEMSTREAM_PHASE1_SCAN_LIMIT`` per look, and
 distils them with at most ``MEMSTREAM_PHASE1_CONCURRENCY`` LLM calls at once. Each output
 (``RolloutOutput``) goes to the one-partition ``consolidation`` topic, followed, after
@@ -25,6 +28,7 @@ from faust.types import EventT
 
 from memstream.agents.base import DeadLetters, expect, guarded, state_table
 from memstream.bootstrap import Providers
+from memstream.identity import session_key
 from memstream.rules import phase1
 from memstream.schemas import ConsolidationRequest, RolloutOutput, RolloutState, Snapshot
 from memstream.telemetry import metrics
@@ -76,10 +80,11 @@ def register(app: faust.App, topics: Topics, providers: Providers, sink: DeadLet
         snapshot = expect(value, Snapshot)
         if snapshot.mode not in ("normal", "raw", "summary") or not snapshot.exchange:
             return  # init snapshots read project files, not a conversation
-        state: RolloutState = rollouts.get(snapshot.session_id) or RolloutState()
+        skey = session_key(snapshot.session_id, snapshot.project_key, snapshot.user_key)
+        state: RolloutState = rollouts.get(skey) or RolloutState()
         if snapshot.turn_index <= state.turns and snapshot.exchange in state.exchanges:
             return  # a redelivery, or the summary-mode twin of a normal snapshot
-        rollouts[snapshot.session_id] = msgspec.structs.replace(
+        rollouts[skey] = msgspec.structs.replace(
             state,
             partition=event.message.partition,
             project=snapshot.project,

@@ -31,6 +31,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from memstream.identity import turn_session_key
 from memstream.intake.publish import publish
 from memstream.kafka.broker import EmbeddedBroker, free_port
 from memstream.schemas import Turn, encode
@@ -109,6 +110,11 @@ def workload(
                 turns.append(turn)
             expected.append(exchange_text(question, answer))
     return turns, expected
+
+
+def turn_key(turn: Turn) -> bytes:
+    """A turn's key on the turns topic, as memstream's publishers set it."""
+    return turn_session_key(turn.session_id, turn.project, turn.user).encode()
 
 
 def compare(expected: list[str], stored: list[str]) -> tuple[int, int, int]:
@@ -210,10 +216,43 @@ def external_broker() -> Iterator[EmbeddedBroker]:
         yield broker
 
 
-async def settle(worker: Worker, expected: list[str], timeout: float, *, quiet: float = 45.0) -> list[str]:
+async def drained(bootstrap: str, prefix: str) -> bool:
+    """Has the worker's group committed every record of the stages a turn goes through?
+
+    A lost event is committed past too, so this says the pipeline is done, not that it is whole."""
+    from aiokafka import AIOKafkaConsumer, TopicPartition
+
+    from memstream.kafka import offsets
+    from memstream.topics import EMBEDDED, FACTS, MEMORY_OPS, SNAPSHOTS, TURNS, topic_name
+
+    consumer = AIOKafkaConsumer(bootstrap_servers=bootstrap, group_id=prefix, enable_auto_commit=False)
+    await consumer.start()
+    try:
+        tps = []
+        for spec in (TURNS, SNAPSHOTS, FACTS, EMBEDDED, MEMORY_OPS):
+            topic = topic_name(prefix, spec)
+            partitions = consumer.partitions_for_topic(topic)
+            if not partitions:
+                await consumer.force_metadata_update()
+                partitions = consumer.partitions_for_topic(topic) or set()
+            tps += [TopicPartition(topic, p) for p in sorted(partitions)]
+        ends = await offsets.end_offsets(consumer, tps)
+        begins = await consumer.beginning_offsets(tps)
+        for tp in tps:
+            if ends[tp] > begins[tp] and (await consumer.committed(tp) or 0) < ends[tp]:
+                return False
+        return True
+    finally:
+        await consumer.stop()
+
+
+async def settle(
+    worker: Worker, expected: list[str], timeout: float, *, broker: str | None = None, prefix: str | None = None
+) -> list[str]:
     """The stored texts once every expected one is there and nothing more arrived for 3 s, or
-    once nothing changed for ``quiet`` seconds (the pipeline drained short of the expected
-    set: what is lost stays lost), or at the deadline: what is there then."""
+    (given the broker and topic prefix) once the worker's group committed every record of the
+    turn path and nothing more arrived for 3 s: what is lost then stays lost; or at the
+    deadline: what is there then."""
     deadline = time.monotonic() + timeout
     want = set(expected)
     last: list[str] = []
@@ -224,9 +263,11 @@ async def settle(worker: Worker, expected: list[str], timeout: float, *, quiet: 
             if len(texts) != len(last):
                 stable_since = time.monotonic()
             last = texts
-            still = time.monotonic() - stable_since
-            if (want <= {normalized(t) for t in texts} and still >= 3.0) or still >= quiet:
-                return texts
+            if time.monotonic() - stable_since >= 3.0:
+                if want <= {normalized(t) for t in texts}:
+                    return texts
+                if broker is not None and prefix is not None and await drained(broker, prefix):
+                    return texts
         await asyncio.sleep(0.5)
     return last
 
@@ -290,7 +331,7 @@ async def kill_run(
                     await worker.wait_up()
             await worker.wait_up()
             await feeding
-            stored = await settle(worker, expected, timeout)
+            stored = await settle(worker, expected, timeout, broker=broker.bootstrap, prefix=prefix)
         finally:
             worker.stop()
     lost, duplicated, corrupted = compare(expected, stored)
@@ -370,9 +411,9 @@ async def poison_run(workdir: Path, *, poison: int, sessions: int, exchanges: in
                     await producer.send(topic, payload, key=f"bad{i % 7}".encode())
                     if i % every == 0 and pending:
                         t = pending.pop(0)
-                        await producer.send(topic, encode(t), key=t.session_id.encode())
+                        await producer.send(topic, encode(t), key=turn_key(t))
                 for t in pending:
-                    await producer.send(topic, encode(t), key=t.session_id.encode())
+                    await producer.send(topic, encode(t), key=turn_key(t))
                 await producer.flush()
             finally:
                 await producer.stop()

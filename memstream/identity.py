@@ -83,6 +83,19 @@ def memory_id(scope_key: str, content_hash: str) -> str:
     return str(uuid.uuid5(_NAMESPACE, f"{scope_key}:{content_hash}"))
 
 
+def session_key(session_id: str, project_key: str, user_key: str) -> str:
+    """Where a session's state lives, and its key on the turns and snapshots topics: its id
+    within its project and its user's scope. Session ids are not unique across users or
+    projects (``s-42``, a CLI's counter), so two tenants who pick the same one never share a
+    window, a turn counter or a snapshot id."""
+    return f"{project_key}/{user_key or '-'}/{session_id}"
+
+
+def turn_session_key(session_id: str, project: str, user: str) -> str:
+    """:func:`session_key` of a turn (its session id, project directory and user identity)."""
+    return session_key(session_id, project_key(project), user_key(user))
+
+
 def derived_id(*parts: str) -> str:
     """A stable id for an event derived from the ids it came from."""
     return str(uuid.uuid5(_NAMESPACE, "\x1f".join(parts)))

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from memstream.bootstrap import Providers, build_embedder, build_graph, build_history, build_store
+from memstream.identity import turn_session_key
 from memstream.kafka.security import client_options
 from memstream.schemas import ForgetScope, MemoryUsage, Turn, encode
 from memstream.serve import api
@@ -68,7 +69,9 @@ class Publisher:
     async def turns(self, turns: Sequence[Turn]) -> None:
         for turn in turns:
             await self.producer.send_and_wait(
-                topic_name(self.prefix, TURNS), encode(turn), key=turn.session_id.encode()
+                topic_name(self.prefix, TURNS),
+                encode(turn),
+                key=turn_session_key(turn.session_id, turn.project, turn.user).encode(),
             )
 
     async def forget(self, event: ForgetScope) -> None:

@@ -21,6 +21,7 @@ import memstream.agents as agents
 from memstream import limits
 from memstream.agents.base import DeadLetters
 from memstream.bootstrap import Providers
+from memstream.identity import turn_session_key
 from memstream.kafka.codec import register_codec
 from memstream.kafka.ledger import ForgottenLedger, ledger_of
 from memstream.kafka.security import faust_credentials
@@ -140,7 +141,7 @@ def _usage_sink(topics: Topics) -> api.UsageSink:
 def _turn_sink(topics: Topics) -> api.TurnSink:
     async def send(turns: Sequence[Turn]) -> None:
         for turn in turns:
-            await topics.turns.send(key=turn.session_id.encode(), value=turn)
+            await topics.turns.send(key=turn_session_key(turn.session_id, turn.project, turn.user).encode(), value=turn)
 
     return send
 
