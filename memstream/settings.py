@@ -5,6 +5,7 @@ Every field names its environment variable. Nothing here is read at import time.
 
 from __future__ import annotations
 
+import ipaddress
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field, fields
@@ -313,6 +314,11 @@ class Settings:
     tokens_path: str = field(default="", metadata=_env("MEMSTREAM_TOKENS_FILE"))
     #: MEMSTREAM_API_OPEN: serve the API without tokens. Allowed only on a loopback address.
     api_open: bool = field(default=False, metadata=_env("MEMSTREAM_API_OPEN"))
+    #: MEMSTREAM_TRUSTED_PROXIES: comma-separated addresses or networks (CIDR) of the reverse
+    #: proxies in front of the API. Only a request from one of them has its X-Forwarded-For
+    #: read, for the client address the failure limiter counts; empty (the default): the
+    #: header is ignored and the connection's own address counts.
+    trusted_proxies: str = field(default="", metadata=_env("MEMSTREAM_TRUSTED_PROXIES"))
     #: MEMSTREAM_LOG_LEVEL: debug, info, warning, error.
     log_level: str = field(default="warning", metadata=_env("MEMSTREAM_LOG_LEVEL"))
     #: MEMSTREAM_TRACE_EXPORTER: none, console or otlp (OTLP uses OTEL_EXPORTER_OTLP_ENDPOINT).
@@ -344,6 +350,10 @@ class Settings:
                     )
             if "choices" in f.metadata and value not in f.metadata["choices"]:
                 raise SettingsError(f"{f.metadata['env']} must be {' or '.join(f.metadata['choices'])}, got {value!r}")
+        try:
+            proxy_networks(self.trusted_proxies)
+        except ValueError as exc:
+            raise SettingsError(f"{_var('trusted_proxies')}: {exc}") from None
         if self.document_chunk_overlap >= self.document_chunk_size:
             raise SettingsError(
                 f"{_var('document_chunk_overlap')} must be below {_var('document_chunk_size')} "
@@ -470,6 +480,11 @@ class Settings:
         return self.data_dir / "runtime.json"
 
     @property
+    def proxy_networks(self) -> tuple[IPNetwork, ...]:
+        """The trusted proxies (``MEMSTREAM_TRUSTED_PROXIES``) as networks; ValueError on a bad entry."""
+        return proxy_networks(self.trusted_proxies)
+
+    @property
     def tokens_file(self) -> Path:
         """The hashed tokens and their principals (``memstream token``)."""
         return Path(self.tokens_path) if self.tokens_path else self.data_dir / "tokens.json"
@@ -510,6 +525,14 @@ def _num(value: float) -> str:
 
 def _var(field_name: str) -> str:
     return next(f.metadata["env"] for f in fields(Settings) if f.name == field_name)
+
+
+IPNetwork = ipaddress.IPv4Network | ipaddress.IPv6Network
+
+
+def proxy_networks(spec: str) -> tuple[IPNetwork, ...]:
+    """Comma-separated addresses or CIDR networks, as networks (an address is a network of one)."""
+    return tuple(ipaddress.ip_network(part.strip(), strict=False) for part in spec.split(",") if part.strip())
 
 
 def _parse(name: str, raw: str, default: Any) -> Any:

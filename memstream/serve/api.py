@@ -76,6 +76,7 @@ from memstream.schemas import (
 )
 from memstream.serve import documents_api
 from memstream.serve.guard import CURRENT_PRINCIPAL, AuthMiddleware, principal_of
+from memstream.settings import IPNetwork
 from memstream.telemetry import metrics
 from memstream.telemetry.health import Status as HealthStatus
 
@@ -153,14 +154,17 @@ class ApiContext:
     publish_turns: TurnSink | None = None
     publish_forget: ForgetSink | None = None
     limiter: FailureLimiter = field(default_factory=FailureLimiter)
+    #: The reverse proxies whose X-Forwarded-For names the client (MEMSTREAM_TRUSTED_PROXIES).
+    trusted_proxies: tuple[IPNetwork, ...] = ()
 
     @classmethod
     def auth_from(cls, settings: Any) -> dict[str, Any]:
-        """The ``tokens``/``open_principal`` pair the settings ask for (open mode, or the token file)."""
+        """The ``tokens``/``open_principal`` pair the settings ask for (open mode, or the token
+        file), with the trusted proxies."""
         if settings.api_open:
             principal = Principal(user=settings.user, all_projects=True, admin=True, label="open mode")
             return {"open_principal": principal}
-        return {"tokens": TokenStore(settings.tokens_file)}
+        return {"tokens": TokenStore(settings.tokens_file), "trusted_proxies": settings.proxy_networks}
 
 
 #: A forgotten memory is superseded by this marker (plus the operation id), not by another memory.
@@ -632,7 +636,13 @@ def create_app(ctx: ApiContext) -> ASGIApp:
         lifespans.append(mcp_lifespan)
     app = Starlette(routes=[*routes, *ctx.routes], lifespan=_lifespan(lifespans), exception_handlers=handlers)
     # Outside everything, MCP and mounted apps included: no route can forget to ask.
-    return AuthMiddleware(app, tokens=ctx.tokens, open_principal=ctx.open_principal, limiter=ctx.limiter)
+    return AuthMiddleware(
+        app,
+        tokens=ctx.tokens,
+        open_principal=ctx.open_principal,
+        limiter=ctx.limiter,
+        trusted_proxies=ctx.trusted_proxies,
+    )
 
 
 class AsCaller:

@@ -116,7 +116,15 @@ async def serve(settings: Settings) -> None:
 
     app = build(settings, providers, Publisher(producer, settings.topic_prefix))
     config = uvicorn.Config(
-        app, host=settings.http_host, port=settings.http_port, access_log=False, log_level="warning", lifespan="on"
+        app,
+        host=settings.http_host,
+        port=settings.http_port,
+        access_log=False,
+        log_level="warning",
+        lifespan="on",
+        # uvicorn would take X-Forwarded-For from any loopback peer as the client's address;
+        # the guard reads it only from MEMSTREAM_TRUSTED_PROXIES (memstream.serve.guard).
+        proxy_headers=False,
     )
     server = uvicorn.Server(config)  # stops on SIGINT and SIGTERM (uvicorn's own handlers)
     async with running():

@@ -112,7 +112,11 @@ def build_app(settings: Settings, providers: Providers, bootstrap: str, *, web: 
 class ApiService(AsgiService):
     """Faust's uvicorn service, started only once the API listens (so "ready" means it answers)."""
 
-    uvicorn_options: Mapping[str, Any] = MappingProxyType({"access_log": False, "log_level": "warning"})
+    # No proxy headers: uvicorn would take X-Forwarded-For from any loopback peer as the client's
+    # address; the guard reads it only from MEMSTREAM_TRUSTED_PROXIES (memstream.serve.guard).
+    uvicorn_options: Mapping[str, Any] = MappingProxyType(
+        {"access_log": False, "log_level": "warning", "proxy_headers": False}
+    )
 
     async def on_start(self) -> None:
         await super().on_start()
