@@ -28,7 +28,8 @@ from faust.types import EventT
 
 from memstream.agents.base import DeadLetters, expect, guarded, state_table
 from memstream.bootstrap import Providers
-from memstream.identity import session_key
+from memstream.identity import session_key, session_user_key
+from memstream.kafka.ledger import ledger_of, stale_window
 from memstream.rules import phase1
 from memstream.schemas import ConsolidationRequest, RolloutOutput, RolloutState, Snapshot
 from memstream.telemetry import metrics
@@ -68,6 +69,7 @@ def register(app: faust.App, topics: Topics, providers: Providers, sink: DeadLet
     idle = timedelta(seconds=settings.phase1_idle_seconds)
     max_age = timedelta(days=settings.phase1_max_age_days)
     slots = asyncio.Semaphore(settings.phase1_concurrency)
+    ledger = ledger_of(app)
 
     async def request_consolidation() -> None:
         await topics.consolidation.send(
@@ -153,6 +155,13 @@ def register(app: faust.App, topics: Topics, providers: Providers, sink: DeadLet
         if not owned:
             return
         now = datetime.now(UTC)
+        for key, state in list(rollouts.items()):
+            if state is None or state.partition not in owned or not state.exchanges:
+                continue
+            if stale_window(state.last_ts, ledger.latest(state.scope_key, session_user_key(key))):
+                # Forgotten since its last exchange: its words leave the table (and the newest
+                # record of its changelog) now; nothing of them is distilled.
+                rollouts[key] = msgspec.structs.replace(state, exchanges=[], distilled_turns=state.turns)
         due = [
             (session_id, state)
             for session_id, state in list(rollouts.items())

@@ -251,6 +251,14 @@ def register(app: faust.App, topics: Topics, providers: Providers, sink: DeadLet
         for skey, state in list(sessions.items()):
             if state is None or state.partition not in owned or state.last_ts is None:
                 continue
+            if (state.messages or state.applied) and stale_window(
+                state.last_ts, ledger.latest(project_key(state.project), user_key(state.user))
+            ):
+                # Forgotten since its last turn: the window's words leave the table now, not at
+                # the session's next turn, and its changelog's newest record holds none of them
+                # (a compacting broker then drops the older ones). The turn count stays.
+                sessions[skey] = msgspec.structs.replace(state, messages=[], applied=[], pending_flushed=True)
+                continue
             messages = current_window(state, settings.snapshot_messages)
             if pending_is_due(messages, state.last_seen, state.pending_flushed, now, idle):
                 await flush(skey, state)

@@ -233,7 +233,7 @@ async def drained(bootstrap: str, prefix: str) -> bool:
             topic = topic_name(prefix, spec)
             partitions = consumer.partitions_for_topic(topic)
             if not partitions:
-                await consumer.force_metadata_update()
+                await consumer._client.force_metadata_update()
                 partitions = consumer.partitions_for_topic(topic) or set()
             tps += [TopicPartition(topic, p) for p in sorted(partitions)]
         ends = await offsets.end_offsets(consumer, tps)
@@ -375,7 +375,7 @@ async def dead_letters(bootstrap: str, prefix: str) -> int:
     try:
         tps = [TopicPartition(topic, p) for p in sorted(consumer.partitions_for_topic(topic) or [])]
         if not tps:
-            await consumer.force_metadata_update()
+            await consumer._client.force_metadata_update()
             tps = [TopicPartition(topic, p) for p in sorted(consumer.partitions_for_topic(topic) or [])]
         ends = await offsets.end_offsets(consumer, tps)
         begins = await consumer.beginning_offsets(tps)

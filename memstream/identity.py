@@ -91,6 +91,13 @@ def session_key(session_id: str, project_key: str, user_key: str) -> str:
     return f"{project_key}/{user_key or '-'}/{session_id}"
 
 
+def session_user_key(key: str) -> str:
+    """The user scope a :func:`session_key` names ("" for none, or for a key kept before keys
+    named the tenant: a bare session id)."""
+    parts = key.split("/", 2)
+    return parts[1] if len(parts) == 3 and parts[0].startswith("p_") and parts[1].startswith("u_") else ""
+
+
 def turn_session_key(session_id: str, project: str, user: str) -> str:
     """:func:`session_key` of a turn (its session id, project directory and user identity)."""
     return session_key(session_id, project_key(project), user_key(user))

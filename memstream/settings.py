@@ -120,7 +120,8 @@ class Settings:
     #: calls, 64 gave 48.6 turns/s and 128 gave 55.0 (bench, interleaved). 429s back off through retries.
     llm_concurrency: int = field(default=128, metadata=_env("MEMSTREAM_LLM_CONCURRENCY"))
     #: MEMSTREAM_RETRY_BUDGET: seconds an LLM or embedding outage may last before the work it holds up is
-    #: dead-lettered (6 h); until then it is parked and retried with capped backoff.
+    #: dead-lettered (6 h; at most 12 h, half the day the derived topics keep records); until then it is
+    #: parked and retried with capped backoff.
     retry_budget: float = field(default=21_600.0, metadata=_env("MEMSTREAM_RETRY_BUDGET"))
     #: MEMSTREAM_EXTRACT_ATTEMPTS: attempts at a document's ingest before it is failed (seed 003's
     #: workerMaxRetries: 3, 1 to 10). A snapshot's extraction waits out outages within MEMSTREAM_RETRY_BUDGET.
@@ -389,8 +390,10 @@ class Settings:
                 f"{_var('processing_guarantee')}=exactly_once needs a Kafka with transactions "
                 "(MEMSTREAM_KAFKA_BOOTSTRAP); the embedded broker has none"
             )
-        if self.retry_budget < 0:
-            raise SettingsError(f"{_var('retry_budget')} must be 0 or more seconds")
+        if not 0 <= self.retry_budget <= RETRY_BUDGET_MAX:
+            # Work held through an outage stays on its topic, which keeps records a day
+            # (topics.catalog.DERIVED_RETENTION_MS): a longer wait would outlive them.
+            raise SettingsError(f"{_var('retry_budget')} must be between 0 and {RETRY_BUDGET_MAX:.0f} seconds")
         for name in ("phase1_concurrency", "phase1_scan_limit", "consolidation_top_n"):
             if getattr(self, name) < 1:
                 raise SettingsError(f"{_var(name)} must be at least 1, got {getattr(self, name)}")
@@ -525,6 +528,10 @@ def _num(value: float) -> str:
 
 def _var(field_name: str) -> str:
     return next(f.metadata["env"] for f in fields(Settings) if f.name == field_name)
+
+
+#: The longest MEMSTREAM_RETRY_BUDGET: half the day the derived topics keep their records.
+RETRY_BUDGET_MAX = 43_200.0
 
 
 IPNetwork = ipaddress.IPv4Network | ipaddress.IPv6Network
