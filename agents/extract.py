@@ -1,16 +1,18 @@
 """Extract agent: typed facts from a snapshot, by the LLM provider chain (or raw mode).
 
-Consumes ``snapshots`` (key: session id). Emits ``facts`` (key: scope — the project, or
+Consumes ``snapshots`` (key: session key, memstream.identity.session_key). Emits ``facts`` (key: scope — the project, or
 the user for personal preferences), with confidence and entity triples; and ``parked``
-(key: session id) when every provider failed: the snapshot waits there for a retry (seed
+(key: session key) when every provider failed: the snapshot waits there for a retry (seed
 003's backoff: 1 s doubling to 30 s plus jitter, then steady at the cap) and is
 dead-lettered with its reason only once it has been failing for ``MEMSTREAM_RETRY_BUDGET``
 (6 h). The parked topic holds it, so a restart loses none. A local model is one slow resource: while
 it is busy and a call already waits its turn, a snapshot is parked too (not as a failure: its attempts
 and retry budget stay as they were) and comes back after the backoff cap, so turns queue on the parked
 topic instead of piling up in memory, and the model never idles while they wait. State:
-table ``extract-sessions`` — per session, the snapshots already extracted (bounded), so a
-redelivery is not extracted twice while a parked one still is.
+table ``extract-sessions`` — per session key, the snapshots already extracted (bounded), so a
+redelivery is not extracted twice while a parked one still is. (States kept under a bare session
+id before keys named the tenant are left as they are: a snapshot redelivered across that upgrade
+may be extracted again, into the same memory ids.)
 """
 
 from __future__ import annotations
@@ -26,7 +28,7 @@ from faust.types import EventT
 
 from memstream.agents.base import DeadLetters, expect, guarded_by_key, state_table
 from memstream.bootstrap import Providers
-from memstream.identity import derived_id, normalize_content
+from memstream.identity import derived_id, normalize_content, session_key
 from memstream.llm.base import LLMError, is_busy, waiting_calls
 from memstream.rules import audit
 from memstream.rules.explicit import guess_type
@@ -119,7 +121,7 @@ def register(app: faust.App, topics: Topics, providers: Providers, sink: DeadLet
         delay = park_delay(attempt, settings.park_delay, settings.park_delay_max)
         log.warning("parking snapshot %s (attempt %d) for %.1fs: %s", snapshot.snapshot_id, attempt, delay, error)
         await topics.parked.send(
-            key=snapshot.session_id.encode(),
+            key=session_key(snapshot.session_id, snapshot.project_key, snapshot.user_key).encode(),
             value=ParkedSnapshot(
                 snapshot=msgspec.structs.replace(snapshot, attempt=attempt, parked_since=since),
                 not_before=now + timedelta(seconds=delay),
@@ -138,7 +140,7 @@ def register(app: faust.App, topics: Topics, providers: Providers, sink: DeadLet
         delay = settings.park_delay_max + random.uniform(0, 0.5)
         log.info("local model busy: snapshot %s waits %.0fs on the parked topic", snapshot.snapshot_id, delay)
         await topics.parked.send(
-            key=snapshot.session_id.encode(),
+            key=session_key(snapshot.session_id, snapshot.project_key, snapshot.user_key).encode(),
             value=ParkedSnapshot(
                 snapshot=snapshot,
                 not_before=datetime.now(UTC) + timedelta(seconds=delay),
@@ -148,7 +150,8 @@ def register(app: faust.App, topics: Topics, providers: Providers, sink: DeadLet
 
     async def handle(value: Any, event: EventT) -> None:
         snapshot = expect(value, Snapshot)
-        state: ExtractState = sessions.get(snapshot.session_id) or ExtractState()
+        skey = session_key(snapshot.session_id, snapshot.project_key, snapshot.user_key)
+        state: ExtractState = sessions.get(skey) or ExtractState()
         if snapshot.snapshot_id in state.done:
             return  # redelivered: extracted already
         # Checked and the call begun with no await between: no other snapshot slips in.
@@ -161,7 +164,7 @@ def register(app: faust.App, topics: Topics, providers: Providers, sink: DeadLet
             except LLMError as error:
                 span.set_attribute("extract.outcome", "parked")
                 await park(snapshot, error, event)
-                sessions[snapshot.session_id] = msgspec.structs.replace(state, parked=state.parked + 1)
+                sessions[skey] = msgspec.structs.replace(state, parked=state.parked + 1)
                 return
             for warning in result.warnings:
                 log.warning("extraction of %s: %s", snapshot.snapshot_id, warning)
@@ -186,7 +189,7 @@ def register(app: faust.App, topics: Topics, providers: Providers, sink: DeadLet
                 scope = fact_scope(snapshot, fact)
                 if scope is not None:
                     await topics.history.send(key=scope[1].encode(), value=_gated(snapshot, fact, scope[1], i))
-        sessions[snapshot.session_id] = ExtractState(
+        sessions[skey] = ExtractState(
             done=[*state.done, snapshot.snapshot_id][-DONE_KEEP:],
             facts=state.facts + len(facts),
             warnings=state.warnings + len(result.warnings),

@@ -1,9 +1,10 @@
 """Park agent: retries extraction of snapshots whose providers all failed.
 
-Consumes ``parked`` (key: session id). Emits ``snapshots`` (key: session id): each parked
+Consumes ``parked`` (key: session key). Emits ``snapshots`` (key: session key,
+memstream.identity.session_key): each parked
 snapshot, with its attempt count, once its backoff has passed. Waiting here holds only the
 parked partition; the live pipeline and the agent hosts never wait on an LLM outage.
-State: table ``park-stats`` — per session, snapshots sent back for another attempt.
+State: table ``park-stats`` — per session key, snapshots sent back for another attempt.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from faust.types import EventT
 
 from memstream.agents.base import DeadLetters, expect, guarded, state_table
 from memstream.bootstrap import Providers
+from memstream.identity import session_key
 from memstream.schemas import ParkedSnapshot, ParkStats
 from memstream.telemetry import metrics
 from memstream.telemetry.tracing import stage_span
@@ -39,11 +41,12 @@ def register(app: faust.App, topics: Topics, providers: Providers, sink: DeadLet
         # Never longer than the configured cap (plus jitter): a clock jump must not stall retries.
         await asyncio.sleep(min(max(0.0, wait), settings.park_delay_max + 1.0))
         snapshot = parked.snapshot
+        skey = session_key(snapshot.session_id, snapshot.project_key, snapshot.user_key)
         with stage_span("memstream.park", attempt=snapshot.attempt):
-            await topics.snapshots.send(key=snapshot.session_id.encode(), value=snapshot)
+            await topics.snapshots.send(key=skey.encode(), value=snapshot)
         oldest.set(0)
-        current: ParkStats = stats.get(snapshot.session_id) or ParkStats()
-        stats[snapshot.session_id] = ParkStats(retried=current.retried + 1)
+        current: ParkStats = stats.get(skey) or ParkStats()
+        stats[skey] = ParkStats(retried=current.retried + 1)
 
     @app.agent(topics.parked, name=STAGE)
     async def park(stream: faust.StreamT) -> None:

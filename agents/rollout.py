@@ -1,7 +1,10 @@
 """Rollout agent: Phase 1 of seed 004, one idle session distilled at a time.
 
-Consumes ``snapshots`` (key: session) and keeps, per session, its privacy-stripped,
-redacted exchanges in table ``rollout-state``. A timer looks for sessions idle long
+Consumes ``snapshots`` (key: session key) and keeps, per session key (the session id within
+its project and user, memstream.identity.session_key, which is also the rollout's id), its
+privacy-stripped, redacted exchanges in table ``rollout-state``. (A state kept under a bare
+session id before keys named the tenant is still distilled when idle; new exchanges gather
+under the session key.) A timer looks for sessions idle long
 enough and inside the age window, at most ``MEMSTREAM_PHASE1_SCAN_LIMIT`` per look, and
 distils them with at most ``MEMSTREAM_PHASE1_CONCURRENCY`` LLM calls at once. Each output
 (``RolloutOutput``) goes to the one-partition ``consolidation`` topic, followed, after
@@ -25,6 +28,8 @@ from faust.types import EventT
 
 from memstream.agents.base import DeadLetters, expect, guarded, state_table
 from memstream.bootstrap import Providers
+from memstream.identity import session_key, session_user_key
+from memstream.kafka.ledger import ledger_of, stale_window
 from memstream.rules import phase1
 from memstream.schemas import ConsolidationRequest, RolloutOutput, RolloutState, Snapshot
 from memstream.telemetry import metrics
@@ -64,6 +69,7 @@ def register(app: faust.App, topics: Topics, providers: Providers, sink: DeadLet
     idle = timedelta(seconds=settings.phase1_idle_seconds)
     max_age = timedelta(days=settings.phase1_max_age_days)
     slots = asyncio.Semaphore(settings.phase1_concurrency)
+    ledger = ledger_of(app)
 
     async def request_consolidation() -> None:
         await topics.consolidation.send(
@@ -76,10 +82,11 @@ def register(app: faust.App, topics: Topics, providers: Providers, sink: DeadLet
         snapshot = expect(value, Snapshot)
         if snapshot.mode not in ("normal", "raw", "summary") or not snapshot.exchange:
             return  # init snapshots read project files, not a conversation
-        state: RolloutState = rollouts.get(snapshot.session_id) or RolloutState()
+        skey = session_key(snapshot.session_id, snapshot.project_key, snapshot.user_key)
+        state: RolloutState = rollouts.get(skey) or RolloutState()
         if snapshot.turn_index <= state.turns and snapshot.exchange in state.exchanges:
             return  # a redelivery, or the summary-mode twin of a normal snapshot
-        rollouts[snapshot.session_id] = msgspec.structs.replace(
+        rollouts[skey] = msgspec.structs.replace(
             state,
             partition=event.message.partition,
             project=snapshot.project,
@@ -148,6 +155,13 @@ def register(app: faust.App, topics: Topics, providers: Providers, sink: DeadLet
         if not owned:
             return
         now = datetime.now(UTC)
+        for key, state in list(rollouts.items()):
+            if state is None or state.partition not in owned or not state.exchanges:
+                continue
+            if stale_window(state.last_ts, ledger.latest(state.scope_key, session_user_key(key))):
+                # Forgotten since its last exchange: its words leave the table (and the newest
+                # record of its changelog) now; nothing of them is distilled.
+                rollouts[key] = msgspec.structs.replace(state, exchanges=[], distilled_turns=state.turns)
         due = [
             (session_id, state)
             for session_id, state in list(rollouts.items())

@@ -1,8 +1,12 @@
 """Snapshot agent: the last 8 messages of a session after every assistant turn.
 
-Consumes ``turns`` (key: session id). Emits ``snapshots`` (key: session id).
+Consumes ``turns`` (key: session key). Emits ``snapshots`` (key: session key).
 State: table ``snapshot-sessions`` — per session, its last applied turns (with their
-partition and offset) and the count of assistant turns. A turn redelivered after a crash
+partition and offset) and the count of assistant turns. A session is its id within its
+project and its user's scope (memstream.identity.session_key): two tenants who use the same
+session id never share a window, a count or a snapshot id. A state kept under the bare
+session id (before keys named the tenant) is adopted by the first turn of the same id,
+project and user, and removed from its old key. A turn redelivered after a crash
 re-emits the snapshot it made the first time (rules.snapshot.apply_turn), so kill -9
 neither duplicates nor mispairs an exchange. A timer stores the user turns a session ended on: once no turn has
 arrived for ``MEMSTREAM_PHASE1_IDLE_SECONDS`` (processing time), they go out as a snapshot
@@ -33,7 +37,7 @@ from faust.types import EventT
 
 from memstream.agents.base import DeadLetters, expect, guarded, state_table
 from memstream.bootstrap import Providers
-from memstream.identity import derived_id, project_key, user_key
+from memstream.identity import derived_id, project_key, turn_session_key, user_key
 from memstream.intake.project_files import read_project_files
 from memstream.kafka.ledger import ledger_of, stale_window
 from memstream.kafka.security import client_options
@@ -48,6 +52,7 @@ from memstream.rules.snapshot import (
     exchange_start,
     format_snapshot,
     last_exchange,
+    legacy_state_of,
     pending_is_due,
     snapshot_modes,
 )
@@ -93,7 +98,8 @@ def register(app: faust.App, topics: Topics, providers: Providers, sink: DeadLet
             return
         files = await asyncio.to_thread(read_project_files, Path(turn.project))
         if files:
-            await topics.snapshots.send(key=turn.session_id.encode(), value=init_snapshot(turn, redact(files)))
+            key = turn_session_key(turn.session_id, turn.project, turn.user)
+            await topics.snapshots.send(key=key.encode(), value=init_snapshot(turn, redact(files)))
 
     def init_snapshot(turn: Turn, files: str) -> Snapshot:
         return Snapshot(
@@ -108,15 +114,27 @@ def register(app: faust.App, topics: Topics, providers: Providers, sink: DeadLet
             ts=turn.ts,
         )
 
+    def adopt_legacy(turn: Turn, skey: str) -> SessionState | None:
+        """The state this session kept under its bare id, moved to its session key; None if
+        there is none, or it is another tenant's (its project or user differ)."""
+        if skey == turn.session_id:
+            return None
+        legacy: SessionState | None = sessions.get(turn.session_id)
+        if legacy is None or not legacy_state_of(legacy, turn.project, turn.user):
+            return None
+        del sessions[turn.session_id]
+        return legacy
+
     async def handle(value: Any, event: EventT) -> None:
         turn = expect(value, Turn)
-        key = turn.session_id.encode()
+        skey = turn_session_key(turn.session_id, turn.project, turn.user)
+        key = skey.encode()
         if event.message.key != key:
             # Published without its session key: its partition is not its session's, so
             # it would be applied out of order (an answer without its question). Re-keyed.
             await topics.turns.send(key=key, value=turn)
             return
-        state: SessionState | None = sessions.get(turn.session_id)
+        state: SessionState | None = sessions.get(skey) or adopt_legacy(turn, skey)
         if state is None:
             await maybe_init(turn)
             state = SessionState()
@@ -135,7 +153,7 @@ def register(app: faust.App, topics: Topics, providers: Providers, sink: DeadLet
             provenance=turn.provenance,
         )
         if not applied.redelivered:
-            sessions[turn.session_id] = msgspec.structs.replace(
+            sessions[skey] = msgspec.structs.replace(
                 applied.state,
                 project=turn.project,
                 user=turn.user,
@@ -143,12 +161,14 @@ def register(app: faust.App, topics: Topics, providers: Providers, sink: DeadLet
                 last_seen=time.time(),
                 partition=event.message.partition,
                 pending_flushed=False,
+                session_id=turn.session_id,
             )
         messages, turns = applied.messages, applied.assistant_turns
         if messages is None:
             return
         with stage_span("memstream.snapshot", session=turn.session_id, turn=turns):
             await emit(
+                skey,
                 turn.session_id,
                 turn.project,
                 turn.user,
@@ -160,6 +180,7 @@ def register(app: faust.App, topics: Topics, providers: Providers, sink: DeadLet
             )
 
     async def emit(
+        skey: str,
         session_id: str,
         project: str,
         user: str,
@@ -173,7 +194,9 @@ def register(app: faust.App, topics: Topics, providers: Providers, sink: DeadLet
         """The snapshots of the session's last exchange; ``mark`` tells a flush of unanswered turns apart.
 
         ``exchange_of`` is the exchange from its question on and its base, when the state knows them;
-        otherwise the exchange is the one the window shows."""
+        otherwise the exchange is the one the window shows. Snapshot and exchange ids derive from the
+        session key, so two tenants' sessions of one id never make the same id (the extract stage skips
+        an id it has seen)."""
         text = redact(
             format_snapshot(
                 messages, message_max_chars=settings.message_max_chars, max_chars=settings.snapshot_max_chars
@@ -193,7 +216,7 @@ def register(app: faust.App, topics: Topics, providers: Providers, sink: DeadLet
             if mark and mode == "summary":
                 continue  # a flush stores the unanswered turns; summaries follow assistant turns
             snapshot = Snapshot(
-                snapshot_id=derived_id(session_id, str(turns), mode, *([mark] if mark else [])),
+                snapshot_id=derived_id(skey, str(turns), mode, *([mark] if mark else [])),
                 session_id=session_id,
                 project=project,
                 project_key=project_key(project),
@@ -205,17 +228,20 @@ def register(app: faust.App, topics: Topics, providers: Providers, sink: DeadLet
                 # Explicit requests ride on the normal (or raw) snapshot only, never twice.
                 explicit=explicit if mode in ("normal", "raw") else [],
                 sources=sources,
-                exchange_id=exchange_id(session_id, base) if exchange_messages else "",
+                exchange_id=exchange_id(skey, base) if exchange_messages else "",
                 ts=ts,
             )
-            await topics.snapshots.send(key=session_id.encode(), value=snapshot)
+            await topics.snapshots.send(key=skey.encode(), value=snapshot)
 
-    async def flush(session_id: str, state: SessionState) -> None:
+    async def flush(skey: str, state: SessionState) -> None:
         """Store the user turns the session ended on, then remember that they were stored."""
         messages = current_window(state, settings.snapshot_messages)
         pending = len(messages) - exchange_start(messages)
+        # A state kept under the bare session id (not adopted yet) is its own key.
+        session_id = state.session_id or skey
         with stage_span("memstream.snapshot", session=session_id, turn=state.assistant_turns, pending=pending):
             await emit(
+                skey,
                 session_id,
                 state.project,
                 state.user,
@@ -225,9 +251,9 @@ def register(app: faust.App, topics: Topics, providers: Providers, sink: DeadLet
                 current_exchange(state),
                 mark=f"pending:{len(messages)}:{messages[-1].content[:64]}",
             )
-        current: SessionState | None = sessions.get(session_id)
+        current: SessionState | None = sessions.get(skey)
         if current is not None and current.applied == state.applied:  # no turn arrived meanwhile
-            sessions[session_id] = msgspec.structs.replace(current, pending_flushed=True)
+            sessions[skey] = msgspec.structs.replace(current, pending_flushed=True)
 
     @app.agent(topics.turns, name=STAGE)
     async def snapshot(stream: faust.StreamT) -> None:
@@ -241,11 +267,19 @@ def register(app: faust.App, topics: Topics, providers: Providers, sink: DeadLet
             return
         now = time.time()
         idle = settings.phase1_idle_seconds
-        for session_id, state in list(sessions.items()):
+        for skey, state in list(sessions.items()):
             if state is None or state.partition not in owned or state.last_ts is None:
+                continue
+            if (state.messages or state.applied) and stale_window(
+                state.last_ts, ledger.latest(project_key(state.project), user_key(state.user))
+            ):
+                # Forgotten since its last turn: the window's words leave the table now, not at
+                # the session's next turn, and its changelog's newest record holds none of them
+                # (a compacting broker then drops the older ones). The turn count stays.
+                sessions[skey] = msgspec.structs.replace(state, messages=[], applied=[], pending_flushed=True)
                 continue
             messages = current_window(state, settings.snapshot_messages)
             if pending_is_due(messages, state.last_seen, state.pending_flushed, now, idle):
-                await flush(session_id, state)
+                await flush(skey, state)
 
     return snapshot

@@ -31,6 +31,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from memstream.identity import turn_session_key
 from memstream.intake.publish import publish
 from memstream.kafka.broker import EmbeddedBroker, free_port
 from memstream.schemas import Turn, encode
@@ -79,22 +80,41 @@ def normalized(text: str) -> str:
     return " ".join(text.split())
 
 
-def workload(sessions: int, exchanges: int, root: str, *, seed: int = 0) -> tuple[list[Turn], list[str]]:
-    """Turns interleaved across sessions, and the memory texts they must become. Each session
-    works in its own project (dedup compares memories within a project only)."""
+def workload(
+    sessions: int, exchanges: int, root: str, *, seed: int = 0, projects: int | None = None, user: str = "chaos-user"
+) -> tuple[list[Turn], list[str]]:
+    """Turns interleaved across sessions, and the memory texts they must become.
+
+    Session ``s`` works in project ``s % projects`` (default: one project per session); every
+    turn names ``user``, as every turn through the CLI, the API and the hooks does (raw mode
+    drops a personal exchange of a turn that names no user). The words are drawn at random,
+    so semantic dedup, which compares memories within a project, merges none."""
     rng = random.Random(seed)
     now = datetime.now(UTC)
     turns: list[Turn] = []
     expected: list[str] = []
+    projects = projects or sessions
     for e in range(exchanges):
         for s in range(sessions):
             question = f"{' '.join(rng.sample(WORDS, 12))} {s}-{e}?"
             answer = f"{' '.join(rng.sample(WORDS, 12))}."
             for role, content in (("user", question), ("assistant", answer)):
-                turn = Turn(session_id=f"s{s}", project=f"{root}/p{s}", role=role, content=content, ts=now)  # type: ignore[arg-type]
+                turn = Turn(
+                    session_id=f"s{s}",
+                    project=f"{root}/p{s % projects}",
+                    role=role,  # type: ignore[arg-type]
+                    content=content,
+                    ts=now,
+                    user=user,
+                )
                 turns.append(turn)
             expected.append(exchange_text(question, answer))
     return turns, expected
+
+
+def turn_key(turn: Turn) -> bytes:
+    """A turn's key on the turns topic, as memstream's publishers set it."""
+    return turn_session_key(turn.session_id, turn.project, turn.user).encode()
 
 
 def compare(expected: list[str], stored: list[str]) -> tuple[int, int, int]:
@@ -196,9 +216,43 @@ def external_broker() -> Iterator[EmbeddedBroker]:
         yield broker
 
 
-async def settle(worker: Worker, expected: list[str], timeout: float) -> list[str]:
-    """The stored texts once every expected one is there and nothing more arrived for 3 s
-    (or at the deadline: what is there then)."""
+async def drained(bootstrap: str, prefix: str) -> bool:
+    """Has the worker's group committed every record of the stages a turn goes through?
+
+    A lost event is committed past too, so this says the pipeline is done, not that it is whole."""
+    from aiokafka import AIOKafkaConsumer, TopicPartition
+
+    from memstream.kafka import offsets
+    from memstream.topics import EMBEDDED, FACTS, MEMORY_OPS, SNAPSHOTS, TURNS, topic_name
+
+    consumer = AIOKafkaConsumer(bootstrap_servers=bootstrap, group_id=prefix, enable_auto_commit=False)
+    await consumer.start()
+    try:
+        tps = []
+        for spec in (TURNS, SNAPSHOTS, FACTS, EMBEDDED, MEMORY_OPS):
+            topic = topic_name(prefix, spec)
+            partitions = consumer.partitions_for_topic(topic)
+            if not partitions:
+                await consumer._client.force_metadata_update()
+                partitions = consumer.partitions_for_topic(topic) or set()
+            tps += [TopicPartition(topic, p) for p in sorted(partitions)]
+        ends = await offsets.end_offsets(consumer, tps)
+        begins = await consumer.beginning_offsets(tps)
+        for tp in tps:
+            if ends[tp] > begins[tp] and (await consumer.committed(tp) or 0) < ends[tp]:
+                return False
+        return True
+    finally:
+        await consumer.stop()
+
+
+async def settle(
+    worker: Worker, expected: list[str], timeout: float, *, broker: str | None = None, prefix: str | None = None
+) -> list[str]:
+    """The stored texts once every expected one is there and nothing more arrived for 3 s, or
+    (given the broker and topic prefix) once the worker's group committed every record of the
+    turn path and nothing more arrived for 3 s: what is lost then stays lost; or at the
+    deadline: what is there then."""
     deadline = time.monotonic() + timeout
     want = set(expected)
     last: list[str] = []
@@ -209,8 +263,11 @@ async def settle(worker: Worker, expected: list[str], timeout: float) -> list[st
             if len(texts) != len(last):
                 stable_since = time.monotonic()
             last = texts
-            if want <= {normalized(t) for t in texts} and time.monotonic() - stable_since >= 3.0:
-                return texts
+            if time.monotonic() - stable_since >= 3.0:
+                if want <= {normalized(t) for t in texts}:
+                    return texts
+                if broker is not None and prefix is not None and await drained(broker, prefix):
+                    return texts
         await asyncio.sleep(0.5)
     return last
 
@@ -224,17 +281,28 @@ async def kill_run(
     seed: int = 0,
     timeout: float = 300,
     feed_seconds: float | None = None,
+    projects: int | None = None,
+    rate: float | None = None,
+    kill_every: float | None = None,
 ) -> Outcome:
-    """Publish ``sessions * exchanges`` exchanges at a steady pace over ``feed_seconds``
-    (default: 8 s per kill) while the worker is killed (SIGKILL) ``kills`` times at random
-    moments, each 1-4 s after it came back, and restarted on its data dir: every kill lands
-    while turns are flowing, with processed turns whose offsets are not committed yet."""
+    """Publish ``sessions * exchanges`` exchanges while the worker is killed (SIGKILL) ``kills``
+    times and restarted on its data dir each time, with the broker kept up.
+
+    The pace is ``rate`` turns/s (default: all turns over ``feed_seconds``, itself 8 s per kill
+    by default). With ``kill_every``, the kills come at random instants, uniformly drawn over
+    0-2 x ``kill_every`` s after the previous restart began, so that they land across the whole
+    turn path: while the restarted worker recovers its tables and joins its group, while its
+    first batches are in flight, and in steady flow. Without it, each kill comes 1-4 s after
+    the worker answered again. Publishing never pauses for a kill."""
     began = time.monotonic()
     rng = random.Random(seed)
-    turns, expected = workload(sessions, exchanges, str(workdir / "projects"), seed=seed)
-    feed_for = feed_seconds if feed_seconds is not None else 8.0 * max(1, kills)
+    turns, expected = workload(sessions, exchanges, str(workdir / "projects"), seed=seed, projects=projects)
     pace = 0.2
-    chunk = max(1, int(len(turns) * pace / feed_for))
+    if rate is not None:
+        chunk = max(1, round(rate * pace))
+    else:
+        feed_for = feed_seconds if feed_seconds is not None else 8.0 * max(1, kills)
+        chunk = max(1, int(len(turns) * pace / feed_for))
     with external_broker() as broker:
         prefix = f"chaos{uuid.uuid4().hex[:8]}"
         worker = Worker(worker_env(broker.bootstrap, prefix), workdir / "data", workdir / "worker.log")
@@ -244,19 +312,26 @@ async def kill_run(
             await worker.wait_up()
 
             async def feed() -> None:
-                for i in range(0, len(turns), chunk):
+                started = time.monotonic()
+                for n, i in enumerate(range(0, len(turns), chunk)):
                     await publish(broker.bootstrap, prefix, turns[i : i + chunk])
-                    await asyncio.sleep(pace)
+                    # Steady on the wall clock: a slow publish does not slow the pace.
+                    await asyncio.sleep(max(0.0, started + (n + 1) * pace - time.monotonic()))
 
             feeding = asyncio.create_task(feed())
             while done < kills:
-                await asyncio.sleep(rng.uniform(1.0, 4.0))
+                if kill_every is not None:
+                    await asyncio.sleep(rng.uniform(0.0, 2 * kill_every))
+                else:
+                    await asyncio.sleep(rng.uniform(1.0, 4.0))
                 worker.kill()
                 done += 1
                 worker.start()
-                await worker.wait_up()
+                if kill_every is None:
+                    await worker.wait_up()
+            await worker.wait_up()
             await feeding
-            stored = await settle(worker, expected, timeout)
+            stored = await settle(worker, expected, timeout, broker=broker.bootstrap, prefix=prefix)
         finally:
             worker.stop()
     lost, duplicated, corrupted = compare(expected, stored)
@@ -300,7 +375,7 @@ async def dead_letters(bootstrap: str, prefix: str) -> int:
     try:
         tps = [TopicPartition(topic, p) for p in sorted(consumer.partitions_for_topic(topic) or [])]
         if not tps:
-            await consumer.force_metadata_update()
+            await consumer._client.force_metadata_update()
             tps = [TopicPartition(topic, p) for p in sorted(consumer.partitions_for_topic(topic) or [])]
         ends = await offsets.end_offsets(consumer, tps)
         begins = await consumer.beginning_offsets(tps)
@@ -336,9 +411,9 @@ async def poison_run(workdir: Path, *, poison: int, sessions: int, exchanges: in
                     await producer.send(topic, payload, key=f"bad{i % 7}".encode())
                     if i % every == 0 and pending:
                         t = pending.pop(0)
-                        await producer.send(topic, encode(t), key=t.session_id.encode())
+                        await producer.send(topic, encode(t), key=turn_key(t))
                 for t in pending:
-                    await producer.send(topic, encode(t), key=t.session_id.encode())
+                    await producer.send(topic, encode(t), key=turn_key(t))
                 await producer.flush()
             finally:
                 await producer.stop()
@@ -423,19 +498,45 @@ def main() -> None:
     parser.add_argument("--exchanges", type=int, default=10, help="per session (records = 2 x sessions x this)")
     parser.add_argument("--kills", type=int, default=10)
     parser.add_argument("--runs", type=int, default=1)
+    parser.add_argument("--projects", type=int, default=None, help="projects the sessions share (default: one each)")
+    parser.add_argument("--rate", type=float, default=None, help="turns/s published (default: 8 s of feed per kill)")
+    parser.add_argument(
+        "--kill-every",
+        type=float,
+        default=None,
+        help="mean seconds between kills, at random instants (default: 1-4 s after up)",
+    )
     parser.add_argument("--poison", type=int, default=10_000, help="poison records (0: skip)")
     parser.add_argument("--outage", type=float, default=300.0, help="LLM outage seconds (0: skip)")
     parser.add_argument("--outage-sessions", type=int, default=60)
     parser.add_argument("--workdir", type=Path, default=Path(".memstream") / "chaos")
     args = parser.parse_args()
+    per_run: list[Outcome] = []
     for run in range(args.runs):
         workdir = args.workdir / f"kill-{run}-{uuid.uuid4().hex[:6]}"
         outcome = asyncio.run(
             kill_run(
-                workdir, sessions=args.sessions, exchanges=args.exchanges, kills=args.kills, seed=run, timeout=3600
+                workdir,
+                sessions=args.sessions,
+                exchanges=args.exchanges,
+                kills=args.kills,
+                seed=run,
+                timeout=3600,
+                projects=args.projects,
+                rate=args.rate,
+                kill_every=args.kill_every,
             )
         )
+        per_run.append(outcome)
         print(f"kill -9 run {run}: {outcome.render()}", flush=True)
+    if len(per_run) > 1:
+        lost = [o.lost for o in per_run]
+        duplicated = [o.duplicated for o in per_run]
+        print(
+            f"{len(per_run)} runs of {args.kills} kills, {sum(o.expected for o in per_run)} exchanges: "
+            f"lost per run {lost}, duplicated per run {duplicated}",
+            flush=True,
+        )
     if args.poison:
         workdir = args.workdir / f"poison-{uuid.uuid4().hex[:6]}"
         outcome = asyncio.run(poison_run(workdir, poison=args.poison, sessions=50, exchanges=10, timeout=3600))

@@ -52,6 +52,10 @@ class AuthError(Exception):
     status = 401
 
 
+class RevokedToken(AuthError):
+    """A token that was issued and has been revoked (its secret matches; it is no guess)."""
+
+
 class Forbidden(AuthError):
     """The caller is known but may not do this."""
 
@@ -246,13 +250,19 @@ class TokenStore:
         return by_id
 
     def authenticate(self, token: str) -> Principal:
-        """The principal of a valid, unrevoked token; AuthError otherwise (one message for all)."""
+        """The principal of a valid, unrevoked token; AuthError otherwise (one message for all).
+
+        A token that was valid and is revoked raises :class:`RevokedToken` (the same message):
+        a client still retrying it is no guesser, and the guard answers it without counting it
+        against anyone."""
         token_id = token_id_of(token)
         record = self._load().get(token_id) if token_id else None
         # Hash and compare even when no record matched, so both paths cost the same.
         expected = record.sha256 if record is not None else "0" * 64
-        if not hmac.compare_digest(hash_token(token), expected) or record is None or not record.active:
+        if not hmac.compare_digest(hash_token(token), expected) or record is None:
             raise AuthError("invalid or revoked token")
+        if not record.active:
+            raise RevokedToken("invalid or revoked token")
         return record.principal
 
     def principal_of_id(self, token_id: str) -> Principal | None:
@@ -362,7 +372,9 @@ def check_open_mode(open_mode: bool, host: str) -> None:
 
 @dataclass
 class FailureLimiter:
-    """Refuses a client that failed ``limit`` times within ``window`` seconds, for ``window`` seconds."""
+    """Refuses a key (a client address, a token id) that failed ``limit`` times within
+    ``window`` seconds, for ``window`` seconds. The guard counts only failed guesses and never
+    refuses a token that verifies (memstream.serve.guard)."""
 
     limit: int = MAX_FAILURES
     window: float = FAILURE_WINDOW_S

@@ -83,6 +83,26 @@ def memory_id(scope_key: str, content_hash: str) -> str:
     return str(uuid.uuid5(_NAMESPACE, f"{scope_key}:{content_hash}"))
 
 
+def session_key(session_id: str, project_key: str, user_key: str) -> str:
+    """Where a session's state lives, and its key on the turns and snapshots topics: its id
+    within its project and its user's scope. Session ids are not unique across users or
+    projects (``s-42``, a CLI's counter), so two tenants who pick the same one never share a
+    window, a turn counter or a snapshot id."""
+    return f"{project_key}/{user_key or '-'}/{session_id}"
+
+
+def session_user_key(key: str) -> str:
+    """The user scope a :func:`session_key` names ("" for none, or for a key kept before keys
+    named the tenant: a bare session id)."""
+    parts = key.split("/", 2)
+    return parts[1] if len(parts) == 3 and parts[0].startswith("p_") and parts[1].startswith("u_") else ""
+
+
+def turn_session_key(session_id: str, project: str, user: str) -> str:
+    """:func:`session_key` of a turn (its session id, project directory and user identity)."""
+    return session_key(session_id, project_key(project), user_key(user))
+
+
 def derived_id(*parts: str) -> str:
     """A stable id for an event derived from the ids it came from."""
     return str(uuid.uuid5(_NAMESPACE, "\x1f".join(parts)))

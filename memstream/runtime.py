@@ -113,3 +113,45 @@ def client_token(settings: Settings) -> str:
 def auth_headers(settings: Settings) -> dict[str, str]:
     token = client_token(settings)
     return {"Authorization": f"Bearer {token}"} if token else {}
+
+
+def write_principal(settings: Settings) -> Any:
+    """The principal every writing verb (publish, init, remember, ingest, watch, the hooks'
+    flusher) acts as: the caller's token (MEMSTREAM_TOKEN, else the local token `memstream up`
+    made on this machine), checked against the token file as POST /turns checks it; in open
+    mode, the open principal, as the API's. With neither, AuthError says why: a write as
+    whoever ``--user`` names is what a raw Kafka producer can do, not what memstream's CLI does."""
+    from memstream.auth import AuthError, Principal, TokenStore
+
+    if settings.api_open:
+        return Principal(user=settings.user, all_projects=True, admin=True, label="open mode")
+    token = client_token(settings)
+    if not token:
+        raise AuthError(
+            "refused: writing needs a token: set MEMSTREAM_TOKEN, or run `memstream up` on this machine "
+            f"(it creates the local token in {settings.local_token_file})"
+        )
+    try:
+        return TokenStore(settings.tokens_file).authenticate(token)
+    except AuthError:
+        raise AuthError(
+            f"refused: the token in use is not a valid token of {settings.tokens_file} "
+            "(revoked, mistyped, or another install's)"
+        ) from None
+
+
+def capture_user(settings: Settings) -> str:
+    """The user captured turns are published as: :func:`write_principal`'s, which must cover every
+    project, since capture reads the sessions of every project on this machine; else AuthError."""
+    from memstream.auth import AuthError
+
+    principal = write_principal(settings)
+    if not principal.user:
+        raise AuthError("refused: a token without a user does not publish turns: use the user's own token")
+    if not principal.all_projects:
+        raise AuthError(
+            "refused: capture reads the sessions of every project on this machine, so it needs a token "
+            "for all projects (the local token `memstream up` creates is one); use `memstream publish` "
+            "for a token's own projects"
+        )
+    return str(principal.user)

@@ -5,6 +5,7 @@ Every field names its environment variable. Nothing here is read at import time.
 
 from __future__ import annotations
 
+import ipaddress
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field, fields
@@ -139,7 +140,8 @@ class Settings:
     #: calls, 64 gave 48.6 turns/s and 128 gave 55.0 (bench, interleaved). 429s back off through retries.
     llm_concurrency: int = field(default=128, metadata=_env("MEMSTREAM_LLM_CONCURRENCY"))
     #: MEMSTREAM_RETRY_BUDGET: seconds an LLM or embedding outage may last before the work it holds up is
-    #: dead-lettered (6 h); until then it is parked and retried with capped backoff.
+    #: dead-lettered (6 h; at most 12 h, half the day the derived topics keep records); until then it is
+    #: parked and retried with capped backoff.
     retry_budget: float = field(default=21_600.0, metadata=_env("MEMSTREAM_RETRY_BUDGET"))
     #: MEMSTREAM_EXTRACT_ATTEMPTS: attempts at a document's ingest before it is failed (seed 003's
     #: workerMaxRetries: 3, 1 to 10). A snapshot's extraction waits out outages within MEMSTREAM_RETRY_BUDGET.
@@ -350,6 +352,11 @@ class Settings:
     console_session_hours: float = field(
         default=12.0, metadata=_env("MEMSTREAM_CONSOLE_SESSION_HOURS", low=0.1, high=24 * 30)
     )
+    #: MEMSTREAM_TRUSTED_PROXIES: comma-separated addresses or networks (CIDR) of the reverse
+    #: proxies in front of the API. Only a request from one of them has its X-Forwarded-For
+    #: read, for the client address the failure limiter counts; empty (the default): the
+    #: header is ignored and the connection's own address counts.
+    trusted_proxies: str = field(default="", metadata=_env("MEMSTREAM_TRUSTED_PROXIES"))
     #: MEMSTREAM_LOG_LEVEL: debug, info, warning, error.
     log_level: str = field(default="warning", metadata=_env("MEMSTREAM_LOG_LEVEL"))
     #: MEMSTREAM_TRACE_EXPORTER: none, console or otlp (OTLP uses OTEL_EXPORTER_OTLP_ENDPOINT).
@@ -381,6 +388,10 @@ class Settings:
                     )
             if "choices" in f.metadata and value not in f.metadata["choices"]:
                 raise SettingsError(f"{f.metadata['env']} must be {' or '.join(f.metadata['choices'])}, got {value!r}")
+        try:
+            proxy_networks(self.trusted_proxies)
+        except ValueError as exc:
+            raise SettingsError(f"{_var('trusted_proxies')}: {exc}") from None
         if self.document_chunk_overlap >= self.document_chunk_size:
             raise SettingsError(
                 f"{_var('document_chunk_overlap')} must be below {_var('document_chunk_size')} "
@@ -416,8 +427,10 @@ class Settings:
                 f"{_var('processing_guarantee')}=exactly_once needs a Kafka with transactions "
                 "(MEMSTREAM_KAFKA_BOOTSTRAP); the embedded broker has none"
             )
-        if self.retry_budget < 0:
-            raise SettingsError(f"{_var('retry_budget')} must be 0 or more seconds")
+        if not 0 <= self.retry_budget <= RETRY_BUDGET_MAX:
+            # Work held through an outage stays on its topic, which keeps records a day
+            # (topics.catalog.DERIVED_RETENTION_MS): a longer wait would outlive them.
+            raise SettingsError(f"{_var('retry_budget')} must be between 0 and {RETRY_BUDGET_MAX:.0f} seconds")
         for name in ("phase1_concurrency", "phase1_scan_limit", "consolidation_top_n"):
             if getattr(self, name) < 1:
                 raise SettingsError(f"{_var(name)} must be at least 1, got {getattr(self, name)}")
@@ -507,6 +520,11 @@ class Settings:
         return self.data_dir / "runtime.json"
 
     @property
+    def proxy_networks(self) -> tuple[IPNetwork, ...]:
+        """The trusted proxies (``MEMSTREAM_TRUSTED_PROXIES``) as networks; ValueError on a bad entry."""
+        return proxy_networks(self.trusted_proxies)
+
+    @property
     def tokens_file(self) -> Path:
         """The hashed tokens and their principals (``memstream token``)."""
         return Path(self.tokens_path) if self.tokens_path else self.data_dir / "tokens.json"
@@ -547,6 +565,18 @@ def _num(value: float) -> str:
 
 def _var(field_name: str) -> str:
     return next(f.metadata["env"] for f in fields(Settings) if f.name == field_name)
+
+
+#: The longest MEMSTREAM_RETRY_BUDGET: half the day the derived topics keep their records.
+RETRY_BUDGET_MAX = 43_200.0
+
+
+IPNetwork = ipaddress.IPv4Network | ipaddress.IPv6Network
+
+
+def proxy_networks(spec: str) -> tuple[IPNetwork, ...]:
+    """Comma-separated addresses or CIDR networks, as networks (an address is a network of one)."""
+    return tuple(ipaddress.ip_network(part.strip(), strict=False) for part in spec.split(",") if part.strip())
 
 
 def _parse(name: str, raw: str, default: Any) -> Any:

@@ -55,6 +55,9 @@ class SessionState(State, tag="state.session.v1", kw_only=True):
     partition: int = -1
     #: The user turns awaiting a reply were stored already (the session went idle on them).
     pending_flushed: bool = False
+    #: The session's own id. The table's key is memstream.identity.session_key (the id within
+    #: its project and user); a state kept under the bare id (before keys named the tenant) has "".
+    session_id: str = ""
 
 
 class ExtractState(State, tag="state.extract.v1", kw_only=True):

@@ -23,6 +23,13 @@ from memstream.schemas import (
 )
 
 _DAY_MS = 24 * 60 * 60 * 1000
+#: How long the topics between a turn and its memory keep their records: the snapshots, parked
+#: snapshots, facts, embedded facts and memory operations hold a forgotten user's words after a
+#: forget (nothing can delete one scope's records from a delete-policy topic), so they keep them
+#: only for a day -- four times the retry budget an outage is waited out for (6 h), after which
+#: every record is consumed or dead-lettered. Topics created before this keep the retention they
+#: were created with (docs/security.md says how to change it).
+DERIVED_RETENTION_MS = _DAY_MS
 
 
 @dataclass(frozen=True)
@@ -52,35 +59,35 @@ SNAPSHOTS = TopicSpec(
     "snapshots",
     key="session_id",
     value=Snapshot,
-    config={"cleanup.policy": "delete", "retention.ms": str(7 * _DAY_MS)},
+    config={"cleanup.policy": "delete", "retention.ms": str(DERIVED_RETENTION_MS)},
     doc="Privacy-stripped last-8-message snapshots, one per assistant turn (plus summary mode).",
 )
 PARKED = TopicSpec(
     "parked",
     key="session_id",
     value=ParkedSnapshot,
-    config={"cleanup.policy": "delete", "retention.ms": str(7 * _DAY_MS)},
+    config={"cleanup.policy": "delete", "retention.ms": str(DERIVED_RETENTION_MS)},
     doc="Snapshots whose extraction failed on every provider, waiting for their retry.",
 )
 FACTS = TopicSpec(
     "facts",
     key="scope_key",
     value=Fact,
-    config={"cleanup.policy": "delete", "retention.ms": str(7 * _DAY_MS)},
+    config={"cleanup.policy": "delete", "retention.ms": str(DERIVED_RETENTION_MS)},
     doc="Atomic typed facts extracted from snapshots or condensed by aging.",
 )
 EMBEDDED = TopicSpec(
     "embedded",
     key="scope_key",
     value=EmbeddedFact,
-    config={"cleanup.policy": "delete", "retention.ms": str(7 * _DAY_MS)},
+    config={"cleanup.policy": "delete", "retention.ms": str(DERIVED_RETENTION_MS)},
     doc="Facts with their document embeddings.",
 )
 MEMORY_OPS = TopicSpec(
     "memory-ops",
     key="scope_key",
     value=AnyMemoryOp,
-    config={"cleanup.policy": "delete", "retention.ms": str(30 * _DAY_MS)},
+    config={"cleanup.policy": "delete", "retention.ms": str(DERIVED_RETENTION_MS)},
     doc="Create, refresh, delete and supersede operations; only the store agent applies them.",
 )
 MEMORY_UPDATED = TopicSpec(

@@ -11,8 +11,9 @@ import dataclasses
 import traceback
 from datetime import UTC, datetime
 
+from memstream.auth import AuthError
 from memstream.capture.spool import flush
-from memstream.runtime import publish_target
+from memstream.runtime import capture_user, publish_target
 from memstream.settings import Settings
 
 
@@ -24,7 +25,15 @@ def main() -> int:
     bootstrap, prefix = target
     settings = dataclasses.replace(settings, topic_prefix=prefix)
     try:
-        asyncio.run(flush(settings, bootstrap, wait=True))
+        # As the caller's token's user; without a usable token the turns stay spooled (a hook
+        # never loses what it was handed) and `memstream up` sends them as its own user.
+        user = capture_user(settings)
+    except AuthError as exc:
+        with (settings.data_dir / "capture.log").open("a") as log:
+            log.write(f"{datetime.now(UTC).isoformat()} {exc}; the spool keeps its turns\n")
+        return 0
+    try:
+        asyncio.run(flush(settings, bootstrap, wait=True, user=user))
     except Exception:
         with (settings.data_dir / "capture.log").open("a") as log:
             log.write(f"{datetime.now(UTC).isoformat()} flush failed; the spool keeps its turns\n")

@@ -52,21 +52,25 @@ def principal_of_cli(settings: Settings) -> Any:
         return None
 
 
-def as_principal(settings: Settings, turns: list[Any]) -> list[Any]:
-    """The turns as this CLI's token may publish them: its user, its projects, or refused.
+def write_principal(settings: Settings) -> Any:
+    """The principal a writing verb acts as (memstream.runtime.write_principal), or CliError
+    with the one line that says why there is none."""
+    from memstream.auth import AuthError
+    from memstream.runtime import write_principal as resolve
 
-    Without a token this machine can resolve (a remote producer writing straight to Kafka),
-    turns go as given: exactly what any Kafka producer can do, which Kafka ACLs close in
-    production (README, "Security and tenancy").
-    """
+    try:
+        return resolve(settings)
+    except AuthError as exc:
+        raise CliError(str(exc)) from None
+
+
+def as_principal(settings: Settings, turns: list[Any]) -> list[Any]:
+    """The turns as the caller's token may publish them (:func:`write_principal`): its user,
+    its projects, or refused with the reason -- the checks POST /turns makes."""
     from memstream.auth import Forbidden, check_publish
     from memstream.identity import project_key
 
-    principal = principal_of_cli(settings)
-    if principal is None:
-        if client_token(settings):
-            raise CliError(f"the token in use is not in {settings.tokens_file}: it cannot publish from here")
-        return turns
+    principal = write_principal(settings)
     checked = []
     for turn in turns:
         try:

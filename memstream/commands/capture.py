@@ -14,7 +14,6 @@ from pathlib import Path
 from typing import Any
 
 from memstream.commands import CliError
-from memstream.runtime import git_email
 from memstream.settings import Settings
 
 LLM_SOURCES = ("claude", "codex", "gemini", "kimi")
@@ -26,6 +25,18 @@ def with_roots(settings: Settings, args: argparse.Namespace) -> Settings:
         f"{name}_dir": getattr(args, f"{name}_dir") for name in LLM_SOURCES if getattr(args, f"{name}_dir", None)
     }
     return dataclasses.replace(settings, **overrides) if overrides else settings
+
+
+def capture_user(settings: Settings) -> str:
+    """The user captured turns are published as (memstream.runtime.capture_user), or CliError
+    with the one line that says why capture may not publish."""
+    from memstream.auth import AuthError
+    from memstream.runtime import capture_user as resolve
+
+    try:
+        return resolve(settings)
+    except AuthError as exc:
+        raise CliError(str(exc)) from None
 
 
 def cmd_ingest(args: argparse.Namespace, settings: Settings) -> int:
@@ -43,7 +54,8 @@ def cmd_ingest(args: argparse.Namespace, settings: Settings) -> int:
         since=since,
         dry_run=args.dry_run,
         as_json=args.json,
-        user=settings.user or git_email(),
+        # A dry run publishes nothing, so it needs no token.
+        user="" if args.dry_run else capture_user(settings),
         project=os.path.abspath(os.path.expanduser(args.project)) if args.project else "",
     )
 
@@ -53,8 +65,14 @@ def start_capture(settings: Settings, bootstrap: str) -> list[asyncio.Task[Any]]
     second; release held-back replies of quiet session files; follow the CLIs' folders too when
     ``MEMSTREAM_WATCH`` is on."""
     from memstream.capture.spool import drain
+    from memstream.commands.access import local_identity
 
-    user = settings.user or git_email()
+    # `up` is the pipeline's own process: its spool is what this machine's hooks handed it, sent
+    # as the caller's token's user (the local token's on the embedded default).
+    try:
+        user = capture_user(settings)
+    except CliError:
+        user = local_identity(settings)
 
     def sent(count: int) -> None:
         logging.getLogger("memstream.capture").info("sent %d spooled turns", count)
@@ -135,7 +153,7 @@ def cmd_watch(args: argparse.Namespace, settings: Settings) -> int:
     from memstream.runtime import publish_target
 
     settings = with_roots(settings, args)
-    user = settings.user or git_email()
+    user = capture_user(settings)
     logging.basicConfig(level=settings.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
 
     async def send_spool() -> int:

@@ -19,9 +19,9 @@ from memstream.commands.access import (
     as_principal,
     kafka_security,
     local_token_for_up,
-    principal_of_cli,
+    write_principal,
 )
-from memstream.runtime import client_token, git_email
+from memstream.runtime import client_token
 from memstream.settings import Settings
 
 # --- up ------------------------------------------------------------------------------
@@ -195,6 +195,7 @@ def _bootstrap(settings: Settings, *, wait: float = READY_WAIT_SECONDS) -> str:
 def cmd_init(args: argparse.Namespace, settings: Settings) -> int:
     from datetime import UTC, datetime
 
+    from memstream.auth import Forbidden, check_publish
     from memstream.identity import derived_id, project_key, user_key
     from memstream.intake.project_files import PROJECT_FILES, read_project_files
     from memstream.intake.publish import publish_events
@@ -209,12 +210,17 @@ def cmd_init(args: argparse.Namespace, settings: Settings) -> int:
     if not files:
         raise CliError(f"nothing to read in {directory}: none of {', '.join(PROJECT_FILES[:6])}, … exists")
     key = project_key(str(directory))
+    principal = write_principal(settings)
+    try:
+        check_publish(principal, key, "")
+    except Forbidden as exc:
+        raise CliError(f"refused: {exc} ({directory})") from None
     snapshot = Snapshot(
         snapshot_id=derived_id(key, "init", datetime.now(UTC).isoformat()),
         session_id=f"init:{key}",
         project=str(directory),
         project_key=key,
-        user_key=user_key(getattr(principal_of_cli(settings), "user", "")),
+        user_key=user_key(principal.user),
         mode="init",
         text=redact(files),
         turn_index=0,
@@ -236,25 +242,20 @@ def cmd_init(args: argparse.Namespace, settings: Settings) -> int:
 
 
 def cmd_remember(args: argparse.Namespace, settings: Settings) -> int:
+    from memstream.auth import Forbidden, check_publish
+    from memstream.identity import project_key
     from memstream.intake.publish import publish_events
     from memstream.intake.remember import RememberError, make_fact
     from memstream.topics import FACTS
 
     project = str(Path(args.project).resolve())
-    principal = principal_of_cli(settings)
-    if principal is not None:
-        from memstream.auth import Forbidden, check_publish
-        from memstream.identity import project_key
-
-        try:
-            check_publish(principal, project_key(project), "")
-        except Forbidden as exc:
-            raise CliError(f"refused: {exc}") from None
-        identity = principal.user
-    else:
-        identity = settings.user or (git_email() if args.scope == "user" or not args.scope else "")
+    principal = write_principal(settings)
     try:
-        fact = make_fact(args.text, project=project, user=identity, type=args.type, scope=args.scope)
+        check_publish(principal, project_key(project), "")
+    except Forbidden as exc:
+        raise CliError(f"refused: {exc}") from None
+    try:
+        fact = make_fact(args.text, project=project, user=principal.user, type=args.type, scope=args.scope)
     except RememberError as exc:
         raise CliError(str(exc)) from None
     asyncio.run(

@@ -26,13 +26,13 @@ from starlette.responses import HTMLResponse, JSONResponse, RedirectResponse, Re
 from starlette.routing import BaseRoute, Mount, Route
 from starlette.staticfiles import StaticFiles
 
-from memstream.auth import AuthError, Principal, may_read_scope, read_scopes
+from memstream.auth import AuthError, Principal, may_read_scope, read_scopes, token_id_of
 from memstream.console import actions, pages
 from memstream.console.html import Html
 from memstream.console.session import PRE_COOKIE, SESSION_COOKIE, Session, Sessions
 from memstream.recall import search as recall
 from memstream.schemas import Memory
-from memstream.serve.guard import Receive, Scope, Send, principal_of
+from memstream.serve.guard import Receive, Scope, Send, client_address, principal_of
 
 if TYPE_CHECKING:
     from memstream.serve.api import ApiContext
@@ -238,16 +238,22 @@ def build(ctx: ApiContext, sessions: Sessions) -> list[BaseRoute]:
                 return _sign_in_page(request, error=str(exc), status=400)
             return _signed_in(cookie, sessions.lifetime_s, secure=request.url.scheme == "https")
         if request.method == "POST":
-            client = request.client.host if request.client else "unknown"
-            if ctx.limiter.blocked(client):
-                return _sign_in_page(request, error="too many failed attempts; try again later", status=429)
+            # The same rule as the API's door (memstream.serve.guard): a token that verifies always gets
+            # in; failures are counted per client address and per token id, and only slow the guessing.
+            client = client_address(request.scope, ctx.trusted_proxies)
             pre = _cookie(request.scope, PRE_COOKIE)
+            fields = urllib.parse.parse_qs((await request.body())[:MAX_BODY_BYTES].decode("utf-8", "replace"))
+            token = first(fields, "token").strip()
             try:
-                fields = urllib.parse.parse_qs((await request.body())[:MAX_BODY_BYTES].decode("utf-8", "replace"))
                 sessions.check_csrf(f"pre.{pre}", first(fields, "csrf"))
-                cookie = sessions.token_sign_in(first(fields, "token").strip())
+                cookie = sessions.token_sign_in(token)
             except AuthError as exc:
-                ctx.limiter.failed(client)
+                token_id = token_id_of(token)
+                keys = [f"address:{client}", *([f"token:{token_id}"] if token_id else [])]
+                if any(ctx.limiter.blocked(key) for key in keys):
+                    return _sign_in_page(request, error="too many failed attempts; try again later", status=429)
+                for key in keys:
+                    ctx.limiter.failed(key)
                 return _sign_in_page(request, error=str(exc), status=401)
             return _signed_in(cookie, sessions.lifetime_s, secure=request.url.scheme == "https")
         return _sign_in_page(request)

@@ -13,6 +13,7 @@ from typing import Any
 import msgspec
 from aiokafka import AIOKafkaProducer
 
+from memstream.identity import turn_session_key
 from memstream.limits import RECORD_MAX_BYTES, TURN_CONTENT_MAX_CHARS
 from memstream.logs import quiet_payload_loggers
 from memstream.schemas import ROLES, Provenance, Turn, encode, universal_turn
@@ -105,9 +106,14 @@ def read_jsonl(path: Path) -> list[Turn]:
 async def publish(
     bootstrap: str, prefix: str, turns: Sequence[Turn], *, security: Mapping[str, Any] | None = None
 ) -> int:
-    """Send turns keyed by session, in order, and wait until the broker has them all."""
+    """Send turns keyed by session (memstream.identity.session_key), in order, and wait until
+    the broker has them all."""
     return await publish_events(
-        bootstrap, prefix, TURNS, [(turn.session_id, turn) for turn in turns], security=security
+        bootstrap,
+        prefix,
+        TURNS,
+        [(turn_session_key(turn.session_id, turn.project, turn.user), turn) for turn in turns],
+        security=security,
     )
 
 
@@ -132,7 +138,12 @@ async def send_turns(producer: AIOKafkaProducer, prefix: str, turns: Sequence[Tu
     """
     topic = topic_name(prefix, TURNS)
     with stage_span("memstream.intake.publish.batch", topic=topic, size=len(turns)):
-        futures = [await producer.send(topic, encode(turn), key=turn.session_id.encode()) for turn in turns]
+        futures = [
+            await producer.send(
+                topic, encode(turn), key=turn_session_key(turn.session_id, turn.project, turn.user).encode()
+            )
+            for turn in turns
+        ]
         for future in futures:
             await future
     return len(turns)

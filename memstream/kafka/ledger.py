@@ -74,7 +74,7 @@ class ForgottenLedger:
         try:
             partitions = consumer.partitions_for_topic(topic)
             while not partitions:
-                await consumer.force_metadata_update()
+                await consumer._client.force_metadata_update()
                 partitions = consumer.partitions_for_topic(topic)
                 if not partitions:
                     await asyncio.sleep(1.0)

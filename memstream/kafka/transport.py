@@ -25,6 +25,10 @@ Faust's table recovery reads each changelog up to ``consumer.highwaters()``, whi
 driver answers with ListOffsets; Tansu 0.6 answers that with the last batch's base offset
 + 1, so recovery stopped short and a restarted worker lost the last writes of its tables.
 Here it is the true end (:mod:`memstream.kafka.offsets`).
+
+Faust's commit rule let a commit pass events no stage had processed (a worker killed then
+lost them for good); the consumer here commits by :func:`memstream.kafka.commits.committable`
+instead, and ignores the acks Faust gives events it skipped (:mod:`memstream.kafka.commits`).
 """
 
 from __future__ import annotations
@@ -36,8 +40,11 @@ import aiokafka
 import faust
 from aiokafka import TopicPartition
 from faust.transport.drivers import aiokafka as driver
+from faust.types import TP, Message
+from faust.types.tuples import ack_lock
 
 from memstream.kafka import offsets
+from memstream.kafka.commits import committable
 from memstream.kafka.fetch_wait import FetchWait, adapt_fetch_wait
 from memstream.kafka.ledger import ForgottenLedger
 
@@ -68,8 +75,71 @@ def transport_class(fetch_max_wait_ms: int, prefetch_backoff_ms: int, idle_wait_
             return await offsets.end_offsets(consumer, partitions)
 
     class Consumer(driver.Consumer):
+        """Faust's consumer, committing only past processed events (:mod:`memstream.kafka.commits`)."""
+
+        #: Per partition, the first offset this assignment reads when the group has committed
+        #: none there: Faust keeps no committed offset for it (nor for a committed 0).
+        _floors: dict[TP, int]
+
+        def __post_init__(self) -> None:
+            super().__post_init__()
+            self._floors = {}
+
         def _new_consumer_thread(self) -> driver.AIOKafkaConsumerThread:
             return ConsumerThread(self, loop=self.loop, beacon=self.beacon)
+
+        def ack(self, message: Message) -> bool:
+            app = self.app
+            if message.generation_id != app.consumer_generation_id or not app.flow_control.is_active():
+                # A stream acks the events it skips -- fetched before a rebalance, or met while
+                # flow control is off -- though no stage processed them; they are fetched again
+                # after the seek, and only that delivery's ack may move the commit. (An event a
+                # stage did finish meanwhile is processed again: every stage is idempotent.)
+                with ack_lock:
+                    message.acked = True
+                    self._unacked_messages.discard(message)
+                return False
+            return super().ack(message)
+
+        def _new_offset(self, tp: TP) -> int | None:
+            acked = self._acked[tp]
+            if not acked:
+                return None
+            floor = self._committed_offset[tp]
+            if floor is None:
+                floor = self._floors.get(tp)
+            gaps = self._gap[tp]
+            never_delivered: list[int] = []
+            if gaps and floor is not None:
+                for interval in gaps.overlap(floor, max(acked) + 1):
+                    never_delivered.extend(range(interval.begin, interval.end))
+            new = committable(acked, floor, never_delivered)
+            if new is None:
+                return None
+            acked[:] = [offset for offset in acked if offset >= new]
+            index = self._acked_index[tp]
+            index.difference_update([offset for offset in index if offset < new])
+            gaps.chop(0, new)
+            return new
+
+        async def _add_gap(self, tp: TP, offset_from: int, offset_to: int) -> None:
+            # Faust passes the offset that revealed the hole as the gap's end, which would
+            # count that event as acked before it is processed: the hole ends just before it.
+            await super()._add_gap(tp, offset_from, offset_to - 1)
+
+        async def perform_seek(self) -> None:
+            await super().perform_seek()
+            acks_enabled_for = self.app.topics.acks_enabled_for
+            for tp in self.assignment():
+                if acks_enabled_for(tp.topic) and self._committed_offset[tp] is None:
+                    position = await self.position(tp)
+                    if position is not None:
+                        self._floors[tp] = position
+
+        async def on_partitions_revoked(self, revoked: set[TP]) -> None:
+            for tp in revoked:
+                self._floors.pop(tp, None)
+            await super().on_partitions_revoked(revoked)
 
     class Transport(driver.Transport):
         pass

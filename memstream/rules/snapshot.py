@@ -269,3 +269,10 @@ def apply_turn(
     due = role == "assistant" and bool(turn.content)
     exchange, base = exchange_as_of(turns, len(turns) - 1) if due else (None, -1)
     return Applied(new_state, messages if due else None, count, exchange=exchange, exchange_base=base)
+
+
+def legacy_state_of(state: SessionState, project: str, user: str) -> bool:
+    """Is ``state``, kept under a bare session id (before the table's key named the tenant), the
+    state of this project and user's session of that id? Only then does their next turn adopt it;
+    another tenant's turn under the same id starts a window of its own."""
+    return not state.session_id and (state.project, state.user) == (project, user)

@@ -87,6 +87,7 @@ from memstream.schemas.memory import FORGOTTEN_MARK
 from memstream.serve import documents_api
 from memstream.serve.events import EventHub
 from memstream.serve.guard import CURRENT_PRINCIPAL, AuthMiddleware, principal_of
+from memstream.settings import IPNetwork
 from memstream.telemetry import metrics
 from memstream.telemetry.health import Status as HealthStatus
 
@@ -172,14 +173,17 @@ class ApiContext:
     console: bool = True
     #: The broker, for what the console's pipeline view reads from topics (dead letters); "" where unknown.
     kafka_bootstrap: str = ""
+    #: The reverse proxies whose X-Forwarded-For names the client (MEMSTREAM_TRUSTED_PROXIES).
+    trusted_proxies: tuple[IPNetwork, ...] = ()
 
     @classmethod
     def auth_from(cls, settings: Any) -> dict[str, Any]:
-        """The ``tokens``/``open_principal`` pair the settings ask for (open mode, or the token file)."""
+        """The ``tokens``/``open_principal`` pair the settings ask for (open mode, or the token
+        file), with the trusted proxies."""
         if settings.api_open:
             principal = Principal(user=settings.user, all_projects=True, admin=True, label="open mode")
             return {"open_principal": principal}
-        return {"tokens": TokenStore(settings.tokens_file)}
+        return {"tokens": TokenStore(settings.tokens_file), "trusted_proxies": settings.proxy_networks}
 
 
 #: A forgotten memory is superseded by this marker (plus the operation id), not by another memory.
@@ -735,7 +739,14 @@ def create_app(ctx: ApiContext) -> ASGIApp:
         routes=[*routes, *console_routes, *ctx.routes], lifespan=_lifespan(lifespans), exception_handlers=handlers
     )
     # Outside everything, MCP, the console and mounted apps included: no route can forget to ask.
-    return AuthMiddleware(app, tokens=ctx.tokens, open_principal=ctx.open_principal, limiter=ctx.limiter, door=door)
+    return AuthMiddleware(
+        app,
+        tokens=ctx.tokens,
+        open_principal=ctx.open_principal,
+        limiter=ctx.limiter,
+        door=door,
+        trusted_proxies=ctx.trusted_proxies,
+    )
 
 
 class AsCaller:

@@ -6,9 +6,18 @@ principal goes into ``scope["state"]["principal"]``, where Starlette's ``request
 and any mounted app find it.
 
 - No ``Authorization: Bearer …`` header: 401 with ``WWW-Authenticate: Bearer``.
-- A wrong, malformed or revoked token: 401 ``invalid_token``; the failure counts against
-  the client's address, and a client with too many recent failures gets 429 (even with a
-  good token) until its window passes, so tokens cannot be guessed at speed.
+- A token that verifies is let in, always: no other caller's failures can refuse it.
+- A wrong or malformed token: 401 ``invalid_token``. The failure counts against the client's
+  address and against the token id it names (if it is shaped like one of ours); an address
+  or a token id with too many recent failures gets 429 for its next failures until its window
+  passes, so tokens cannot be guessed at speed -- yet a valid token from that address, or the
+  real holder of that id, still gets in.
+- A revoked token: 401 ``invalid_token``, every time, counted against no one: it is an old
+  client still retrying, not a guesser, and must not lock out the address it shares.
+- The client's address is the connection's own; ``X-Forwarded-For`` is read only on a
+  connection from a configured proxy (``MEMSTREAM_TRUSTED_PROXIES``), and then its last
+  address that is not itself a trusted proxy counts. (uvicorn's own proxy-header handling,
+  which trusts loopback, is off: memstream.serve.query_api and the worker's ApiService.)
 - Only ``PUBLIC_PATHS`` (the readiness and liveness probes) pass without a token, matched exactly: no
   prefix, so ``/health/../memories`` is not public.
 - Open mode (``MEMSTREAM_API_OPEN``, loopback only): every caller is the given principal.
@@ -22,13 +31,15 @@ Tokens never appear in a log line or a response.
 
 from __future__ import annotations
 
+import ipaddress
 import json
 import logging
-from collections.abc import Awaitable, Callable, MutableMapping
+from collections.abc import Awaitable, Callable, MutableMapping, Sequence
 from contextvars import ContextVar
 from typing import Any, Protocol
 
-from memstream.auth import AuthError, FailureLimiter, Principal, TokenStore, token_id_of
+from memstream.auth import AuthError, FailureLimiter, Principal, RevokedToken, TokenStore, token_id_of
+from memstream.settings import IPNetwork
 
 log = logging.getLogger(__name__)
 
@@ -77,6 +88,31 @@ def bearer_token(scope: Scope) -> str | None:
     return None
 
 
+def _trusted(address: str, proxies: Sequence[IPNetwork]) -> bool:
+    try:
+        ip = ipaddress.ip_address(address)
+    except ValueError:
+        return False
+    return any(ip in network for network in proxies)
+
+
+def client_address(scope: Scope, trusted_proxies: Sequence[IPNetwork] = ()) -> str:
+    """The address the failure limiter counts: the connection's peer, or, when the peer is a
+    trusted proxy, the last ``X-Forwarded-For`` address that is not a trusted proxy itself
+    (addresses left of it were written by the client, who can write anything)."""
+    peer = str((scope.get("client") or ("unknown", 0))[0])
+    if not trusted_proxies or not _trusted(peer, trusted_proxies):
+        return peer
+    hops: list[str] = []
+    for name, value in scope.get("headers", []):
+        if name.lower() == b"x-forwarded-for":
+            hops += [hop.strip() for hop in value.decode("latin-1").split(",") if hop.strip()]
+    for hop in reversed(hops):
+        if not _trusted(hop, trusted_proxies):
+            return hop
+    return peer
+
+
 def principal_of(scope: Scope) -> Principal | None:
     """The principal the middleware let in (None on a public path)."""
     state = scope.get("state") or {}
@@ -94,6 +130,7 @@ class AuthMiddleware:
         limiter: FailureLimiter | None = None,
         public_paths: frozenset[str] = PUBLIC_PATHS,
         door: SessionDoor | None = None,
+        trusted_proxies: Sequence[IPNetwork] = (),
     ) -> None:
         if tokens is None and open_principal is None:
             raise ValueError("the API needs a token store, or open mode")
@@ -103,6 +140,7 @@ class AuthMiddleware:
         self.limiter = limiter or FailureLimiter()
         self.public_paths = public_paths
         self.door = door
+        self.trusted_proxies = tuple(trusted_proxies)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] not in ("http", "websocket"):  # lifespan and the like carry no caller
@@ -125,29 +163,31 @@ class AuthMiddleware:
             scope.setdefault("state", {})["token_id"] = OPEN_TOKEN_ID
             await self._let_in(self.open_principal, scope, receive, send)
             return
-        client = (scope.get("client") or ("unknown", 0))[0]
-        if self.limiter.blocked(client):
-            await _refuse(
-                scope, send, 429, "too many failed attempts; try again later", retry_after=int(self.limiter.window)
-            )
-            return
+        client = client_address(scope, self.trusted_proxies)
         token = bearer_token(scope)
         if token is None:
             await _refuse(scope, send, 401, "a bearer token is required", challenge='Bearer realm="memstream"')
             return
+        invalid = 'Bearer realm="memstream", error="invalid_token"'
         try:
             assert self.tokens is not None
             principal = self.tokens.authenticate(token)
+        except RevokedToken:
+            log.warning("refused a request to %s from %s: revoked token", scope.get("path"), client)
+            await _refuse(scope, send, 401, "invalid or revoked token", challenge=invalid)
+            return
         except AuthError:
-            self.limiter.failed(client)
-            log.warning("refused a request to %s from %s: invalid or revoked token", scope.get("path"), client)
-            await _refuse(
-                scope,
-                send,
-                401,
-                "invalid or revoked token",
-                challenge='Bearer realm="memstream", error="invalid_token"',
-            )
+            token_id = token_id_of(token)
+            keys = [f"address:{client}", *([f"token:{token_id}"] if token_id else [])]
+            if any(self.limiter.blocked(key) for key in keys):
+                await _refuse(
+                    scope, send, 429, "too many failed attempts; try again later", retry_after=int(self.limiter.window)
+                )
+                return
+            for key in keys:
+                self.limiter.failed(key)
+            log.warning("refused a request to %s from %s: invalid token", scope.get("path"), client)
+            await _refuse(scope, send, 401, "invalid or revoked token", challenge=invalid)
             return
         # Which token let it in: a console sign-in code issued to this caller names it.
         scope.setdefault("state", {})["token_id"] = token_id_of(token)

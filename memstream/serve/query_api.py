@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from memstream.bootstrap import Providers, build_embedder, build_graph, build_history, build_store
+from memstream.identity import turn_session_key
 from memstream.kafka.security import client_options
 from memstream.schemas import Fact, ForgetScope, MemoryOp, MemoryUsage, Turn, encode
 from memstream.serve import api
@@ -78,7 +79,9 @@ class Publisher:
     async def turns(self, turns: Sequence[Turn]) -> None:
         for turn in turns:
             await self.producer.send_and_wait(
-                topic_name(self.prefix, TURNS), encode(turn), key=turn.session_id.encode()
+                topic_name(self.prefix, TURNS),
+                encode(turn),
+                key=turn_session_key(turn.session_id, turn.project, turn.user).encode(),
             )
 
     async def fact(self, fact: Fact) -> None:
@@ -143,7 +146,15 @@ async def serve(settings: Settings) -> None:
 
     app = build(settings, providers, Publisher(producer, settings.topic_prefix))
     config = uvicorn.Config(
-        app, host=settings.http_host, port=settings.http_port, access_log=False, log_level="warning", lifespan="on"
+        app,
+        host=settings.http_host,
+        port=settings.http_port,
+        access_log=False,
+        log_level="warning",
+        lifespan="on",
+        # uvicorn would take X-Forwarded-For from any loopback peer as the client's address;
+        # the guard reads it only from MEMSTREAM_TRUSTED_PROXIES (memstream.serve.guard).
+        proxy_headers=False,
     )
     server = uvicorn.Server(config)  # stops on SIGINT and SIGTERM (uvicorn's own handlers)
     async with running():

@@ -21,6 +21,7 @@ import memstream.agents as agents
 from memstream import limits
 from memstream.agents.base import DeadLetters
 from memstream.bootstrap import Providers
+from memstream.identity import turn_session_key
 from memstream.kafka.codec import register_codec
 from memstream.kafka.ledger import ForgottenLedger, ledger_of
 from memstream.kafka.security import client_options, faust_credentials
@@ -126,7 +127,11 @@ def event_hub(settings: Settings, bootstrap: str) -> EventHub:
 class ApiService(AsgiService):
     """Faust's uvicorn service, started only once the API listens (so "ready" means it answers)."""
 
-    uvicorn_options: Mapping[str, Any] = MappingProxyType({"access_log": False, "log_level": "warning"})
+    # No proxy headers: uvicorn would take X-Forwarded-For from any loopback peer as the client's
+    # address; the guard reads it only from MEMSTREAM_TRUSTED_PROXIES (memstream.serve.guard).
+    uvicorn_options: Mapping[str, Any] = MappingProxyType(
+        {"access_log": False, "log_level": "warning", "proxy_headers": False}
+    )
 
     async def on_start(self) -> None:
         await super().on_start()
@@ -155,7 +160,7 @@ def _usage_sink(topics: Topics) -> api.UsageSink:
 def _turn_sink(topics: Topics) -> api.TurnSink:
     async def send(turns: Sequence[Turn]) -> None:
         for turn in turns:
-            await topics.turns.send(key=turn.session_id.encode(), value=turn)
+            await topics.turns.send(key=turn_session_key(turn.session_id, turn.project, turn.user).encode(), value=turn)
 
     return send
 

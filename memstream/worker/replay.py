@@ -141,7 +141,7 @@ async def read_forgotten(
     try:
         partitions = consumer.partitions_for_topic(topic)
         if not partitions:
-            await consumer.force_metadata_update()
+            await consumer._client.force_metadata_update()
             partitions = consumer.partitions_for_topic(topic) or set()
         tps = [TopicPartition(topic, p) for p in sorted(partitions)]
         if not tps:
@@ -185,7 +185,7 @@ async def copy_turns(
     try:
         partitions = consumer.partitions_for_topic(source) or set()
         if not partitions:
-            await consumer.force_metadata_update()
+            await consumer._client.force_metadata_update()
             partitions = consumer.partitions_for_topic(source) or set()
         tps = [TopicPartition(source, p) for p in sorted(partitions)]
         if not tps:

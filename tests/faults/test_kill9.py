@@ -2,7 +2,12 @@
 
 A real `memstream up` subprocess on an external embedded broker (the broker survives the
 kill, as a crashed worker's broker would), raw mode, killed and restarted on its data dir;
-its memories are compared with the exact set the exchanges must make.
+its memories are compared with the exact set the exchanges must make. The second case kills
+at random instants over the whole turn path -- while the restarted worker recovers, joins
+its group and takes its first batches -- with sessions sharing projects and turns carrying
+their user, as the CLI's do; ``python -m bench.chaos --kill-every`` is its heavy version.
+The consumer's commit rule, whose faults this finds by chance, is pinned case by case in
+tests/unit/test_commits.py.
 """
 
 from __future__ import annotations
@@ -21,3 +26,12 @@ async def test_kills_under_load_lose_duplicate_and_mispair_nothing(tmp_path: Pat
     print(outcome.render())
     assert (outcome.lost, outcome.duplicated, outcome.corrupted) == (0, 0, 0), outcome.render()
     assert outcome.stored == outcome.expected == 60
+
+
+async def test_kills_at_any_instant_of_the_turn_path_lose_nothing(tmp_path: Path) -> None:
+    outcome = await kill_run(
+        tmp_path, sessions=12, exchanges=6, projects=4, kills=4, kill_every=4.0, rate=8.0, seed=27, timeout=240
+    )
+    print(outcome.render())
+    assert (outcome.lost, outcome.duplicated, outcome.corrupted) == (0, 0, 0), outcome.render()
+    assert outcome.stored == outcome.expected == 72

@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 from aiokafka import AIOKafkaProducer
 
-from bench.chaos import external_broker, workload
+from bench.chaos import external_broker, turn_key, workload
 from memstream.schemas import encode
 from memstream.topics import TURNS, topic_name
 from memstream.worker import runner
@@ -24,7 +24,7 @@ SESSIONS = 40
 
 def last_contents(running: runner.Running) -> dict[str, str]:
     table: Any = running.pipeline.app.tables["snapshot-sessions"]
-    return {key: state.applied[-1].content for key, state in table.items() if state.applied}
+    return {state.session_id or key: state.applied[-1].content for key, state in table.items() if state.applied}
 
 
 async def test_a_restart_recovers_the_last_write_of_every_session(tmp_path: Path) -> None:
@@ -39,7 +39,7 @@ async def test_a_restart_recovers_the_last_write_of_every_session(tmp_path: Path
             await producer.start()
             try:
                 for t in turns:
-                    await producer.send(topic_name(settings.topic_prefix, TURNS), encode(t), key=t.session_id.encode())
+                    await producer.send(topic_name(settings.topic_prefix, TURNS), encode(t), key=turn_key(t))
                 await producer.flush()
             finally:
                 await producer.stop()

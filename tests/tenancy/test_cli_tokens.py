@@ -61,7 +61,33 @@ def test_publish_refuses_another_user_and_another_project(
     assert publish_as(token, monkeypatch, "-p", "/repos/b") == 2
     assert "project" in capsys.readouterr().err
     assert publish_as(token + "x", monkeypatch, "-p", "/repos/a") == 2
-    assert "not in" in capsys.readouterr().err
+    assert "not a valid token" in capsys.readouterr().err
+
+
+def test_every_writing_verb_without_a_token_refuses_in_one_line(
+    data_dir: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    """`memstream publish --user alice` with no token used to go straight to Kafka, into alice's scope."""
+    monkeypatch.delenv("MEMSTREAM_TOKEN", raising=False)
+    (tmp_path / "README.md").write_text("# a project\n")
+    for argv in (
+        ["publish", "I prefer tabs", "--session", "s1", "--user", "alice@example.com", "-p", "/repos/a"],
+        ["remember", "The build uses make", "--project", "/repos/a"],
+        ["init", str(tmp_path)],
+        ["ingest", str(tmp_path)],
+    ):
+        assert main(argv) == 2, argv
+        err = capsys.readouterr().err.strip()
+        assert err.startswith("memstream: refused: writing needs a token") and "\n" not in err, (argv, err)
+
+
+def test_capture_needs_a_token_for_every_project(
+    data_dir: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    assert main(["token", "create", "--user", "alice@example.com", "-p", "/repos/a"]) == 0
+    monkeypatch.setenv("MEMSTREAM_TOKEN", capsys.readouterr().out.strip())
+    assert main(["ingest", str(tmp_path)]) == 2
+    assert "needs a token for all projects" in capsys.readouterr().err
 
 
 # -- memstream forget: the admin API, with the CLI's token ------------------------------------

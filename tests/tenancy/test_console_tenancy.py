@@ -10,6 +10,7 @@ import re
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -227,3 +228,24 @@ async def test_documents_are_added_and_removed_by_an_admin_only(tmp_path: Any) -
                 assert gone.status_code == 404 and len(sent) == 1
     finally:
         await providers.close()
+
+
+@pytest.mark.asyncio(loop_scope="module")
+async def test_the_token_form_lets_a_valid_token_in_after_others_failed_from_the_same_address(
+    world: World, tmp_path: Path
+) -> None:
+    """Issue 27.3 at the console's door: failures from one address (another local process, a revoked
+    token retrying) never refuse a token that verifies; they only slow the guessing."""
+    tokens = TokenStore(tmp_path / "tokens.json")
+    valid = tokens.create(user_principal("alice@example.com", [A]))[0]
+    app = create_app(ApiContext(providers=world.providers, tokens=tokens, mcp=False))
+    async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://console.test") as client:
+
+        async def sign_in(token: str) -> int:
+            csrf = await csrf_of(client, "/console/signin")
+            reply = await client.post("/console/signin", data={"csrf": csrf, "token": token})
+            return reply.status_code
+
+        statuses = [await sign_in(f"mst_{n:012x}_not-a-real-secret") for n in range(12)]
+        assert statuses[0] == 401 and statuses[-1] == 429  # the guessing is slowed…
+        assert await sign_in(valid) == 303  # …but the valid token gets in all the same

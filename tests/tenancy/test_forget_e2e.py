@@ -14,7 +14,7 @@ import pytest
 import pytest_asyncio
 
 from memstream.agents.store import FORGET_CAUSE
-from memstream.identity import memory_id, normalize_content, project_key, user_key
+from memstream.identity import memory_id, normalize_content, project_key, turn_session_key, user_key
 from memstream.intake.forget import forget_event
 from memstream.intake.publish import publish_events
 from memstream.kafka.ledger import ledger_of
@@ -218,7 +218,7 @@ async def test_a_session_that_goes_on_after_its_project_is_forgotten_starts_its_
     sessions = forgotten.pipeline.app.tables["snapshot-sessions"]
 
     async def window() -> list[str] | None:
-        state = sessions.get("win")  # type: ignore[attr-defined]
+        state = sessions.get(turn_session_key("win", project, USERS[8]))  # type: ignore[attr-defined]
         contents = [t.content for t in state.applied] if state else []
         return contents if "Ship it." in contents else None
 

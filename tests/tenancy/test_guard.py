@@ -12,7 +12,8 @@ from typing import Any
 import pytest
 
 from memstream.auth import FailureLimiter, TokenStore, admin_principal, user_principal
-from memstream.serve.guard import AuthMiddleware, principal_of
+from memstream.serve.guard import AuthMiddleware, client_address, principal_of
+from memstream.settings import proxy_networks
 
 ALICE = user_principal("alice@example.com", ["/repos/a"])
 
@@ -99,14 +100,85 @@ def test_only_the_exact_health_path_is_public(tokens: TokenStore) -> None:
         assert call(app, trick)[0] == 401, trick
 
 
-def test_failed_attempts_lock_the_client_out_even_with_a_good_token(tokens: TokenStore) -> None:
-    token, _ = tokens.create(ALICE)
+def test_others_failures_never_refuse_a_valid_token(tokens: TokenStore) -> None:
+    """Ten bad tokens from loopback used to make every caller there, the admin included, get 429."""
+    alice, _ = tokens.create(ALICE)
+    admin, _ = tokens.create(admin_principal())
+    app = AuthMiddleware(dummy_app, tokens=tokens, limiter=FailureLimiter(limit=3, window=60))
+    for i in range(10):
+        call(app, "/search", token=f"mst_0123456789a{i % 10}_guess", client="127.0.0.1")
+    assert call(app, "/search", token=alice, client="127.0.0.1")[0] == 200
+    assert call(app, "/search", token=admin, client="127.0.0.1")[0] == 200
+
+
+def test_guesses_are_limited_per_address_and_per_token_id(tokens: TokenStore) -> None:
+    alice, record = tokens.create(ALICE)
     app = AuthMiddleware(dummy_app, tokens=tokens, limiter=FailureLimiter(limit=3, window=60))
     for _ in range(3):
         assert call(app, "/search", token="mst_0123456789ab_guess", client="10.0.0.9")[0] == 401
-    status, headers, _ = call(app, "/search", token=token, client="10.0.0.9")
+    status, headers, _ = call(app, "/search", token="mst_0123456789ab_guess", client="10.0.0.9")
     assert status == 429 and headers["retry-after"] == "60"
-    assert call(app, "/search", token=token, client="10.0.0.10")[0] == 200, "other clients are not locked out"
+    assert call(app, "/search", token="mst_ffffffffffff_other", client="10.0.0.9")[0] == 429, "the address"
+    assert call(app, "/search", token="mst_0123456789ab_guess", client="10.0.0.10")[0] == 429, "the token id"
+    assert call(app, "/search", token="mst_eeeeeeeeeeee_other", client="10.0.0.10")[0] == 401, "others are not"
+    # Guessing the secret of Alice's token id from many addresses locks that id's guesses, not Alice.
+    for n in range(3):
+        call(app, "/search", token=f"mst_{record.id}_guess", client=f"10.1.0.{n}")
+    assert call(app, "/search", token=f"mst_{record.id}_guess", client="10.1.0.99")[0] == 429
+    assert call(app, "/search", token=alice, client="10.0.0.9")[0] == 200
+
+
+def test_a_revoked_token_retrying_gets_401_and_locks_out_no_one(tokens: TokenStore) -> None:
+    old, record = tokens.create(ALICE)
+    bob, _ = tokens.create(user_principal("bob@example.com", ["/repos/b"]))
+    tokens.revoke(record.id)
+    app = AuthMiddleware(dummy_app, tokens=tokens, limiter=FailureLimiter(limit=3, window=60))
+    for _ in range(20):  # an old laptop behind the same address, still retrying
+        assert call(app, "/search", token=old, client="127.0.0.1")[0] == 401
+    assert call(app, "/search", token=bob, client="127.0.0.1")[0] == 200
+    # and a mistyped token from that address is counted as its own first failure, not the 21st
+    assert call(app, "/search", token=bob + "x", client="127.0.0.1")[0] == 401
+
+
+def forwarded(app: Any, token: str, peer: str, chain: str) -> int:
+    """Status of a request from ``peer`` whose X-Forwarded-For is ``chain``."""
+    headers = [(b"authorization", f"Bearer {token}".encode()), (b"x-forwarded-for", chain.encode())]
+    scope = {"type": "http", "method": "GET", "path": "/search", "headers": headers, "client": (peer, 5000)}
+    sent: list[dict[str, Any]] = []
+
+    async def receive() -> dict[str, Any]:
+        return {"type": "http.request", "body": b"", "more_body": False}
+
+    async def send(message: dict[str, Any]) -> None:
+        sent.append(message)
+
+    asyncio.run(app(scope, receive, send))
+    return int(sent[0]["status"])
+
+
+def test_x_forwarded_for_is_ignored_unless_the_peer_is_a_configured_proxy(tokens: TokenStore) -> None:
+    app = AuthMiddleware(dummy_app, tokens=tokens, limiter=FailureLimiter(limit=3, window=60))
+    # Rotating the header from one address buys no extra attempts: the address is the peer's.
+    statuses = [forwarded(app, "mst_0123456789ab_guess", "10.0.0.5", f"203.0.113.{n}") for n in range(6)]
+    assert statuses == [401, 401, 401, 429, 429, 429]
+    # Sending another client's address in the header does not lock that client out.
+    victim, _ = tokens.create(ALICE)
+    assert call(app, "/search", token="mst_eeeeeeeeeeee_guess", client="203.0.113.7")[0] == 401
+    assert call(app, "/search", token=victim, client="203.0.113.7")[0] == 200
+
+
+def test_behind_a_configured_proxy_the_forwarded_client_counts(tokens: TokenStore) -> None:
+    proxies = proxy_networks("10.0.0.1, 10.9.0.0/16")
+    app = AuthMiddleware(dummy_app, tokens=tokens, limiter=FailureLimiter(limit=2, window=60), trusted_proxies=proxies)
+    # The client wrote the left part; the proxy appended the real client address on the right.
+    for _ in range(2):
+        assert forwarded(app, "mst_0123456789ab_guess", "10.0.0.1", "1.1.1.1, 198.51.100.4, 10.9.0.3") == 401
+    assert forwarded(app, "mst_aaaaaaaaaaaa_guess", "10.0.0.1", "2.2.2.2, 198.51.100.4") == 429
+    assert forwarded(app, "mst_bbbbbbbbbbbb_guess", "10.0.0.1", "198.51.100.5") == 401, "another client"
+    assert client_address({"client": ("10.0.0.1", 1), "headers": []}, proxies) == "10.0.0.1"
+    assert client_address({"client": ("10.0.0.2", 1), "headers": [(b"x-forwarded-for", b"9.9.9.9")]}, proxies) == (
+        "10.0.0.2"
+    )
 
 
 def test_no_token_is_ever_logged(tokens: TokenStore, caplog: pytest.LogCaptureFixture) -> None:
@@ -138,3 +210,45 @@ def test_a_websocket_without_a_token_is_closed_before_the_handshake(tokens: Toke
 
     asyncio.run(app({"type": "websocket", "path": "/mcp", "headers": [], "client": ("1.2.3.4", 1)}, receive, send))
     assert sent == [{"type": "websocket.close", "code": 1008, "reason": "a bearer token is required"}]
+
+
+def test_a_served_api_ignores_x_forwarded_for_from_loopback(tokens: TokenStore) -> None:
+    """Served by uvicorn with the worker's options: uvicorn's own proxy-header handling (which
+    trusts loopback by default) used to make the rotated header a new client every time. The token
+    ids rotate too, so only the address can lock these guesses out."""
+    import httpx
+    import uvicorn
+
+    from memstream.kafka.broker import free_port
+    from memstream.worker.app import ApiService
+
+    port = free_port()
+    app = AuthMiddleware(dummy_app, tokens=tokens, limiter=FailureLimiter(limit=3, window=60))
+    config = uvicorn.Config(app, host="127.0.0.1", port=port, lifespan="off", **ApiService.uvicorn_options)
+    server = uvicorn.Server(config)
+
+    async def scenario() -> list[int]:
+        serving = asyncio.create_task(server.serve())
+        try:
+            while not server.started:
+                if serving.done():
+                    serving.result()
+                await asyncio.sleep(0.05)
+            async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{port}") as client:
+                return [
+                    (
+                        await client.get(
+                            "/search",
+                            headers={
+                                "Authorization": f"Bearer mst_0123456789a{n}_guess",
+                                "X-Forwarded-For": f"203.0.113.{n}",
+                            },
+                        )
+                    ).status_code
+                    for n in range(5)
+                ]
+        finally:
+            server.should_exit = True
+            await serving
+
+    assert asyncio.run(scenario()) == [401, 401, 401, 429, 429]

@@ -17,7 +17,7 @@ import pytest_asyncio
 
 from memstream.auth import TokenStore, admin_principal, user_principal
 from memstream.cli import main
-from memstream.identity import user_key
+from memstream.identity import turn_session_key, user_key
 from memstream.schemas import decode
 from memstream.serve.query_api import Publisher, QueryApiError, build, check_settings, query_providers
 from tests.conftest import make_settings
@@ -115,7 +115,9 @@ async def test_it_publishes_forgets_and_turns_with_its_producer(served: Any) -> 
     )
     assert published.status_code == 202
     topics = [(topic.rsplit(".", 1)[1], key) for topic, key, _ in producer.sent]
-    assert topics == [("forgotten", user_key("bob@example.com").encode()), ("turns", b"s9")]
+    # The turn is keyed by its session within the caller's project and user (issue 27).
+    session = turn_session_key("s9", "/repos/a", "alice@example.com").encode()
+    assert topics == [("forgotten", user_key("bob@example.com").encode()), ("turns", session)]
     sent_turn = decode(producer.sent[1][2])
     assert getattr(sent_turn, "user", None) == "alice@example.com"
 

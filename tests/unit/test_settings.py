@@ -81,6 +81,7 @@ def test_every_variable_is_read(f: object) -> None:
             "MEMSTREAM_KAFKA_SECURITY_PROTOCOL": ("SSL", "SSL"),
             "MEMSTREAM_PROCESSING_GUARANTEE": ("at_least_once", "at_least_once"),
             "MEMSTREAM_RERANKER": ("voyage", "voyage"),
+            "MEMSTREAM_TRUSTED_PROXIES": ("10.0.0.1, 10.9.0.0/16", "10.0.0.1, 10.9.0.0/16"),
         }.get(name, ("value-x", "value-x")),
     }.get(type(default), ("/some/dir", Path("/some/dir")))
     assert getattr(Settings.from_env({name: raw}), f.name) == expected  # type: ignore[attr-defined]
@@ -257,3 +258,11 @@ def test_fetch_waits_are_bounded(name: str) -> None:
         Settings.from_env({name: "-1"})
     with pytest.raises(SettingsError, match=name):
         Settings.from_env({name: "60001"})
+
+
+def test_trusted_proxies_are_addresses_or_networks() -> None:
+    settings = Settings.from_env({"MEMSTREAM_TRUSTED_PROXIES": "10.0.0.1, 10.9.0.0/16, ::1"})
+    assert [str(n) for n in settings.proxy_networks] == ["10.0.0.1/32", "10.9.0.0/16", "::1/128"]
+    assert Settings.from_env({}).proxy_networks == ()
+    with pytest.raises(SettingsError, match="MEMSTREAM_TRUSTED_PROXIES"):
+        Settings.from_env({"MEMSTREAM_TRUSTED_PROXIES": "10.0.0.1, proxy.local"})

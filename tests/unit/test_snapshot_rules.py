@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import cast
 
+import msgspec
 import pytest
 
 from memstream.rules.snapshot import (
@@ -284,3 +285,20 @@ def test_provenance_rides_with_each_applied_turn_and_its_redelivery() -> None:
     assert outcomes[-1].messages == [Message("user", "q", where[0]), Message("assistant", "a", where[1])]
     again = apply_turn(state, partition=0, offset=1, role="assistant", content="a", size=8, message_max_chars=4000)
     assert again.redelivered and again.messages == outcomes[-1].messages
+
+
+def test_a_state_kept_under_the_bare_session_id_is_adopted_only_by_its_own_tenant() -> None:
+    from memstream.identity import turn_session_key
+    from memstream.rules.snapshot import legacy_state_of
+
+    legacy = SessionState(assistant_turns=3, project="/repos/a", user="alice@example.com")
+    assert legacy_state_of(legacy, "/repos/a", "alice@example.com")
+    assert not legacy_state_of(legacy, "/repos/a", "bob@example.com")
+    assert not legacy_state_of(legacy, "/repos/b", "alice@example.com")
+    # A state written under a session key names its session: never mistaken for a legacy one.
+    keyed = msgspec.structs.replace(legacy, session_id="s-42")
+    assert not legacy_state_of(keyed, "/repos/a", "alice@example.com")
+    a = turn_session_key("s-42", "/repos/a", "alice@example.com")
+    assert a != turn_session_key("s-42", "/repos/a", "bob@example.com")
+    assert a != turn_session_key("s-42", "/repos/b", "alice@example.com")
+    assert a == turn_session_key("s-42", "/repos/a/", "Alice@Example.com")  # the scopes' own normalisation
