@@ -1,7 +1,8 @@
 """Rollout agent: Phase 1 of seed 004, one idle session distilled at a time.
 
 Consumes ``snapshots`` (key: session key) and keeps, per session key (the session id within
-its project and user, memstream.identity.session_key, which is also the rollout's id), its
+its project and user, memstream.identity.session_key; the rollout's id is the session's own id,
+as memories carry it, so Phase 2's usage counts match), its
 privacy-stripped, redacted exchanges in table ``rollout-state``. (A state kept under a bare
 session id before keys named the tenant is still distilled when idle; new exchanges gather
 under the session key.) A timer looks for sessions idle long
@@ -28,7 +29,7 @@ from faust.types import EventT
 
 from memstream.agents.base import DeadLetters, expect, guarded, state_table
 from memstream.bootstrap import Providers
-from memstream.identity import session_key, session_user_key
+from memstream.identity import session_id_of_key, session_key, session_user_key
 from memstream.kafka.ledger import ledger_of, stale_window
 from memstream.rules import phase1
 from memstream.schemas import ConsolidationRequest, RolloutOutput, RolloutState, Snapshot
@@ -124,7 +125,9 @@ def register(app: faust.App, topics: Topics, providers: Providers, sink: DeadLet
         await topics.consolidation.send(
             key=claimed.scope_key.encode(),
             value=RolloutOutput(
-                rollout_id=session_id,
+                # The session's own id, as memories carry it: Phase 2 matches usage (MemoryUsage's
+                # rollout_ids, the session ids of what search returned) against it.
+                rollout_id=session_id_of_key(session_id),
                 scope_key=claimed.scope_key,
                 project=claimed.project,
                 outcome=outcome,

@@ -23,7 +23,7 @@ from typing import Any
 from aiokafka import AIOKafkaConsumer
 
 from bench.pipeline import fake_llm, one_turn_at_a_time, session_of, start
-from memstream.identity import project_key
+from memstream.identity import project_key, turn_session_key
 from memstream.settings import Settings, _parse
 from memstream.topics import EMBEDDED, FACTS, MEMORY_OPS, MEMORY_UPDATED, SNAPSHOTS, TURNS, topic_name
 
@@ -79,9 +79,10 @@ async def measure(turns: int, embedder: str, overrides: dict[str, Any]) -> dict[
 
 
 def _key(spec: Any, i: int) -> bytes:
-    """Turns and snapshots are keyed by session; facts onward by the project's scope."""
+    """Turns and snapshots are keyed by the tenant's session (its project, user and id; these turns carry
+    no user); facts onward by the project's scope."""
     session, project = session_of(NAME, i)
-    return (session if spec in (TURNS, SNAPSHOTS) else project_key(project)).encode()
+    return (turn_session_key(session, project, "") if spec in (TURNS, SNAPSHOTS) else project_key(project)).encode()
 
 
 def main() -> None:

@@ -98,6 +98,12 @@ def session_user_key(key: str) -> str:
     return parts[1] if len(parts) == 3 and parts[0].startswith("p_") and parts[1].startswith("u_") else ""
 
 
+def session_id_of_key(key: str) -> str:
+    """The session id a :func:`session_key` was made from (a bare session id is its own)."""
+    parts = key.split("/", 2)
+    return parts[2] if len(parts) == 3 and parts[0].startswith("p_") else key
+
+
 def turn_session_key(session_id: str, project: str, user: str) -> str:
     """:func:`session_key` of a turn (its session id, project directory and user identity)."""
     return session_key(session_id, project_key(project), user_key(user))

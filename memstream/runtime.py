@@ -123,7 +123,9 @@ def write_principal(settings: Settings) -> Any:
     whoever ``--user`` names is what a raw Kafka producer can do, not what memstream's CLI does."""
     from memstream.auth import AuthError, Principal, TokenStore
 
-    if settings.api_open:
+    # Open mode (loopback only) lets any local process write through the API without a token; a CLI
+    # beside an `up` that serves open writes the same way, whether its own settings or `up`'s say so.
+    if settings.api_open or (read_runtime_file(settings) or {}).get("api_open"):
         return Principal(user=settings.user, all_projects=True, admin=True, label="open mode")
     token = client_token(settings)
     if not token:

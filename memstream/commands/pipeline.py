@@ -155,8 +155,8 @@ def cmd_publish(args: argparse.Namespace, settings: Settings) -> int:
     # The project key hashes the absolute directory: resolve it here, where the
     # relative path means something, not in a worker with another working directory.
     turns = [msgspec.structs.replace(t, project=str(Path(t.project).resolve())) for t in turns]
+    bootstrap = _bootstrap(settings)  # "not running" first: starting `up` also makes the local token
     turns = as_principal(settings, turns)
-    bootstrap = _bootstrap(settings)
     count = asyncio.run(publish(bootstrap, settings.topic_prefix, turns, security=kafka_security(settings)))
     print(f"published {count} turn{'s' if count != 1 else ''} to {settings.topic_prefix}.turns")
     return 0

@@ -180,5 +180,7 @@ def _write_runtime_file(settings: Settings, bootstrap: str, broker: EmbeddedBrok
         "topic_prefix": settings.topic_prefix,
         "embedded_broker": broker is not None,
         "ready": ready,
+        # Open mode (MEMSTREAM_API_OPEN, loopback only): the CLI beside it writes without a token too.
+        "api_open": settings.api_open,
     }
     write_runtime_file(settings, data)

@@ -145,6 +145,9 @@ async def test_a_hook_with_memstream_down_spools_and_the_spool_is_delivered_when
         # The next hook call (nothing new in the file) finds memstream up and sends the spool.
         monkeypatch.setenv("MEMSTREAM_KAFKA_BOOTSTRAP", running.bootstrap)
         monkeypatch.setenv("MEMSTREAM_TOPIC_PREFIX", down.topic_prefix)
+        # The pipeline serves in open mode (tests/conftest.py): the hook's flush writes as its open principal.
+        monkeypatch.setenv("MEMSTREAM_API_OPEN", "true")
+        monkeypatch.setenv("MEMSTREAM_USER", "dev@example.com")
         up = Settings.from_env(data_dir=data, topic_prefix=down.topic_prefix)
         with transcript.open("a") as handle:
             handle.write(message(2, "user", "And rollbacks?"))

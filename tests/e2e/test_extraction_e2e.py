@@ -220,6 +220,9 @@ async def test_memstream_init_command_extracts_foundational_facts(run: Run) -> N
         "MEMSTREAM_KAFKA_BOOTSTRAP": run.running.bootstrap,
         "MEMSTREAM_TOPIC_PREFIX": run.running.settings.topic_prefix,
         "MEMSTREAM_DATA_DIR": str(run.root / "cli-data"),
+        # The pipeline serves in open mode (tests/conftest.py): its CLI writes without a token, as the API does.
+        "MEMSTREAM_API_OPEN": "true",
+        "MEMSTREAM_USER": "dev@example.com",
     }
     process = await asyncio.create_subprocess_exec(
         sys.executable,
