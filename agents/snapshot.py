@@ -75,6 +75,7 @@ def register(app: faust.App, topics: Topics, providers: Providers, sink: DeadLet
                 security=security,
                 fetch_max_wait_ms=settings.effective_fetch_max_wait_ms,
                 idle_wait_ms=settings.effective_fetch_idle_wait_ms,
+                doorbell=getattr(app, "doorbell", None),  # a MemstreamApp's (memstream.kafka.doorbell)
             )
         except asyncio.CancelledError:
             raise
