@@ -6,8 +6,9 @@ waits between fetches on its own side (``memstream.kafka.fetch_wait.FetchWait``'
 seconds, and whoever publishes rings this doorbell to end the pause:
 
 - the worker's own producer, when the broker acknowledged a record (every hop of a turn, and
-  whatever the API, the MCP tools and the spool drain publish through it);
-- any process that publishes through ``memstream.intake.publish`` or the other memstream producers,
+  whatever the API and the MCP tools publish through it);
+- any process that publishes through ``memstream.intake.publish``, the spool's flush (hooks, ingest,
+  and ``memstream up``'s own drain) or ``memstream redrive``,
   with a UDP datagram to the broker's own address (:func:`ring`). The worker that started the
   embedded broker listens there (:func:`listen`); on a remote Kafka nobody does, and the datagram
   is lost, which costs nothing: Kafka answers a waiting fetch as soon as data arrives.

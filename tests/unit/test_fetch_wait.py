@@ -79,20 +79,21 @@ def test_each_fetch_is_sent_with_the_wait_its_predecessors_earned() -> None:
     assert fetcher._fetch_max_wait_ms == 20
 
 
-def test_a_wakeable_wait_asks_the_broker_for_the_short_wait_and_pauses_for_the_rest() -> None:
+def test_a_wakeable_wait_asks_the_broker_to_hold_at_most_200_ms_and_pauses_for_the_rest() -> None:
     wait = FetchWait(20, 2000, wakeable=True)
     seen = []
     for outcome in "r" + "." * 9:
         wait.fetched(outcome == "r")
         seen.append((wait.request_ms, wait.pause_ms))
     assert seen == [
-        (20, 0), (20, 0), (20, 0), (20, 20), (20, 60), (20, 140), (20, 300), (20, 620), (20, 1260), (20, 1980)
+        (20, 0), (20, 0), (20, 0), (40, 0), (80, 0), (160, 0), (200, 120), (200, 440), (200, 1080), (200, 1800)
     ]  # fmt: skip
     wait.woken()
     assert (wait.request_ms, wait.pause_ms) == (20, 0)
     unwakeable = FetchWait(20, 2000)
-    unwakeable.fetched(False)
-    assert unwakeable.pause_ms == 0
+    waits_after(unwakeable, "." * 10)
+    assert (unwakeable.request_ms, unwakeable.pause_ms) == (2000, 0)
+    assert FetchWait(500, 2000, wakeable=True, held_ms=100).held_ms == 500  # never below the busy wait
 
 
 def test_a_wakeable_wait_without_a_doorbell_is_refused() -> None:
@@ -117,7 +118,7 @@ def pause_began(bell: Doorbell) -> asyncio.Event:
 def test_a_ring_ends_the_pause_and_the_next_fetch_goes_out_at_once_with_the_short_wait() -> None:
     fetcher = StubFetcher([False] * 100)
     bell = Doorbell()
-    wait = FetchWait(1, 60_000, patience=1, wakeable=True)
+    wait = FetchWait(1, 60_000, patience=1, wakeable=True, held_ms=1)
     adapt_fetch_wait(SimpleNamespace(_fetcher=fetcher), wait, bell)
 
     async def scenario() -> list[bool]:
@@ -149,7 +150,7 @@ def test_a_ring_between_sending_a_fetch_and_pausing_after_it_is_not_missed() -> 
         return await answer(assignment, node_id, request)
 
     fetcher._proc_fetch_request = published_while_in_flight  # type: ignore[method-assign]
-    wait = FetchWait(1, 60_000, patience=0, wakeable=True)
+    wait = FetchWait(1, 60_000, patience=0, wakeable=True, held_ms=1)
     adapt_fetch_wait(SimpleNamespace(_fetcher=fetcher), wait, bell)
     wait.empty = 20  # the pause after this fetch would be a minute
 
@@ -163,7 +164,7 @@ def test_a_ring_between_sending_a_fetch_and_pausing_after_it_is_not_missed() -> 
 def test_closing_the_consumer_ends_a_pause() -> None:
     fetcher = StubFetcher([False] * 5)
     bell = Doorbell()
-    wait = FetchWait(1, 60_000, patience=0, wakeable=True)
+    wait = FetchWait(1, 60_000, patience=0, wakeable=True, held_ms=1)
     adapt_fetch_wait(SimpleNamespace(_fetcher=fetcher), wait, bell)
     wait.empty = 20
 
