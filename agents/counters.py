@@ -62,9 +62,13 @@ def counters(app: faust.App, table: faust.Table, empty: type[S], name: str) -> C
     buffered = Counters(table, empty)
 
     async def flush() -> None:
-        while True:
+        while not app.should_stop:
             await buffered.dirty.wait()
-            await asyncio.sleep(FLUSH_SECONDS)
+            await app.sleep(FLUSH_SECONDS)  # mode's sleep: cut short when the app stops
+            if app.should_stop:
+                # Its producer may be stopped already: the last second's counts are lost, as a
+                # crash would lose them (counters are approximate, see above).
+                return
             buffered.flush()
 
     flush.__qualname__ = f"{name}-flush"  # how Faust's logs name the task
