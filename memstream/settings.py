@@ -66,7 +66,7 @@ class Settings:
     #: MEMSTREAM_FETCH_IDLE_WAIT_MS: the longest wait once fetches come back empty: after three
     #: empty fetches in a row a consumer doubles its wait up to this, and drops back to
     #: MEMSTREAM_FETCH_MAX_WAIT_MS at the first record. 0: 2000 ms on the embedded broker, where the
-    #: wait beyond 200 ms is a pause between fetches that ends at once when a record is
+    #: wait beyond the fetch wait is a pause between fetches that ends at once when a record is
     #: published (each Tansu fetch of the worker's partitions costs it ~5 ms of CPU: an idle worker
     #: fetches every 2 s instead of 50 times a second); the fetch wait itself on Kafka (which
     #: answers a waiting fetch as soon as data arrives).

@@ -5,7 +5,7 @@ polls it many times a second whether or not records come (``memstream.kafka.tran
 measurements). The worker's Faust consumer and the forget ledger's consumer both adapt.
 
 A wait the broker holds cannot be cut short when a turn arrives, so on the embedded broker the
-part of an idle wait beyond 200 ms is spent on the consumer's side instead: a pause
+part of an idle wait beyond the short one is spent on the consumer's side instead: a pause
 between fetches that a :class:`memstream.kafka.doorbell.Doorbell` ends at once when a record is
 published. That lets an idle worker fetch every few seconds and still take a new turn at once.
 The policy is plain counting, testable without a broker; aiokafka is only a type here.
@@ -22,9 +22,11 @@ if TYPE_CHECKING:
     from memstream.kafka.doorbell import Doorbell
 
 
-#: The longest wait a wakeable consumer asks the broker to hold (the idle wait of issue 18, which
-#: cost the first hop after a quiet spell ~70 ms at p50); beyond it the consumer pauses instead.
-HELD_MS = 200
+#: The longest wait a wakeable consumer asks the broker to hold beyond its short wait (0: only the
+#: short one). Measured on the embedded broker, each in one interleaved run: holding up to 200 ms
+#: cost Tansu 0.73-0.77% of a core idle against 0.43-0.47% with 0, and no less CPU per turn
+#: (14.1 ms against 12.8 ms, 3 rounds each, order alternating): a held fetch is not free on Tansu.
+HELD_MS = 0
 
 
 class FetchWait:
@@ -32,11 +34,9 @@ class FetchWait:
     ``patience`` empty fetches in a row it doubles with each further empty one, up to ``idle_ms``.
     The first fetch with records brings it back to ``busy_ms``.
 
-    ``wakeable``: the broker holds at most ``held_ms`` of it (:attr:`request_ms`) and the rest is
-    a pause on the consumer's side (:attr:`pause_ms`), which a doorbell can end (:meth:`woken`).
-    Below ``held_ms`` nothing changes: a busy pipeline's consumer between two hops fetches as
-    before, rather than once per record some stage published (measured: a fetch after every
-    ring cost ~20% more CPU per turn than waits the broker holds).
+    ``wakeable``: the broker holds at most ``held_ms`` of it, never less than ``busy_ms``
+    (:attr:`request_ms`), and the rest is a pause on the consumer's side (:attr:`pause_ms`), which
+    a doorbell can end (:meth:`woken`).
     """
 
     def __init__(

@@ -52,7 +52,7 @@ def transport_class(
     """A Faust transport whose worker consumer waits ``fetch_max_wait_ms`` per fetch while records
     come (up to ``idle_wait_ms`` when they do not, :class:`FetchWait`) and backs off
     ``prefetch_backoff_ms`` while fetched records wait to be taken. With a ``doorbell``, the idle
-    wait beyond 200 ms is a pause the doorbell ends, and the producer rings it at each
+    wait beyond the short one is a pause the doorbell ends, and the producer rings it at each
     record the broker acknowledged."""
 
     class ConsumerThread(driver.AIOKafkaConsumerThread):

@@ -79,8 +79,9 @@ def test_each_fetch_is_sent_with_the_wait_its_predecessors_earned() -> None:
     assert fetcher._fetch_max_wait_ms == 20
 
 
-def test_a_wakeable_wait_asks_the_broker_to_hold_at_most_200_ms_and_pauses_for_the_rest() -> None:
-    wait = FetchWait(20, 2000, wakeable=True)
+def test_a_wakeable_wait_asks_the_broker_to_hold_at_most_held_ms_and_pauses_for_the_rest() -> None:
+    assert FetchWait(20, 2000, wakeable=True).held_ms == 20  # by default the broker holds the short wait only
+    wait = FetchWait(20, 2000, wakeable=True, held_ms=200)
     seen = []
     for outcome in "r" + "." * 9:
         wait.fetched(outcome == "r")
