@@ -22,11 +22,12 @@ if TYPE_CHECKING:
     from memstream.kafka.doorbell import Doorbell
 
 
-#: The longest wait a wakeable consumer asks the broker to hold beyond its short wait (0: only the
-#: short one). Measured on the embedded broker, each in one interleaved run: holding up to 200 ms
-#: cost Tansu 0.73-0.77% of a core idle against 0.43-0.47% with 0, and no less CPU per turn
-#: (14.1 ms against 12.8 ms, 3 rounds each, order alternating): a held fetch is not free on Tansu.
-HELD_MS = 0
+#: A wakeable consumer's waits up to this are held by the broker, as they were before the pause:
+#: the gaps between a busy pipeline's hops, where a pause ended by every ring would fetch once per
+#: record published (~20% more CPU per turn, 13.9 against 11.6 ms on a quiet machine). A longer wait
+#: is the short fetch and a pause instead: Tansu holding 200 ms of each idle fetch cost it 0.73-0.77%
+#: of a core against 0.43-0.47% for the short wait only (interleaved 30 s probes).
+HELD_MS = 200
 
 
 class FetchWait:
@@ -34,9 +35,9 @@ class FetchWait:
     ``patience`` empty fetches in a row it doubles with each further empty one, up to ``idle_ms``.
     The first fetch with records brings it back to ``busy_ms``.
 
-    ``wakeable``: the broker holds at most ``held_ms`` of it, never less than ``busy_ms``
-    (:attr:`request_ms`), and the rest is a pause on the consumer's side (:attr:`pause_ms`), which
-    a doorbell can end (:meth:`woken`).
+    ``wakeable``: a wait up to ``held_ms`` is asked of the broker whole; a longer one is a fetch with
+    the short wait (:attr:`request_ms`) and a pause on the consumer's side for the rest
+    (:attr:`pause_ms`), which a doorbell can end (:meth:`woken`).
     """
 
     def __init__(
@@ -60,7 +61,9 @@ class FetchWait:
     @property
     def request_ms(self) -> int:
         """The wait to ask of the broker in the next fetch."""
-        return min(self.ms, self.held_ms) if self.wakeable else self.ms
+        if not self.wakeable or self.ms <= self.held_ms:
+            return self.ms
+        return self.busy_ms
 
     @property
     def pause_ms(self) -> int:

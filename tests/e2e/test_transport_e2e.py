@@ -22,8 +22,8 @@ async def test_fetch_wait_and_prefetch_backoff_reach_the_fetcher(tmp_path: Path)
     try:
         consumer = running.pipeline.app.consumer._thread._ensure_consumer()  # type: ignore[attr-defined]
         assert consumer._fetcher._prefetch_backoff == pytest.approx(0.007)
-        # On the embedded broker the broker holds only the 13 ms; the idle wait beyond it is a pause.
-        assert consumer._fetcher._fetch_max_wait_ms == 13
+        # Records bring back the 13; idle, waits up to 200 ms are held, longer ones are 13 and a pause.
+        assert consumer._fetcher._fetch_max_wait_ms in (13, 26, 52, 104)
     finally:
         await running.stop()
 
@@ -57,7 +57,7 @@ async def test_an_idle_worker_pauses_between_fetches_and_a_publish_ends_the_paus
             return thread.fetch_wait.pause_ms >= 3000
 
         await eventually(pausing_long, what="a pause of seconds between idle fetches")
-        assert {wait for wait, _ in sent} == {13}  # the broker never holds more than the short wait
+        assert max(wait for wait, _ in sent) <= 200  # the broker never holds a long wait: that is the pause
         paused_until = len(pauses)
         now = datetime.now(UTC)
         turns = [

@@ -79,15 +79,14 @@ def test_each_fetch_is_sent_with_the_wait_its_predecessors_earned() -> None:
     assert fetcher._fetch_max_wait_ms == 20
 
 
-def test_a_wakeable_wait_asks_the_broker_to_hold_at_most_held_ms_and_pauses_for_the_rest() -> None:
-    assert FetchWait(20, 2000, wakeable=True).held_ms == 20  # by default the broker holds the short wait only
-    wait = FetchWait(20, 2000, wakeable=True, held_ms=200)
+def test_a_wakeable_wait_is_held_by_the_broker_up_to_200_ms_and_beyond_is_a_short_fetch_and_a_pause() -> None:
+    wait = FetchWait(20, 2000, wakeable=True)
     seen = []
     for outcome in "r" + "." * 9:
         wait.fetched(outcome == "r")
         seen.append((wait.request_ms, wait.pause_ms))
     assert seen == [
-        (20, 0), (20, 0), (20, 0), (40, 0), (80, 0), (160, 0), (200, 120), (200, 440), (200, 1080), (200, 1800)
+        (20, 0), (20, 0), (20, 0), (40, 0), (80, 0), (160, 0), (20, 300), (20, 620), (20, 1260), (20, 1980)
     ]  # fmt: skip
     wait.woken()
     assert (wait.request_ms, wait.pause_ms) == (20, 0)
