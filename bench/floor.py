@@ -21,7 +21,6 @@ import uuid
 from dataclasses import dataclass
 from typing import Any
 
-import faust
 from aiokafka import AIOKafkaProducer
 
 from memstream.kafka.broker import EmbeddedBroker
@@ -42,36 +41,25 @@ class Floor:
     wall_us_per_hop: float
 
 
-async def measure(
-    messages: int = 5000, hops: int = 3, partitions: int = 4, timeout: float = 600, driver: str = "aiokafka"
-) -> Floor:
-    """Push ``messages`` records through ``hops`` pass-through agents; time the whole chain.
-
-    ``driver``: ``aiokafka``, memstream's transport (``memstream.kafka.transport``), or ``confluent``,
-    Faust's driver over librdkafka (the confluent-kafka wheel's bundled copy, 2.2 or newer, which
-    speaks to Tansu), as a prototype of a C client on the hot path.
-    """
+async def measure(messages: int = 5000, hops: int = 3, partitions: int = 4, timeout: float = 600) -> Floor:
+    """Push ``messages`` records through ``hops`` pass-through agents; time the whole chain."""
     settings = Settings.from_env({})
     broker = EmbeddedBroker().start()
     prefix = f"floor{uuid.uuid4().hex[:6]}"
     try:
         with tempfile.TemporaryDirectory() as tmp:
-            options: dict[str, Any] = {
-                "store": "memory://",
-                "datadir": tmp,
-                "topic_partitions": partitions,
+            app = MemstreamApp(
+                prefix,
+                broker=f"kafka://{broker.bootstrap}",
+                store="memory://",
+                datadir=tmp,
+                topic_partitions=partitions,
                 **CONSUMER_OPTIONS,
-                "web_enabled": False,
-                "autodiscover": False,
-            }
-            if driver == "confluent":
-                app: faust.App = faust.App(prefix, broker=f"confluent://{broker.bootstrap}", **options)
-            elif driver == "aiokafka":
-                app = MemstreamApp(prefix, broker=f"kafka://{broker.bootstrap}", **options)
-                app.fetch_max_wait_ms = settings.effective_fetch_max_wait_ms
-                app.prefetch_backoff_ms = settings.prefetch_backoff_ms
-            else:
-                raise ValueError(f"unknown driver {driver!r}: aiokafka or confluent")
+                web_enabled=False,
+                autodiscover=False,
+            )
+            app.fetch_max_wait_ms = settings.effective_fetch_max_wait_ms
+            app.prefetch_backoff_ms = settings.prefetch_backoff_ms
             chain = [
                 app.topic(f"{prefix}-{i}", key_serializer="raw", value_serializer="raw", partitions=partitions)
                 for i in range(hops + 1)
@@ -125,10 +113,9 @@ def main() -> None:
     parser = argparse.ArgumentParser(description="what one Faust hop costs on the embedded broker")
     parser.add_argument("--messages", type=int, default=5000)
     parser.add_argument("--hops", type=int, default=3)
-    parser.add_argument("--driver", choices=("aiokafka", "confluent"), default="aiokafka")
     args = parser.parse_args()
     logging.basicConfig(level=logging.ERROR)
-    floor = asyncio.run(measure(args.messages, args.hops, driver=args.driver))
+    floor = asyncio.run(measure(args.messages, args.hops))
     print(
         f"{floor.messages} records through {floor.hops} pass-through agents and a sink in {floor.seconds:.1f} s: "
         f"{floor.cpu_us_per_hop:.0f} µs CPU and {floor.wall_us_per_hop:.0f} µs wall per record per hop"
