@@ -4,13 +4,15 @@ A stage's stats (texts embedded, changes applied, audit records kept) are counte
 operators, not state a stage decides with. Changelogged per event they were a third of the
 table records a turn wrote. Here an event adds to a pending delta in memory, and every
 ``FLUSH_SECONDS`` each scope's delta is folded into its table row: one changelog record per
-scope per interval, however many events. What a crash loses is at most one interval of
+scope per interval, however many events. The flush waits for a first count, so an idle worker's
+counters do not wake it. What a crash loses is at most one interval of
 counts (a redelivery counted twice before; counters were approximate either way). The
 tables are written through the partitioner, as a timer has no current event.
 """
 
 from __future__ import annotations
 
+import asyncio
 from typing import Generic, TypeVar
 
 import faust
@@ -34,12 +36,16 @@ class Counters(Generic[S]):
         self.table = table
         self.empty = empty
         self.pending: dict[str, S] = {}
+        #: Set while counts wait for a flush.
+        self.dirty = asyncio.Event()
 
     def add(self, key: str, delta: S) -> None:
         current = self.pending.get(key)
         self.pending[key] = delta if current is None else added(current, delta)
+        self.dirty.set()
 
     def flush(self) -> None:
+        self.dirty.clear()
         pending, self.pending = self.pending, {}
         for key, delta in pending.items():
             self.table[key] = added(self.table.get(key) or self.empty(), delta)
@@ -51,11 +57,20 @@ class Counters(Generic[S]):
 
 
 def counters(app: faust.App, table: faust.Table, empty: type[S], name: str) -> Counters[S]:
-    """Counters for ``table`` (declared ``use_partitioner=True``), flushed by a timer of the app."""
+    """Counters for ``table`` (declared ``use_partitioner=True``), flushed by a task of the app
+    ``FLUSH_SECONDS`` after the first count that waits for it."""
     buffered = Counters(table, empty)
 
-    @app.timer(FLUSH_SECONDS, name=f"{name}-flush")
     async def flush() -> None:
-        buffered.flush()
+        while not app.should_stop:
+            await buffered.dirty.wait()
+            await app.sleep(FLUSH_SECONDS)  # mode's sleep: cut short when the app stops
+            if app.should_stop:
+                # Its producer may be stopped already: the last second's counts are lost, as a
+                # crash would lose them (counters are approximate, see above).
+                return
+            buffered.flush()
 
+    flush.__qualname__ = f"{name}-flush"  # how Faust's logs name the task
+    app.task(flush)
     return buffered

@@ -81,6 +81,10 @@ def register(app: faust.App, topics: Topics, providers: Providers, sink: DeadLet
                 topics.forgotten.get_topic_name(),
                 security=security,
                 fetch_max_wait_ms=settings.effective_fetch_max_wait_ms,
+                # No doorbell: the worker's producer rings it at every record of a turn, which would
+                # send this consumer of a topic that rarely has records fetching all through a busy
+                # run. The forgets this worker takes are in the ledger at once (ledger_of); others'
+                # come within the idle wait, which the broker holds.
                 idle_wait_ms=settings.effective_fetch_idle_wait_ms,
             )
         except asyncio.CancelledError:

@@ -50,6 +50,11 @@ elif function == "llm_calls":
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     result = asyncio.run(module.memstream_run(**kwargs))
+elif function == "light":
+    spec = importlib.util.spec_from_file_location("current_light", kwargs.pop("path"))
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    result = asyncio.run(getattr(module, kwargs.pop("call"))(**kwargs))
 else:
     raise SystemExit(f"unknown function {function!r}")
 print(json.dumps(result))
@@ -75,7 +80,8 @@ def checkout(rev: str = BASELINE) -> Iterator[Path]:
 
 
 def run(tree: Path, function: str, **kwargs: Any) -> dict[str, Any]:
-    """``function`` (``pipeline`` or ``llm_calls``) measured in ``tree``, in a process of its own."""
+    """``function`` (``pipeline``, ``llm_calls``, or ``light``: a function of this tree's ``bench.light``
+    named by ``call``) measured in ``tree``, in a process of its own."""
     env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
     try:
         done = subprocess.run(

@@ -11,6 +11,12 @@ d. store at scale: filtered search before and after the HNSW build, 100k in one 
 e. side by side: mem0 with the same fake LLM, embedder and a local Qdrant
 f. the floor: what one Faust hop costs doing nothing, times the hops a turn takes
 g. LLM calls per turn on the e2e session
+h. idle: the worker's and the embedded broker's CPU over a minute without turns (bench.light)
+i. footprint: RSS of the worker and the broker, and its slope over a soak at a developer's pace
+j. the Kafka client alone per hop, aiokafka against librdkafka (bench.client_hop, a prototype)
+
+Issue 29's "before" (``bench.light.BEFORE``) is measured in the same run too, interleaved: the idle
+CPU, the latency after a quiet spell, the soak and the CPU per turn.
 
 Issue 18's "before" is measured in the same run: ``bench.baseline`` runs the tree the issue
 was opened on (``a1adcc9``) beside the current one for the overhead run and the LLM calls,
@@ -33,7 +39,7 @@ from operator import attrgetter
 from pathlib import Path
 from typing import Any, TypeVar
 
-from bench import baseline, llm_calls, pipeline, raw_ingest
+from bench import baseline, client_hop, light, llm_calls, pipeline, raw_ingest
 from bench import embedder as embedder_bench
 from bench import floor as bench_floor
 from memstream.settings import Settings
@@ -78,7 +84,13 @@ async def main(quick: bool, skip_mem0: bool, skip_store: bool, repeat: int) -> N
             old, why = None, str(exc)
         else:
             why = ""
-        sequential = await _measure(rows, limits, quick, skip_store, repeat, old, why)
+        try:
+            light_old: Path | None = stack.enter_context(baseline.checkout(light.BEFORE))
+        except baseline.BaselineError as exc:
+            light_old, light_why = None, str(exc)
+        else:
+            light_why = ""
+        sequential = await _measure(rows, limits, quick, skip_store, repeat, old, why, light_old, light_why)
         if not skip_mem0:
             try:
                 from bench import mem0_side_by_side
@@ -92,7 +104,8 @@ async def main(quick: bool, skip_mem0: bool, skip_store: bool, repeat: int) -> N
     limit_width = max(len(v) for v in [*limits.values(), "limit"])
     print(f"memstream benchmarks, {datetime.now(UTC):%Y-%m-%d %H:%M} UTC, {machine()}, load {os.getloadavg()}")
     print(f"throughputs: the median of {repeat} runs (lowest–highest)" if repeat > 1 else "throughputs: one run each")
-    print(f"before: the tree issue 18 was opened on ({baseline.BASELINE}), run beside the current one")
+    print(f"before: the tree issue 18 was opened on ({baseline.BASELINE}), run beside the current one;")
+    print(f"        for issue 29's rows (h., i., c. after quiet, CPU per turn), {light.BEFORE}, interleaved too")
     print(f"{'benchmark':<{width}}  {'figure':<{value_width}}  {'limit':<{limit_width}}  note")
     for name, value, note in rows:
         print(f"{name:<{width}}  {value:<{value_width}}  {limits.get(name, ''):<{limit_width}}  {note}")
@@ -106,6 +119,8 @@ async def _measure(
     repeat: int,
     old: Path | None,
     why: str,
+    light_old: Path | None = None,
+    light_why: str = "",
 ) -> dict[str, float]:
     """Every row but mem0's, in ``rows`` and ``limits``; returns the one-turn-at-a-time latencies."""
     scale = (20, 2) if quick else (100, 5)
@@ -113,14 +128,19 @@ async def _measure(
 
     overhead: dict[str, pipeline.Result] = {}
     before: list[dict[str, Any]] = []
+    before_light: list[dict[str, Any]] = []
     for name in ("fake", "bundled"):
         runs = []
-        for _ in range(repeat):
+        for i in range(repeat):
+            # Interleaved, each round sharing the machine's mood; who goes first alternates, as the
+            # first of a round ran slower on the shared machine (issue 29's runs).
+            if name == "fake" and i % 2 == 1:
+                _befores(old, light_old, scale, before, before_light)
             runs.append(
                 await pipeline.run(sessions=scale[0], turns_per_session=scale[1], llm_latency=0.0, embedder=name)
             )
-            if name == "fake" and old is not None:  # interleaved: each pair shares the machine's mood
-                before.append(baseline.pipeline(old, sessions=scale[0], turns_per_session=scale[1]))
+            if name == "fake" and i % 2 == 0:
+                _befores(old, light_old, scale, before, before_light)
         r = overhead[name] = _median(runs, rate)
         rows.append(
             (
@@ -187,6 +207,41 @@ async def _measure(
             f"at most {1000 / floor_ms:,.0f} turns/s on one core, before any stage does its work",
         )
     )
+    worth = fake.cpu_ms_per_turn * 1000 / floor.cpu_us_per_hop
+    limits["a. CPU per turn in Faust hops"] = f"2× the floor: {2 * fake.events_per_turn:.0f} hops"
+    if before_light:
+        light_cpu = statistics.median(float(r["cpu_ms_per_turn"]) for r in before_light)
+        light_before = (
+            f"before ({light.BEFORE}): {light_cpu * 1000 / floor.cpu_us_per_hop:.0f} hops' worth, {light_cpu:.1f} ms"
+        )
+    else:
+        light_before = f"before ({light.BEFORE}): not measured; {light_why}"
+    rows.append(
+        (
+            "a. CPU per turn in Faust hops",
+            f"{worth:.0f} hops' worth ({fake.cpu_ms_per_turn:.1f} ms at {floor.cpu_us_per_hop:.0f} µs a hop)",
+            f"{light_before}; the floor measured in this run",
+        )
+    )
+    hop_runs: dict[str, list[float]] = {"aiokafka": [], "confluent": []}
+    for _ in range(repeat):
+        for client in hop_runs:
+            try:
+                hop = await client_hop.measure(client, messages=1000 if quick else 5000)
+            except ImportError as exc:  # confluent-kafka comes with the bench extra
+                rows.append(("j. Kafka client alone, per hop", "skipped", f"install the bench extra: {exc}"))
+                break
+            hop_runs[client].append(hop.cpu_us_per_hop)
+    if all(hop_runs.values()):
+        aio, rd = (statistics.median(hop_runs[c]) for c in ("aiokafka", "confluent"))
+        rows.append(
+            (
+                "j. Kafka client alone, per hop",
+                f"aiokafka {aio:.0f} µs, librdkafka {rd:.0f} µs CPU",
+                f"prototype (bench.client_hop): a C client would take ~{aio - rd:.0f} µs off each of the "
+                f"{floor.cpu_us_per_hop:.0f} µs of a Faust hop",
+            )
+        )
 
     sizes = [(1, 3), (10, 2)] if quick else [(1, 5), (10, 3), (100, 5)]
     for sessions, turns in sizes:
@@ -227,33 +282,14 @@ async def _measure(
         )
     )
 
-    # The fetch wait of memstream.kafka.fetch_wait.FetchWait against the fixed 20 ms it replaced,
-    # interleaved: idle, after a quiet spell, and in a raw-mode backlog.
+    # Issue 29: idle CPU, the latency after a quiet spell and the footprint, each beside the tree the
+    # issue was opened on (bench.light; interleaved in this run).
+    measured = await light.measure(quick, light_old)
+    for name, figure, limit, note in light.rows(measured):
+        rows.append((name, figure, note))
+        if limit:
+            limits[name] = limit
     fixed = {"fetch_idle_wait_ms": 20}
-    quiet_turns = 3 if quick else 10
-    quiet = await pipeline.run_sequential(turns=quiet_turns, embedder="bundled", pause=2.0)
-    quiet_fixed = await pipeline.run_sequential(turns=quiet_turns, embedder="bundled", pause=2.0, overrides=fixed)
-    rows.append(
-        (
-            "c. … after 2 s of quiet",
-            f"p50 {quiet['p50_ms']:.0f} ms, p99 {quiet['p99_ms']:.0f} ms",
-            f"{quiet_turns} turns; with the fixed 20 ms fetch wait: p50 {quiet_fixed['p50_ms']:.0f} ms, "
-            f"p99 {quiet_fixed['p99_ms']:.0f} ms (the first hop waits out an idle fetch)",
-        )
-    )
-    seconds = 10.0 if quick else 20.0
-    idle, idle_fixed = (
-        await pipeline.idle_cpu(seconds=seconds),
-        await pipeline.idle_cpu(seconds=seconds, overrides=fixed),
-    )
-    rows.append(
-        (
-            "h. idle: worker + broker CPU",
-            f"{idle.total_pct:.0f}% of a core ({idle.worker_pct:.1f} + {idle.broker_pct:.1f})",
-            f"over {seconds:.0f} s, no turns; with the fixed 20 ms fetch wait: {idle_fixed.total_pct:.0f}% "
-            f"({idle_fixed.worker_pct:.1f} + {idle_fixed.broker_pct:.1f})",
-        )
-    )
 
     sessions, turns = (4, 2) if quick else (8, 6)
     ingest: list[tuple[float, float, float]] = []
@@ -305,6 +341,20 @@ async def _measure(
             rows.extend(_store_rows(row))
 
     return lat
+
+
+def _befores(
+    old: Path | None,
+    light_old: Path | None,
+    scale: tuple[int, int],
+    before: list[dict[str, Any]],
+    before_light: list[dict[str, Any]],
+) -> None:
+    """The overhead run of each old tree there is (issue 18's, issue 29's), into its list."""
+    if old is not None:
+        before.append(baseline.pipeline(old, sessions=scale[0], turns_per_session=scale[1]))
+    if light_old is not None:
+        before_light.append(baseline.pipeline(light_old, sessions=scale[0], turns_per_session=scale[1]))
 
 
 def _store_rows(row: dict[str, Any]) -> list[tuple[str, str, str]]:

@@ -30,6 +30,7 @@ from memstream.bootstrap import build_providers
 from memstream.embed.base import DistanceProfile
 from memstream.embed.bundled import BundledEmbedder
 from memstream.intake.publish import make_turn
+from memstream.kafka import doorbell
 from memstream.kafka.broker import free_port
 from memstream.rules import decision
 from memstream.schemas import MemoryUpdated, decode, encode
@@ -353,6 +354,7 @@ async def _drive(
                 sent[f"{s}.{t}"] = time.monotonic()
                 await producer.send(turns_topic, encode(reply), key=session.encode())
         await producer.flush()
+        doorbell.ring(running.bootstrap)  # as memstream's publishers do: an idle worker starts at once
         deadline = time.monotonic() + timeout
         while len(seen) < sessions * turns:
             if time.monotonic() > deadline:
@@ -412,10 +414,13 @@ async def run_sequential(
     timeout: float = 120,
     overrides: Mapping[str, Any] | None = None,
     pause: float = 0.0,
+    ring: bool = True,
 ) -> dict[str, float]:
     """One turn at a time, each published after the previous one's memory arrived and ``pause``
     seconds of quiet (a developer's pace: the worker's fetches wait longest then, see
     ``memstream.kafka.fetch_wait.FetchWait``); ``overrides``: settings to run with, as for :func:`run`.
+    ``ring``: ring the doorbell after each turn, as memstream's publishers do (``memstream.kafka.doorbell``);
+    False measures a publisher that does not, whose turns wait out the worker's idle pause.
 
     The pipeline's own share is each latency minus the mean LLM call and embedding batch
     times measured over the same run: the two outside services on the turn's path. Two
@@ -424,11 +429,11 @@ async def run_sequential(
     """
     with tempfile.TemporaryDirectory() as tmp, fake_llm(0.0) as llm_url:
         settings, running = await start(Path(tmp), llm_url, embedder, overrides)
-        await one_turn_at_a_time(running, settings, 2, "warm-up", timeout)
+        await one_turn_at_a_time(running, settings, 2, "warm-up", timeout, ring=ring)
         llm_before = _sum(metrics.LLM_SECONDS), _count(metrics.LLM_SECONDS)
         embed_before = _sum(metrics.EMBED_SECONDS), _count(metrics.EMBED_SECONDS)
         try:
-            latencies = await one_turn_at_a_time(running, settings, turns, "sequential", timeout, pause)
+            latencies = await one_turn_at_a_time(running, settings, turns, "sequential", timeout, pause, ring)
         finally:
             await running.stop()
     llm_ms = (_sum(metrics.LLM_SECONDS) - llm_before[0]) / max(1, _count(metrics.LLM_SECONDS) - llm_before[1]) * 1000
@@ -453,11 +458,18 @@ def session_of(name: str, i: int) -> tuple[str, str]:
 
 
 async def one_turn_at_a_time(
-    running: runner.Running, settings: Settings, turns: int, name: str, timeout: float = 120, pause: float = 0.0
+    running: runner.Running,
+    settings: Settings,
+    turns: int,
+    name: str,
+    timeout: float = 120,
+    pause: float = 0.0,
+    ring: bool = True,
 ) -> list[float]:
     """Publish ``turns`` user/assistant exchanges, each in a session (and project) of its
     own and each after the previous one's memory arrived and ``pause`` seconds of quiet;
-    returns their latencies (s)."""
+    returns their latencies (s). ``ring``: ring the worker's doorbell after each, as
+    ``memstream.intake.publish`` does."""
     consumer = AIOKafkaConsumer(
         topic_name(settings.topic_prefix, MEMORY_UPDATED),
         bootstrap_servers=running.bootstrap,
@@ -483,6 +495,8 @@ async def one_turn_at_a_time(
             )
             sent = time.monotonic()
             await producer.send_and_wait(turns_topic, encode(reply), key=session.encode())
+            if ring:
+                doorbell.ring(running.bootstrap)
             # The run's name is in the needle: the consumer reads from the start, earlier runs included.
             while not await _arrived(consumer, f"{_TAG} {name}.{i} "):
                 if time.monotonic() > sent + timeout:

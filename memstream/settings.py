@@ -12,6 +12,10 @@ from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
+#: The idle fetch wait on the embedded broker (MEMSTREAM_FETCH_IDLE_WAIT_MS's 0): an idle worker's
+#: consumers fetch this seldom, and a record published meanwhile ends the pause at once.
+EMBEDDED_IDLE_WAIT_MS = 2000
+
 
 class SettingsError(ValueError):
     """A setting has a value memstream cannot use; the message names the variable."""
@@ -62,9 +66,11 @@ class Settings:
     fetch_max_wait_ms: int = field(default=0, metadata=_env("MEMSTREAM_FETCH_MAX_WAIT_MS", low=0, high=60_000))
     #: MEMSTREAM_FETCH_IDLE_WAIT_MS: the longest wait once fetches come back empty: after three
     #: empty fetches in a row a consumer doubles its wait up to this, and drops back to
-    #: MEMSTREAM_FETCH_MAX_WAIT_MS at the first record. 0: 200 ms on the embedded broker (each
-    #: Tansu fetch costs its wait, so an idle worker otherwise polls it 50 times a second), the
-    #: fetch wait itself on Kafka (which answers a waiting fetch as soon as data arrives).
+    #: MEMSTREAM_FETCH_MAX_WAIT_MS at the first record. 0: 2000 ms on the embedded broker, where the
+    #: wait beyond the fetch wait is a pause between fetches that ends at once when a record is
+    #: published (each Tansu fetch of the worker's partitions costs it ~5 ms of CPU: an idle worker
+    #: fetches every 2 s instead of 50 times a second); the fetch wait itself on Kafka (which
+    #: answers a waiting fetch as soon as data arrives).
     fetch_idle_wait_ms: int = field(default=0, metadata=_env("MEMSTREAM_FETCH_IDLE_WAIT_MS", low=0, high=60_000))
     #: MEMSTREAM_PREFETCH_BACKOFF_MS: how long a consumer stops fetching from a broker while fetched
     #: records wait to be taken. aiokafka's 100 ms made p99 latency spikes of 300-500 ms; 10 ms
@@ -502,7 +508,7 @@ class Settings:
     @property
     def effective_fetch_idle_wait_ms(self) -> int:
         """Never below the fetch wait: an idle consumer only ever waits longer."""
-        idle = self.fetch_idle_wait_ms or (200 if self.embedded_broker else 0)
+        idle = self.fetch_idle_wait_ms or (EMBEDDED_IDLE_WAIT_MS if self.embedded_broker else 0)
         return max(idle, self.effective_fetch_max_wait_ms)
 
     @property

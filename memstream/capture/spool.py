@@ -77,6 +77,7 @@ async def flush(
 ) -> int:
     """Send every spooled turn; returns how many were sent. Raises if the broker cannot be reached."""
     from memstream.intake.publish import open_producer, send_turns
+    from memstream.kafka import doorbell
 
     if not settings.capture_db.exists():
         return 0
@@ -92,6 +93,7 @@ async def flush(
             try:
                 while batch := state.spooled(BATCH):
                     await send_turns(producer, settings.topic_prefix, make_turns([s.payload for s in batch], identity))
+                    doorbell.ring(bootstrap)  # an idle worker on the embedded broker takes them at once
                     state.unspool(s.seq for s in batch)
                     sent += len(batch)
                     if progress is not None:

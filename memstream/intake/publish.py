@@ -14,6 +14,7 @@ import msgspec
 from aiokafka import AIOKafkaProducer
 
 from memstream.identity import turn_session_key
+from memstream.kafka import doorbell
 from memstream.limits import RECORD_MAX_BYTES, TURN_CONTENT_MAX_CHARS
 from memstream.logs import quiet_payload_loggers
 from memstream.schemas import ROLES, Provenance, Turn, encode, universal_turn
@@ -177,6 +178,7 @@ async def publish_events(
         for key, event in events:
             with stage_span("memstream.intake.publish", topic=topic, key=key):
                 await producer.send_and_wait(topic, encode(event), key=key.encode())
+        doorbell.ring(bootstrap)  # an idle worker on the embedded broker takes them at once
         return len(events)
     finally:
         await producer.stop()

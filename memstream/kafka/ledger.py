@@ -14,12 +14,14 @@ from collections.abc import Mapping
 from datetime import datetime
 from typing import Any
 
+from memstream.kafka.doorbell import Doorbell
 from memstream.kafka.fetch_wait import FetchWait, adapt_fetch_wait
 from memstream.schemas import ForgetScope, decode
 
 log = logging.getLogger(__name__)
-#: How long one poll of the ledger waits for news.
-POLL_MS = 200
+#: How long one poll of the ledger waits for news. A poll returns as soon as records come, so
+#: this only sets how often an idle follower wakes up for nothing.
+POLL_MS = 60_000
 
 
 def ledger_of(app: Any) -> ForgottenLedger:
@@ -52,11 +54,13 @@ class ForgottenLedger:
         security: Mapping[str, Any] | None = None,
         fetch_max_wait_ms: int = 500,
         idle_wait_ms: int = 0,
+        doorbell: Doorbell | None = None,
     ) -> None:
         """Read the ledger from its beginning and keep reading it until cancelled.
 
         Fetches wait as the pipeline's own consumers do (``memstream.kafka.fetch_wait.FetchWait``):
-        ``fetch_max_wait_ms`` while forgets come, up to ``idle_wait_ms`` while none do. A forget
+        ``fetch_max_wait_ms`` while forgets come, up to ``idle_wait_ms`` while none do; with a
+        ``doorbell``, the idle wait is a pause it ends (``memstream.kafka.doorbell``). A forget
         this worker publishes or consumes is recorded at once besides (``ledger_of``), so
         following the topic matters for the forgets other workers took.
         """
@@ -70,7 +74,8 @@ class ForgottenLedger:
             **(security or {}),
         )
         await consumer.start()
-        adapt_fetch_wait(consumer, FetchWait(fetch_max_wait_ms, idle_wait_ms))
+        wait = FetchWait(fetch_max_wait_ms, idle_wait_ms, wakeable=doorbell is not None)
+        adapt_fetch_wait(consumer, wait, doorbell)
         try:
             partitions = consumer.partitions_for_topic(topic)
             while not partitions:

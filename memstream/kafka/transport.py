@@ -17,9 +17,11 @@ fetch always costs about ``fetch_max_wait_ms``; only 0 avoids it, by polling. Lo
 buy latency with idle CPU: 11% of a core idle at 20 ms, 33% at 5 ms, 44% at 2 ms.
 
 So the wait adapts (:class:`memstream.kafka.fetch_wait.FetchWait`): the short one while records flow, doubling
-after a few empty fetches up to an idle wait (200 ms on the embedded broker). Measured idle, worker and
-Tansu together: 31% of a core at a fixed 20 ms, 9% at 200 ms. The cost is the first hop after
-a quiet spell, which waits out the fetch in flight.
+after a few empty fetches up to an idle wait. Measured idle, worker and Tansu together: 31% of a core at
+a fixed 20 ms, 9% at 200 ms. On the embedded broker the idle wait is spent between fetches on the
+worker's side and a doorbell (:mod:`memstream.kafka.doorbell`) ends it when a record is published: the
+worker's producer rings it at each acknowledged send, other processes by a datagram. So the idle wait
+can be seconds long without the first hop after a quiet spell waiting it out.
 
 Faust's table recovery reads each changelog up to ``consumer.highwaters()``, which its
 driver answers with ListOffsets; Tansu 0.6 answers that with the last batch's base offset
@@ -33,6 +35,7 @@ instead, and ignores the acks Faust gives events it skipped (:mod:`memstream.kaf
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Mapping
 from typing import Any
 
@@ -45,16 +48,24 @@ from faust.types.tuples import ack_lock
 
 from memstream.kafka import offsets
 from memstream.kafka.commits import committable
+from memstream.kafka.doorbell import Doorbell
 from memstream.kafka.fetch_wait import FetchWait, adapt_fetch_wait
 from memstream.kafka.ledger import ForgottenLedger
 
 
-def transport_class(fetch_max_wait_ms: int, prefetch_backoff_ms: int, idle_wait_ms: int = 0) -> type[driver.Transport]:
+def transport_class(
+    fetch_max_wait_ms: int, prefetch_backoff_ms: int, idle_wait_ms: int = 0, doorbell: Doorbell | None = None
+) -> type[driver.Transport]:
     """A Faust transport whose worker consumer waits ``fetch_max_wait_ms`` per fetch while records
     come (up to ``idle_wait_ms`` when they do not, :class:`FetchWait`) and backs off
-    ``prefetch_backoff_ms`` while fetched records wait to be taken."""
+    ``prefetch_backoff_ms`` while fetched records wait to be taken. With a ``doorbell``, the idle
+    wait beyond the short one is a pause the doorbell ends, and the producer rings it at each
+    record the broker acknowledged."""
 
     class ConsumerThread(driver.AIOKafkaConsumerThread):
+        #: The worker consumer's fetch wait, once started.
+        fetch_wait: FetchWait | None = None
+
         def _create_worker_consumer(self, transport: Any) -> aiokafka.AIOKafkaConsumer:
             consumer = super()._create_worker_consumer(transport)
             # aiokafka reads this when start() builds its fetcher; Faust offers no setting.
@@ -66,7 +77,8 @@ def transport_class(fetch_max_wait_ms: int, prefetch_backoff_ms: int, idle_wait_
             # The fetcher exists once the consumer started; aiokafka passes it no backoff.
             consumer = self._ensure_consumer()
             consumer._fetcher._prefetch_backoff = prefetch_backoff_ms / 1000
-            adapt_fetch_wait(consumer, FetchWait(fetch_max_wait_ms, idle_wait_ms))
+            self.fetch_wait = FetchWait(fetch_max_wait_ms, idle_wait_ms, wakeable=doorbell is not None)
+            adapt_fetch_wait(consumer, self.fetch_wait, doorbell)
 
         async def _highwaters(self, partitions: list[TopicPartition]) -> Mapping[TopicPartition, int]:
             consumer = self._ensure_consumer()
@@ -141,10 +153,20 @@ def transport_class(fetch_max_wait_ms: int, prefetch_backoff_ms: int, idle_wait_
                 self._floors.pop(tp, None)
             await super().on_partitions_revoked(revoked)
 
+    class Producer(driver.Producer):
+        async def send(self, *args: Any, **kwargs: Any) -> Any:
+            acked = await super().send(*args, **kwargs)
+            # aiokafka's send returns an asyncio future (Faust types it as an awaitable).
+            if doorbell is not None and isinstance(acked, asyncio.Future):
+                # Once the broker has the record, a consumer pausing between fetches may want it.
+                acked.add_done_callback(lambda _: doorbell.ring())
+            return acked
+
     class Transport(driver.Transport):
         pass
 
     Transport.Consumer = Consumer
+    Transport.Producer = Producer
     return Transport
 
 
@@ -160,7 +182,12 @@ class MemstreamApp(faust.App):
     forgotten_ledger: ForgottenLedger | None = None
     #: Set by the runner: () -> memstream.telemetry.health.Status, what ``/health`` reports.
     health: Any = None
+    #: Ends the consumers' idle pauses when a record is published (memstream.kafka.doorbell); None:
+    #: the broker holds the whole idle wait (Kafka answers a waiting fetch when data arrives).
+    doorbell: Doorbell | None = None
 
     def _new_transport(self) -> Any:
-        transport = transport_class(self.fetch_max_wait_ms, self.prefetch_backoff_ms, self.fetch_idle_wait_ms)
+        transport = transport_class(
+            self.fetch_max_wait_ms, self.prefetch_backoff_ms, self.fetch_idle_wait_ms, self.doorbell
+        )
         return transport(self.conf.broker_consumer, self)

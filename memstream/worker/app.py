@@ -23,6 +23,7 @@ from memstream.agents.base import DeadLetters
 from memstream.bootstrap import Providers
 from memstream.identity import turn_session_key
 from memstream.kafka.codec import register_codec
+from memstream.kafka.doorbell import Doorbell
 from memstream.kafka.ledger import ForgottenLedger, ledger_of
 from memstream.kafka.security import client_options, faust_credentials
 from memstream.kafka.transport import MemstreamApp
@@ -86,6 +87,9 @@ def build_app(settings: Settings, providers: Providers, bootstrap: str, *, web: 
     app.fetch_max_wait_ms = settings.effective_fetch_max_wait_ms
     app.fetch_idle_wait_ms = settings.effective_fetch_idle_wait_ms
     app.prefetch_backoff_ms = settings.prefetch_backoff_ms
+    # Tansu holds a fetch for its whole wait: there an idle consumer pauses on its own side instead,
+    # until something is published (memstream.kafka.doorbell). Kafka answers a waiting fetch at once.
+    app.doorbell = Doorbell() if settings.embedded_broker else None
     topics = bind_topics(app, settings.topic_prefix, settings.partitions)
     dead_letters = DeadLetters(topics.dead_letters)
     app.dead_letter_sink = dead_letters

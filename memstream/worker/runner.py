@@ -14,6 +14,7 @@ from typing import Any
 import faust
 
 from memstream.bootstrap import Providers, build_providers
+from memstream.kafka import doorbell
 from memstream.kafka.broker import EmbeddedBroker
 from memstream.kafka.security import client_options
 from memstream.logs import quiet_payload_loggers
@@ -65,6 +66,8 @@ class Running:
     #: Read positions seen per partition, to tell a stalled one (memstream.telemetry.health).
     watch: health.Watch = field(default_factory=health.Watch)
     runtime_written: bool = False
+    #: The UDP endpoint other processes ring after publishing (memstream.kafka.doorbell).
+    doorbell_endpoint: asyncio.DatagramTransport | None = None
 
     @property
     def providers(self) -> Providers:
@@ -80,6 +83,8 @@ class Running:
         )
 
     async def stop(self) -> None:
+        if self.doorbell_endpoint is not None:
+            self.doorbell_endpoint.close()
         try:
             await _stop_worker(self.worker)
         finally:
@@ -113,6 +118,7 @@ async def start(
         bootstrap = settings.kafka_bootstrap
     timings["broker"] = time.monotonic() - began
     worker: _Worker | None = None
+    endpoint: asyncio.DatagramTransport | None = None
     try:
         if announce:  # "starting": `memstream publish` waits for ready instead of failing
             _write_runtime_file(settings, bootstrap, broker, ready=False)
@@ -138,12 +144,18 @@ async def start(
         )
         running = Running(settings, bootstrap, pipeline, broker, worker, 0.0, timings, announce)
         pipeline.app.health = running.health  # type: ignore[attr-defined]
+        bell = getattr(pipeline.app, "doorbell", None)
+        if broker is not None and bell is not None:
+            # At the broker's own address, on UDP: every publisher knows it (memstream.kafka.doorbell.ring).
+            endpoint = running.doorbell_endpoint = await doorbell.listen(bell, broker.host, broker.port)
         await worker.start()
         await asyncio.wait_for(worker.ready.wait(), READY_TIMEOUT_SECONDS)
         timings["ready"] = time.monotonic() - began
     except BaseException:
         # A failed or interrupted start stops what it started: the worker (its agents and
         # consumer would otherwise outlive the broker, crashing) and the broker.
+        if endpoint is not None:
+            endpoint.close()
         try:
             if worker is not None:
                 await asyncio.shield(_stop_worker(worker))
