@@ -78,6 +78,22 @@ class DeadLetters:
         log.error("LOST POINTER: dead letter for %s by %s could not be sent: %s", where, stage, reason[:500])
 
 
+async def delivered(sent: list[Awaitable[Any]]) -> None:
+    """Wait until the broker has every record in ``sent`` (what ``topic.send`` returned).
+
+    ``topic.send`` returns once the producer has taken the record; the broker may get it
+    later, or never, if the worker dies first. A table write is a record too, on the table's
+    changelog, and it can reach the broker before an output sent earlier (that output's batch
+    waits behind another request, or is retried). So a stage that writes "this event is done"
+    to its table -- extract's done snapshots, decide's recent memories -- waits here first:
+    otherwise a kill in between leaves the table saying done and the output gone, and the
+    redelivered event is skipped (``tests/faults/test_held_outputs.py``). Raises what a
+    failed delivery raised: the event is then not done, and is dead-lettered or redelivered.
+    """
+    if sent:
+        await asyncio.gather(*sent)
+
+
 def expect(value: Any, kind: type[T] | tuple[type, ...]) -> T:
     """The event as the type this stage consumes, or a TypeError naming what arrived."""
     if not isinstance(value, kind):

@@ -40,7 +40,7 @@ from typing import Any
 import faust
 from faust.types import EventT
 
-from memstream.agents.base import DeadLetters, expect, guarded_by_key, state_table
+from memstream.agents.base import DeadLetters, delivered, expect, guarded_by_key, state_table
 from memstream.bootstrap import Providers
 from memstream.identity import NormalizedContent, derived_id, exchange_memory_id, memory_id, normalize_content
 from memstream.llm.base import LLMError
@@ -466,10 +466,12 @@ def register(app: faust.App, topics: Topics, providers: Providers, sink: DeadLet
             outcome = await decider.decide(embedded, state.recent)
             span.set_attribute("decide.outcomes", ",".join(r.outcome for r in outcome.records))
             key = fact.scope_key.encode()
-            for op in outcome.ops:
-                await topics.memory_ops.send(key=key, value=op)
-            for entry in outcome.records:
-                await topics.history.send(key=key, value=entry)
+            sent = [await topics.memory_ops.send(key=key, value=op) for op in outcome.ops]
+            sent += [await topics.history.send(key=key, value=entry) for entry in outcome.records]
+            if outcome.decided:
+                # A memory in the recent table is refreshed, not created, when its fact comes again:
+                # it goes there only once its create is on the broker.
+                await delivered(sent)
         if not outcome.decided:
             return
         decided = RecentMemory.of(

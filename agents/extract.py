@@ -26,7 +26,7 @@ import faust
 import msgspec
 from faust.types import EventT
 
-from memstream.agents.base import DeadLetters, expect, guarded_by_key, state_table
+from memstream.agents.base import DeadLetters, delivered, expect, guarded_by_key, state_table
 from memstream.bootstrap import Providers
 from memstream.identity import derived_id, normalize_content, session_key
 from memstream.llm.base import LLMError, is_busy, waiting_calls
@@ -176,19 +176,23 @@ def register(app: faust.App, topics: Topics, providers: Providers, sink: DeadLet
             span.set_attribute("extract.gated", len(result.facts) - len(kept))
             ownerless = 0
             raw = stored_raw(snapshot)
+            sent = []
             for i, fact in enumerate(facts):
                 scope = fact_scope(snapshot, fact)
                 if scope is None:
                     ownerless += 1
                     continue
                 fact_event = _fact(snapshot, fact, scope, i, entities, raw=raw)
-                await topics.facts.send(key=scope[1].encode(), value=fact_event)
+                sent.append(await topics.facts.send(key=scope[1].encode(), value=fact_event))
             span.set_attribute("extract.ownerless", ownerless)
             # Seed 003's first write gate, audited: a fact below it never travels further.
             for i, fact in enumerate(f for f in result.facts if f.confidence < gate):
                 scope = fact_scope(snapshot, fact)
                 if scope is not None:
-                    await topics.history.send(key=scope[1].encode(), value=_gated(snapshot, fact, scope[1], i))
+                    record = _gated(snapshot, fact, scope[1], i)
+                    sent.append(await topics.history.send(key=scope[1].encode(), value=record))
+            # Done only once its facts are on the broker: a redelivery of a done snapshot is skipped.
+            await delivered(sent)
         sessions[skey] = ExtractState(
             done=[*state.done, snapshot.snapshot_id][-DONE_KEEP:],
             facts=state.facts + len(facts),

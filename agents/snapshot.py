@@ -35,7 +35,7 @@ import faust
 import msgspec
 from faust.types import EventT
 
-from memstream.agents.base import DeadLetters, expect, guarded, state_table
+from memstream.agents.base import DeadLetters, delivered, expect, guarded, state_table
 from memstream.bootstrap import Providers
 from memstream.identity import derived_id, project_key, turn_session_key, user_key
 from memstream.intake.project_files import read_project_files
@@ -194,8 +194,9 @@ def register(app: faust.App, topics: Topics, providers: Providers, sink: DeadLet
         exchange_of: tuple[list[Message] | None, int],
         *,
         mark: str,
-    ) -> None:
-        """The snapshots of the session's last exchange; ``mark`` tells a flush of unanswered turns apart.
+    ) -> list[Any]:
+        """Send the snapshots of the session's last exchange (their delivery futures are returned);
+        ``mark`` tells a flush of unanswered turns apart.
 
         ``exchange_of`` is the exchange from its question on and its base, when the state knows them;
         otherwise the exchange is the one the window shows. Snapshot and exchange ids derive from the
@@ -216,6 +217,7 @@ def register(app: faust.App, topics: Topics, providers: Providers, sink: DeadLet
             if m.role == "user"
             for fact in explicit_requests(m.content)
         ]
+        sent = []
         for mode in snapshot_modes(turns, raw=providers.raw_mode, summary_every=settings.summary_every):
             if mark and mode == "summary":
                 continue  # a flush stores the unanswered turns; summaries follow assistant turns
@@ -235,7 +237,8 @@ def register(app: faust.App, topics: Topics, providers: Providers, sink: DeadLet
                 exchange_id=exchange_id(skey, base) if exchange_messages else "",
                 ts=ts,
             )
-            await topics.snapshots.send(key=skey.encode(), value=snapshot)
+            sent.append(await topics.snapshots.send(key=skey.encode(), value=snapshot))
+        return sent
 
     async def flush(skey: str, state: SessionState) -> None:
         """Store the user turns the session ended on, then remember that they were stored."""
@@ -244,7 +247,7 @@ def register(app: faust.App, topics: Topics, providers: Providers, sink: DeadLet
         # A state kept under the bare session id (not adopted yet) is its own key.
         session_id = state.session_id or skey
         with stage_span("memstream.snapshot", session=session_id, turn=state.assistant_turns, pending=pending):
-            await emit(
+            sent = await emit(
                 skey,
                 session_id,
                 state.project,
@@ -255,6 +258,8 @@ def register(app: faust.App, topics: Topics, providers: Providers, sink: DeadLet
                 current_exchange(state),
                 mark=f"pending:{len(messages)}:{messages[-1].content[:64]}",
             )
+            # No turn comes again to redo a flush: it is marked done once its snapshot is on the broker.
+            await delivered(sent)
         current: SessionState | None = sessions.get(skey)
         if current is not None and current.applied == state.applied:  # no turn arrived meanwhile
             sessions[skey] = msgspec.structs.replace(current, pending_flushed=True)

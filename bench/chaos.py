@@ -53,10 +53,11 @@ class Outcome:
     notes: dict[str, object] = field(default_factory=dict)
 
     def render(self) -> str:
-        extra = "".join(f", {k} {v}" for k, v in self.notes.items())
+        extra = "".join(f", {k} {v}" for k, v in self.notes.items() if k != "trace")
         return (
             f"expected {self.expected}, stored {self.stored}: lost {self.lost}, duplicated {self.duplicated}, "
             f"corrupted {self.corrupted} ({self.kills} kills, {self.seconds:.0f}s{extra})"
+            + str(self.notes.get("trace", ""))
         )
 
 
@@ -332,10 +333,109 @@ async def kill_run(
             await worker.wait_up()
             await feeding
             stored = await settle(worker, expected, timeout, broker=broker.bootstrap, prefix=prefix)
+            missing = sorted(set(expected) - {normalized(t) for t in stored})
+            trace = await trace_lost(broker.bootstrap, prefix, missing) if missing else ""
         finally:
             worker.stop()
     lost, duplicated, corrupted = compare(expected, stored)
-    return Outcome(len(expected), len(stored), lost, duplicated, corrupted, done, time.monotonic() - began)
+    notes: dict[str, object] = {"trace": trace} if trace else {}
+    return Outcome(len(expected), len(stored), lost, duplicated, corrupted, done, time.monotonic() - began, notes)
+
+
+async def hold_run(
+    workdir: Path, *, topic: str, sessions: int = 3, exchanges: int = 2, timeout: float = 180
+) -> Outcome:
+    """Kill a worker while the records it sent to ``topic`` are accepted but not yet on the broker.
+
+    The worker runs with :mod:`bench.hold` (its ``sitecustomize``): the producer keeps every batch
+    of ``topic`` while everything else -- the other outputs, the tables' changelogs -- goes out.
+    Once a batch has been held 2 s the worker is killed and started again without the hold, on
+    the same data dir and broker. A stage that recorded an event as done in its table before its
+    output reached the broker skips the event when it comes again, and the exchange is lost."""
+    began = time.monotonic()
+    turns, expected = workload(sessions, exchanges, str(workdir / "projects"), seed=7)
+    mark = workdir / "held"
+    with external_broker() as broker:
+        prefix = f"hold{uuid.uuid4().hex[:8]}"
+        env = worker_env(broker.bootstrap, prefix)
+        held = {
+            **env,
+            "PYTHONPATH": os.pathsep.join([str(ROOT / "bench" / "hold"), env["PYTHONPATH"]]),
+            "CHAOS_HOLD_TOPIC": topic,
+            "CHAOS_HOLD_MARK": str(mark),
+        }
+        worker = Worker(held, workdir / "data", workdir / "worker.log")
+        worker.start()
+        try:
+            await worker.wait_up()
+            await publish(broker.bootstrap, prefix, turns)
+            deadline = time.monotonic() + timeout
+            while not mark.exists():
+                if time.monotonic() > deadline:
+                    raise TimeoutError(f"no record of {topic!r} was held within {timeout}s; see {worker.log}")
+                await asyncio.sleep(0.1)
+            worker.kill()
+            worker.env = env
+            worker.start()
+            await worker.wait_up()
+            stored = await settle(worker, expected, timeout, broker=broker.bootstrap, prefix=prefix)
+            missing = sorted(set(expected) - {normalized(t) for t in stored})
+            trace = await trace_lost(broker.bootstrap, prefix, missing) if missing else ""
+        finally:
+            worker.stop()
+    lost, duplicated, corrupted = compare(expected, stored)
+    notes: dict[str, object] = {"held": mark.read_text()}
+    if trace:
+        notes["trace"] = trace
+    return Outcome(len(expected), len(stored), lost, duplicated, corrupted, 1, time.monotonic() - began, notes)
+
+
+async def trace_lost(bootstrap: str, prefix: str, missing: list[str]) -> str:
+    """Where each lost exchange stopped: the last topic of the turn path whose records hold its
+    question, the record's partition and offset there, and the group's committed offset on
+    that partition (an offset past it: the next stage's commit passed it unprocessed)."""
+    from aiokafka import AIOKafkaConsumer, TopicPartition
+
+    from memstream.kafka import offsets
+    from memstream.topics import EMBEDDED, FACTS, MEMORY_OPS, MEMORY_UPDATED, SNAPSHOTS, TURNS, topic_name
+
+    path = (TURNS, SNAPSHOTS, FACTS, EMBEDDED, MEMORY_OPS, MEMORY_UPDATED)
+    questions = {text: text.split(" [assistant] ")[0].removeprefix("[user] ").encode() for text in missing}
+    found: dict[str, dict[str, tuple[int, int, int | None]]] = {text: {} for text in missing}
+    consumer = AIOKafkaConsumer(bootstrap_servers=bootstrap, group_id=prefix, enable_auto_commit=False)
+    await consumer.start()
+    try:
+        for spec in path:
+            topic = topic_name(prefix, spec)
+            tps = [TopicPartition(topic, p) for p in sorted(consumer.partitions_for_topic(topic) or [])]
+            if not tps:
+                continue
+            ends = await offsets.end_offsets(consumer, tps)
+            committed = {tp: await consumer.committed(tp) for tp in tps}
+            consumer.assign(tps)
+            await consumer.seek_to_beginning(*tps)
+            remaining = {tp for tp in tps if ends[tp] > 0}
+            while remaining:
+                batch = await consumer.getmany(*remaining, timeout_ms=2000)
+                if not batch:
+                    break
+                for tp, records in batch.items():
+                    for record in records:
+                        for text, question in questions.items():
+                            if record.value and question in record.value:
+                                found[text][spec.name] = (tp.partition, record.offset, committed[tp])
+                        if record.offset + 1 >= ends[tp]:
+                            remaining.discard(tp)
+    finally:
+        await consumer.stop()
+    lines = []
+    for text in missing:
+        reached = [name for name in (spec.name for spec in path) if name in found[text]]
+        last = reached[-1] if reached else "nowhere"
+        where = found[text].get(last)
+        at = f" p{where[0]}@{where[1]}, group committed {where[2]}" if where else ""
+        lines.append(f"  lost after {last}{at}: {text[:60]}")
+    return "\n" + "\n".join(lines)
 
 
 def poison_records(count: int, seed: int = 0) -> list[bytes]:
