@@ -32,9 +32,10 @@ from pathlib import Path
 from typing import Any
 
 from memstream.identity import turn_session_key
-from memstream.intake.publish import publish
+from memstream.intake.publish import publish, publish_events
 from memstream.kafka.broker import EmbeddedBroker, free_port
 from memstream.schemas import Turn, encode
+from memstream.topics import TURNS
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -285,6 +286,7 @@ async def kill_run(
     projects: int | None = None,
     rate: float | None = None,
     kill_every: float | None = None,
+    bare_keys: bool = False,
 ) -> Outcome:
     """Publish ``sessions * exchanges`` exchanges while the worker is killed (SIGKILL) ``kills``
     times and restarted on its data dir each time, with the broker kept up.
@@ -294,7 +296,9 @@ async def kill_run(
     0-2 x ``kill_every`` s after the previous restart began, so that they land across the whole
     turn path: while the restarted worker recovers its tables and joins its group, while its
     first batches are in flight, and in steady flow. Without it, each kill comes 1-4 s after
-    the worker answered again. Publishing never pauses for a kill."""
+    the worker answered again. Publishing never pauses for a kill. ``bare_keys``: the turns are
+    keyed by their session id alone, as a host writing to Kafka with its own producer may key them
+    (the snapshot stage re-publishes each under its session key)."""
     began = time.monotonic()
     rng = random.Random(seed)
     turns, expected = workload(sessions, exchanges, str(workdir / "projects"), seed=seed, projects=projects)
@@ -315,7 +319,11 @@ async def kill_run(
             async def feed() -> None:
                 started = time.monotonic()
                 for n, i in enumerate(range(0, len(turns), chunk)):
-                    await publish(broker.bootstrap, prefix, turns[i : i + chunk])
+                    if bare_keys:
+                        keyed = [(t.session_id, t) for t in turns[i : i + chunk]]
+                        await publish_events(broker.bootstrap, prefix, TURNS, keyed)
+                    else:
+                        await publish(broker.bootstrap, prefix, turns[i : i + chunk])
                     # Steady on the wall clock: a slow publish does not slow the pace.
                     await asyncio.sleep(max(0.0, started + (n + 1) * pace - time.monotonic()))
 
@@ -606,6 +614,7 @@ def main() -> None:
         default=None,
         help="mean seconds between kills, at random instants (default: 1-4 s after up)",
     )
+    parser.add_argument("--bare-keys", action="store_true", help="turns keyed by session id alone (a host's producer)")
     parser.add_argument("--poison", type=int, default=10_000, help="poison records (0: skip)")
     parser.add_argument("--outage", type=float, default=300.0, help="LLM outage seconds (0: skip)")
     parser.add_argument("--outage-sessions", type=int, default=60)
@@ -625,6 +634,7 @@ def main() -> None:
                 projects=args.projects,
                 rate=args.rate,
                 kill_every=args.kill_every,
+                bare_keys=args.bare_keys,
             )
         )
         per_run.append(outcome)
