@@ -41,6 +41,7 @@ from memstream.identity import derived_id, project_key, turn_session_key, user_k
 from memstream.intake.project_files import read_project_files
 from memstream.kafka.ledger import ledger_of, stale_window
 from memstream.kafka.security import client_options
+from memstream.ops.redrive import header
 from memstream.rules.explicit import explicit_requests
 from memstream.rules.secrets import redact
 from memstream.rules.snapshot import (
@@ -62,6 +63,21 @@ from memstream.topics.binding import Topics
 
 STAGE = "snapshot"
 log = logging.getLogger(__name__)
+#: The header of a turn this stage re-published under its session key: "partition:offset" of
+#: the record it copies, on the turns topic.
+ORIGIN_HEADER = "memstream-origin"
+
+
+def origin(headers: Any) -> tuple[int, int] | None:
+    """The (partition, offset) a re-published turn copies, or None (a turn as its host published it)."""
+    try:
+        raw = header(headers, ORIGIN_HEADER)
+        if raw is None:
+            return None
+        partition, offset = raw.decode().split(":")
+        return int(partition), int(offset)
+    except (ValueError, UnicodeDecodeError):
+        return None
 
 
 def register(app: faust.App, topics: Topics, providers: Providers, sink: DeadLetters) -> faust.types.AgentT:
@@ -135,9 +151,15 @@ def register(app: faust.App, topics: Topics, providers: Providers, sink: DeadLet
         key = skey.encode()
         if event.message.key != key:
             # Published without its session key: its partition is not its session's, so
-            # it would be applied out of order (an answer without its question). Re-keyed.
-            await topics.turns.send(key=key, value=turn)
+            # it would be applied out of order (an answer without its question). Re-keyed,
+            # naming the record it copies: a redelivery after a crash copies it again, and
+            # the session applies a turn of one origin once.
+            copied = f"{event.message.partition}:{event.message.offset}".encode()
+            await topics.turns.send(key=key, value=turn, headers={ORIGIN_HEADER: copied})
             return
+        partition, offset, exact = event.message.partition, event.message.offset, False
+        if (origin_of := origin(event.message.headers)) is not None:
+            (partition, offset), exact = origin_of, True
         state: SessionState | None = sessions.get(skey) or adopt_legacy(turn, skey)
         if state is None:
             await maybe_init(turn)
@@ -148,8 +170,9 @@ def register(app: faust.App, topics: Topics, providers: Providers, sink: DeadLet
             state = msgspec.structs.replace(state, messages=[], applied=[])
         applied = apply_turn(
             state,
-            partition=event.message.partition,
-            offset=event.message.offset,
+            partition=partition,
+            offset=offset,
+            exact=exact,
             role=turn.role,
             content=turn.content,
             size=settings.snapshot_messages,

@@ -228,11 +228,18 @@ def apply_turn(
     message_max_chars: int,
     provenance: Provenance | None = None,
     keep: int = REDELIVERY_KEEP,
+    exact: bool = False,
 ) -> Applied:
-    """Apply the turn read at ``partition``/``offset`` to a session's state (see the module doc)."""
+    """Apply the turn read at ``partition``/``offset`` to a session's state (see the module doc).
+
+    ``exact``: the coordinates are where the turn was first published, not where it was read (a
+    turn published without its session key is read from the copy the stage re-published): it is
+    a redelivery only if a turn applied lately has these very coordinates, since the original
+    records of one session need not be in one partition, nor after the others it already has."""
     turns = history(state)
     last = turns[-1] if turns else None
-    if last is not None and last.partition == partition and 0 <= offset <= last.offset:
+    seen = any((t.partition, t.offset) == (partition, offset) for t in turns) if exact else False
+    if last is not None and (seen or (not exact and last.partition == partition and 0 <= offset <= last.offset)):
         for index, applied in enumerate(turns):
             if (applied.partition, applied.offset) == (partition, offset):
                 replayable = index >= len(turns) - keep

@@ -18,11 +18,15 @@ from pathlib import Path
 import httpx
 import pytest
 import pytest_asyncio
+from aiokafka import AIOKafkaProducer
 
+from memstream.agents.snapshot import ORIGIN_HEADER
 from memstream.auth import TokenStore, user_principal
 from memstream.capture.run import ingest
-from memstream.identity import project_key
+from memstream.identity import project_key, turn_session_key
 from memstream.intake.publish import make_turn, publish
+from memstream.schemas import encode
+from memstream.topics import TURNS, topic_name
 from memstream.worker import runner
 from tests.e2e.conftest import eventually, start_pipeline
 from tests.unit.capture_fakes import FakeFormats, header, message
@@ -156,3 +160,49 @@ async def test_captured_sessions_of_two_tenants_under_one_session_id(
                 )
                 assert status == 0
     await check_separate(running, projects, "cap")
+
+
+async def test_a_turn_published_under_its_bare_session_id_is_applied_once_when_copied_again(
+    live: tuple[runner.Running, dict[str, str], dict[str, str]],
+) -> None:
+    """A host's own producer may key turns by their session id alone; the snapshot stage copies
+    each under its session key. A worker killed after a copy, before its commit, copies the turn
+    again: the session must apply it once, not store the answer a second time as an exchange of
+    its own."""
+    running, _, projects = live
+    prefix, session = running.settings.topic_prefix, "bare-7"
+    topic = topic_name(prefix, TURNS)
+    question, answer = "BARE-Q0 where do the fixtures live?", "BARE-A0 under tests/fixtures."
+    later_q, later_a = "BARE-Q1 and the snapshots?", "BARE-A1 beside them."
+
+    def turn(role: str, content: str) -> bytes:
+        return encode(make_turn(session_id=session, project=projects[ALICE], role=role, content=content, user=ALICE))
+
+    producer = AIOKafkaProducer(bootstrap_servers=running.bootstrap)
+    await producer.start()
+    try:
+        await producer.send_and_wait(topic, turn("user", question), key=session.encode())
+        sent = await producer.send_and_wait(topic, turn("assistant", answer), key=session.encode())
+
+        async def stored() -> list[str] | None:
+            texts = [t for t in await stored_texts(running, projects[ALICE]) if "BARE-" in t]
+            return texts or None
+
+        assert await eventually(stored, timeout=90, what="the bare-keyed exchange") == [
+            f"[user] {question} [assistant] {answer}"
+        ]
+        # The copy a restarted worker makes of the answer it had copied already.
+        skey = turn_session_key(session, projects[ALICE], ALICE).encode()
+        origin = f"{sent.partition}:{sent.offset}".encode()
+        await producer.send_and_wait(topic, turn("assistant", answer), key=skey, headers=[(ORIGIN_HEADER, origin)])
+        await producer.send_and_wait(topic, turn("user", later_q), key=session.encode())
+        await producer.send_and_wait(topic, turn("assistant", later_a), key=session.encode())
+    finally:
+        await producer.stop()
+
+    async def both() -> list[str] | None:
+        texts = await stored()
+        return texts if texts and any("BARE-A1" in t for t in texts) else None
+
+    texts = sorted(await eventually(both, timeout=90, what="the exchange after the copy"))
+    assert texts == [f"[user] {question} [assistant] {answer}", f"[user] {later_q} [assistant] {later_a}"]

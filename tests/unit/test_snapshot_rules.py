@@ -302,3 +302,28 @@ def test_a_state_kept_under_the_bare_session_id_is_adopted_only_by_its_own_tenan
     assert a != turn_session_key("s-42", "/repos/a", "bob@example.com")
     assert a != turn_session_key("s-42", "/repos/b", "alice@example.com")
     assert a == turn_session_key("s-42", "/repos/a/", "Alice@Example.com")  # the scopes' own normalisation
+
+
+def test_a_copied_turn_is_known_by_its_origin_only() -> None:
+    """A turn the stage re-published under its session key is identified by the record it copies
+    (``exact``): a second copy of one origin is a redelivery, whatever offsets came between, and a
+    copy of an origin the session never applied is applied, even below the last offset applied."""
+
+    def copy(state: SessionState, partition: int, offset: int, role: Role, content: str) -> Applied:
+        return apply_turn(
+            state,
+            partition=partition,
+            offset=offset,
+            role=role,
+            content=content,
+            size=8,
+            message_max_chars=4000,
+            exact=True,
+        )
+
+    state = copy(copy(SessionState(), 1, 40, "user", "q").state, 1, 41, "assistant", "a").state
+    again = copy(state, 1, 41, "assistant", "a")
+    assert again.redelivered and again.assistant_turns == 1
+    # The next turn copies a record below the last one applied (the session has two publishers).
+    other = copy(state, 1, 7, "user", "q2")
+    assert not other.redelivered and other.state.applied[-1].content == "q2"
