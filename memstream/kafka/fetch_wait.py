@@ -93,6 +93,7 @@ def adapt_fetch_wait(consumer: aiokafka.AIOKafkaConsumer, wait: FetchWait, doorb
         raise ValueError("a wakeable fetch wait needs a doorbell to wake it")
     fetcher = consumer._fetcher
     fetch = fetcher._proc_fetch_request
+    poll_s = fetcher._fetcher_timeout
     close = fetcher.close
     pauses: set[asyncio.Task[bool]] = set()
 
@@ -103,6 +104,9 @@ def adapt_fetch_wait(consumer: aiokafka.AIOKafkaConsumer, wait: FetchWait, doorb
         if doorbell is not None and wait.pause_ms:
             pause = asyncio.ensure_future(doorbell.wait(rings, wait.pause_ms / 1000))
             pauses.add(pause)
+            # The fetch routine wakes every ``fetcher_timeout`` (0.2 s) to re-plan its partitions,
+            # which it cannot fetch while this task pauses; the pause's end wakes it anyway.
+            fetcher._fetcher_timeout = max(poll_s, wait.pause_ms / 1000)
             try:
                 if await pause:
                     wait.woken()
@@ -112,6 +116,7 @@ def adapt_fetch_wait(consumer: aiokafka.AIOKafkaConsumer, wait: FetchWait, doorb
                 return False
             finally:
                 pauses.discard(pause)
+                fetcher._fetcher_timeout = poll_s
         fetcher._fetch_max_wait_ms = wait.request_ms
         return records
 

@@ -52,6 +52,7 @@ class StubFetcher:
 
     def __init__(self, outcomes: list[bool]) -> None:
         self._fetch_max_wait_ms = 500
+        self._fetcher_timeout = 0.2  # aiokafka's default poll of its fetch routine
         self.outcomes = outcomes
         self.sent_with: list[int] = []
 
@@ -178,3 +179,27 @@ def test_closing_the_consumer_ends_a_pause() -> None:
 
     assert asyncio.run(scenario()) is False
     assert fetcher.closed and not bell._waiters
+
+
+def test_the_fetch_routine_sleeps_through_a_pause_and_polls_as_before_after_it() -> None:
+    """aiokafka's fetch routine wakes every ``_fetcher_timeout`` to re-plan every partition, though
+    it can send nothing while the fetch task pauses: during a pause it sleeps as long as the pause."""
+    fetcher = StubFetcher([False] * 100)
+    bell = Doorbell()
+    wait = FetchWait(1, 60_000, patience=1, wakeable=True, held_ms=1)
+    adapt_fetch_wait(SimpleNamespace(_fetcher=fetcher), wait, bell)
+
+    async def scenario() -> tuple[float, float]:
+        while wait.pause_ms < 1000:
+            await fetcher._proc_fetch_request(None, 0, None)
+        began = pause_began(bell)
+        pausing = asyncio.ensure_future(fetcher._proc_fetch_request(None, 0, None))
+        await began.wait()
+        during = fetcher._fetcher_timeout
+        bell.ring()
+        await asyncio.wait_for(pausing, 30)
+        return during, fetcher._fetcher_timeout
+
+    during, after = asyncio.run(scenario())
+    assert during >= 1.0  # the pause's length, not 0.2 s
+    assert after == 0.2
