@@ -8,11 +8,14 @@ from this clone's history) beside the current one, turn for turn on the same inp
 
 The old tree is unpacked with ``git archive`` into a temporary directory and run in a
 subprocess of this virtualenv with that directory first on ``sys.path``: its ``memstream``,
-``agents``, ``topics``, ``schemas``, ``bench`` and ``tests`` are imported from there, ahead
-of the installed ones (the editable install maps names with a finder that comes after the
-path). Its own ``bench.pipeline.run`` measures it; LLM calls are counted by
-``bench.llm_calls.memstream_run``, this tree's file, loaded by path into the old tree's
-process, because it counts at the fake model rather than through metrics the old tree lacks.
+``bench`` and ``tests`` are imported from there, ahead of the installed ones, and so are its
+``agents``, ``topics`` and ``schemas`` (``memstream.agents`` and the others: the script adds the
+tree to ``memstream``'s own path, since the editable install maps those names to this clone with a
+finder that runs only when the path finds nothing -- before 2026-11-26 it did not, and an old
+tree's "before" ran this clone's stages on the old core). Its own ``bench.pipeline.run``
+measures it; LLM calls are counted by ``bench.llm_calls.memstream_run``, this tree's file,
+loaded by path into the old tree's process, because it counts at the fake model rather than
+through metrics the old tree lacks.
 """
 
 from __future__ import annotations
@@ -38,7 +41,12 @@ ROOT = Path(__file__).resolve().parent.parent
 
 #: Runs in the old tree: ``<function> <json kwargs>``; prints one JSON line, the result.
 _SCRIPT = """
-import asyncio, importlib.util, json, logging, sys
+import asyncio, importlib.util, json, logging, os, sys
+import memstream
+# The editable install maps memstream.agents, .topics and .schemas to this clone's folders with a
+# finder that runs only when the path finds nothing; the old tree keeps them beside its memstream/,
+# not in it, so without this they would be this clone's, not the old tree's.
+memstream.__path__.append(os.getcwd())
 logging.basicConfig(level=logging.ERROR)
 function, kwargs = sys.argv[1], json.loads(sys.argv[2])
 if function == "pipeline":
