@@ -130,7 +130,7 @@ async def test_an_offset_held_again_after_a_read_again_waits_twice_as_long(consu
     seeks = Seeks(consumer)
     consumer._committed_offset[TP0] = 10
     consumer._acked[TP0] = [11]
-    rounds = []
+    rounds: list[int] = []
     for round_ in range(1, 15):
         consumer._new_offset(TP0)
         await consumer._read_passed_over_again()
