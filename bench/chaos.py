@@ -400,21 +400,29 @@ async def hold_run(
 
 async def trace_lost(bootstrap: str, prefix: str, missing: list[str]) -> str:
     """Where each lost exchange stopped: the last topic of the turn path whose records hold its
-    question, the record's partition and offset there, and the group's committed offset on
-    that partition (an offset past it: the next stage's commit passed it unprocessed)."""
+    question, the record's partition and offset there, and the group's committed offset on that
+    partition (an offset past it: the next stage's commit passed it unprocessed); and where its
+    answer was read on the turns topic, and whether the snapshot stage's table (its changelog)
+    ever held the answer in the session's window (applied, yet no snapshot made) or not (never
+    applied), or a dead letter names it."""
     from aiokafka import AIOKafkaConsumer, TopicPartition
 
     from memstream.kafka import offsets
-    from memstream.topics import EMBEDDED, FACTS, MEMORY_OPS, MEMORY_UPDATED, SNAPSHOTS, TURNS, topic_name
+    from memstream.topics import DEAD_LETTERS, EMBEDDED, FACTS, MEMORY_OPS, MEMORY_UPDATED, SNAPSHOTS, TURNS, topic_name
 
-    path = (TURNS, SNAPSHOTS, FACTS, EMBEDDED, MEMORY_OPS, MEMORY_UPDATED)
-    questions = {text: text.split(" [assistant] ")[0].removeprefix("[user] ").encode() for text in missing}
+    path = [
+        (spec.name, topic_name(prefix, spec))
+        for spec in (TURNS, SNAPSHOTS, FACTS, EMBEDDED, MEMORY_OPS, MEMORY_UPDATED)
+    ]
+    extra = [("window", f"{prefix}-snapshot-sessions-changelog"), ("dead-letters", topic_name(prefix, DEAD_LETTERS))]
+    halves = {text: text.split(" [assistant] ") for text in missing}
+    needles = {text: (q.removeprefix("[user] ").encode(), a.encode()) for text, (q, a) in halves.items()}
     found: dict[str, dict[str, tuple[int, int, int | None]]] = {text: {} for text in missing}
+    answers: dict[str, tuple[int, int]] = {}
     consumer = AIOKafkaConsumer(bootstrap_servers=bootstrap, group_id=prefix, enable_auto_commit=False)
     await consumer.start()
     try:
-        for spec in path:
-            topic = topic_name(prefix, spec)
+        for label, topic in path + extra:
             tps = [TopicPartition(topic, p) for p in sorted(consumer.partitions_for_topic(topic) or [])]
             if not tps:
                 continue
@@ -429,20 +437,29 @@ async def trace_lost(bootstrap: str, prefix: str, missing: list[str]) -> str:
                     break
                 for tp, records in batch.items():
                     for record in records:
-                        for text, question in questions.items():
-                            if record.value and question in record.value:
-                                found[text][spec.name] = (tp.partition, record.offset, committed[tp])
+                        for text, (question, answer) in needles.items():
+                            if not record.value:
+                                continue
+                            if question in record.value or (label == "window" and answer in record.value):
+                                found[text][label] = (tp.partition, record.offset, committed[tp])
+                            if label == "turns" and answer in record.value and question not in record.value:
+                                answers[text] = (tp.partition, record.offset)
                         if record.offset + 1 >= ends[tp]:
                             remaining.discard(tp)
     finally:
         await consumer.stop()
     lines = []
     for text in missing:
-        reached = [name for name in (spec.name for spec in path) if name in found[text]]
+        reached = [label for label, _ in path if label in found[text]]
         last = reached[-1] if reached else "nowhere"
         where = found[text].get(last)
         at = f" p{where[0]}@{where[1]}, group committed {where[2]}" if where else ""
-        lines.append(f"  lost after {last}{at}: {text[:60]}")
+        read = answers.get(text)
+        notes = [f"answer p{read[0]}@{read[1]}" if read else "no answer on turns"]
+        notes.append("in a window" if "window" in found[text] else "never in a window")
+        if "dead-letters" in found[text]:
+            notes.append("dead-lettered")
+        lines.append(f"  lost after {last}{at} ({', '.join(notes)}): {text[:50]}")
     return "\n" + "\n".join(lines)
 
 

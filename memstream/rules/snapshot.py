@@ -217,6 +217,18 @@ def _trim(turns: list[AppliedTurn], size: int, keep: int) -> list[AppliedTurn]:
     return turns[start:]
 
 
+def _too_old_to_tell(turns: Sequence[AppliedTurn], partition: int, offset: int) -> bool:
+    """Is a turn not among those applied lately nonetheless a redelivery? Only when it lies before
+    every turn the state still keeps from its partition: the state forgot what came that early.
+
+    A turn between kept ones that is not among them was never applied: a rebalance passed it
+    over (Faust skips the events fetched before it) while later turns of the session were applied,
+    and it came again when the partition was read from its committed offset. Taken for a
+    redelivery, it was acked and committed without a snapshot, and its exchange was lost."""
+    kept = [t.offset for t in turns if t.partition == partition and t.offset >= 0]
+    return bool(kept) and 0 <= offset < min(kept)
+
+
 def apply_turn(
     state: SessionState,
     *,
@@ -238,8 +250,8 @@ def apply_turn(
     records of one session need not be in one partition, nor after the others it already has."""
     turns = history(state)
     last = turns[-1] if turns else None
-    seen = any((t.partition, t.offset) == (partition, offset) for t in turns) if exact else False
-    if last is not None and (seen or (not exact and last.partition == partition and 0 <= offset <= last.offset)):
+    seen = any((t.partition, t.offset) == (partition, offset) for t in turns)
+    if last is not None and (seen or (not exact and _too_old_to_tell(turns, partition, offset))):
         for index, applied in enumerate(turns):
             if (applied.partition, applied.offset) == (partition, offset):
                 replayable = index >= len(turns) - keep
