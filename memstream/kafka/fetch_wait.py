@@ -104,9 +104,6 @@ def adapt_fetch_wait(consumer: aiokafka.AIOKafkaConsumer, wait: FetchWait, doorb
         if doorbell is not None and wait.pause_ms:
             pause = asyncio.ensure_future(doorbell.wait(rings, wait.pause_ms / 1000))
             pauses.add(pause)
-            # The fetch routine wakes every ``fetcher_timeout`` (0.2 s) to re-plan its partitions,
-            # which it cannot fetch while this task pauses; the pause's end wakes it anyway.
-            fetcher._fetcher_timeout = max(poll_s, wait.pause_ms / 1000)
             try:
                 if await pause:
                     wait.woken()
@@ -116,8 +113,12 @@ def adapt_fetch_wait(consumer: aiokafka.AIOKafkaConsumer, wait: FetchWait, doorb
                 return False
             finally:
                 pauses.discard(pause)
-                fetcher._fetcher_timeout = poll_s
         fetcher._fetch_max_wait_ms = wait.request_ms
+        # aiokafka's fetch routine wakes every ``fetcher_timeout`` (0.2 s) to re-plan all its
+        # partitions, though it can send nothing while this node's fetch (or its pause) is under
+        # way: it sleeps as long as the next one may take. The fetch's end, a consume, or a change
+        # of assignment wakes it anyway.
+        fetcher._fetcher_timeout = max(poll_s, wait.ms / 1000)
         return records
 
     async def close_fetcher() -> None:
