@@ -459,7 +459,7 @@ async def trace_lost(bootstrap: str, prefix: str, missing: list[str]) -> str:
         notes.append("in a window" if "window" in found[text] else "never in a window")
         if "dead-letters" in found[text]:
             notes.append("dead-lettered")
-        lines.append(f"  lost after {last}{at} ({', '.join(notes)}): {text[:50]}")
+        lines.append(f"  lost after {last}{at} ({', '.join(notes)}): {halves[text][0][-40:]}")
     return "\n" + "\n".join(lines)
 
 

@@ -58,6 +58,9 @@ class SessionState(State, tag="state.session.v1", kw_only=True):
     #: The session's own id. The table's key is memstream.identity.session_key (the id within
     #: its project and user); a state kept under the bare id (before keys named the tenant) has "".
     session_id: str = ""
+    #: [partition, offset] of the first turn the session applied ([] in states from before it was
+    #: kept): a turn read there before it was never applied, whatever ``applied`` has forgotten.
+    first_applied: list[int] = []
 
 
 class ExtractState(State, tag="state.extract.v1", kw_only=True):

@@ -217,16 +217,21 @@ def _trim(turns: list[AppliedTurn], size: int, keep: int) -> list[AppliedTurn]:
     return turns[start:]
 
 
-def _too_old_to_tell(turns: Sequence[AppliedTurn], partition: int, offset: int) -> bool:
+def _too_old_to_tell(state: SessionState, turns: Sequence[AppliedTurn], partition: int, offset: int) -> bool:
     """Is a turn not among those applied lately nonetheless a redelivery? Only when it lies before
-    every turn the state still keeps from its partition: the state forgot what came that early.
+    every turn the state still keeps from its partition (the state forgot what came that early),
+    and not before the first turn the session ever applied there (nothing was applied before it).
 
     A turn between kept ones that is not among them was never applied: a rebalance passed it
     over (Faust skips the events fetched before it) while later turns of the session were applied,
     and it came again when the partition was read from its committed offset. Taken for a
-    redelivery, it was acked and committed without a snapshot, and its exchange was lost."""
+    redelivery, it was acked and committed without a snapshot, and its exchange was lost; so was
+    a session's first exchange passed over so, below every turn the session kept."""
     kept = [t.offset for t in turns if t.partition == partition and t.offset >= 0]
-    return bool(kept) and 0 <= offset < min(kept)
+    if not kept or not 0 <= offset < min(kept):
+        return False
+    first = state.first_applied
+    return not (len(first) == 2 and first[0] == partition and offset < first[1])
 
 
 def apply_turn(
@@ -251,7 +256,7 @@ def apply_turn(
     turns = history(state)
     last = turns[-1] if turns else None
     seen = any((t.partition, t.offset) == (partition, offset) for t in turns)
-    if last is not None and (seen or (not exact and _too_old_to_tell(turns, partition, offset))):
+    if last is not None and (seen or (not exact and _too_old_to_tell(state, turns, partition, offset))):
         for index, applied in enumerate(turns):
             if (applied.partition, applied.offset) == (partition, offset):
                 replayable = index >= len(turns) - keep
@@ -282,7 +287,10 @@ def apply_turn(
     turns = _trim([*turns, turn], size, keep)
     messages = _window_as_of(turns, len(turns) - 1, size)
     # The other fields (what an idle flush needs) are the caller's to set.
-    new_state = msgspec.structs.replace(state, messages=[], assistant_turns=count, applied=turns)
+    first = state.first_applied if state.first_applied or state.applied or state.messages else [partition, offset]
+    if state.first_applied and state.first_applied[0] == partition and offset < state.first_applied[1]:
+        first = [partition, offset]  # a turn passed over before the session's first, applied late
+    new_state = msgspec.structs.replace(state, messages=[], assistant_turns=count, applied=turns, first_applied=first)
     # An answer with nothing public in it (empty, or all private) makes no snapshot: the
     # exchange would hold only the question.
     due = role == "assistant" and bool(turn.content)
