@@ -94,6 +94,15 @@ async def delivered(sent: list[Awaitable[Any]]) -> None:
         await asyncio.gather(*sent)
 
 
+def finished(event: EventT, stage: str) -> None:
+    """``stage`` is done with ``event`` (handled, or dead-lettered): tell the worker's consumer, which
+    commits only past offsets every stage reading the topic finished (memstream.kafka.transport).
+    A consumer without that rule (not memstream's transport) keeps Faust's own acks."""
+    mark = getattr(event.app.consumer, "finished", None)
+    if mark is not None:
+        mark(event.message, stage)
+
+
 def expect(value: Any, kind: type[T] | tuple[type, ...]) -> T:
     """The event as the type this stage consumes, or a TypeError naming what arrived."""
     if not isinstance(value, kind):
@@ -124,6 +133,7 @@ async def guarded(
             await sink.dead_letter(stage, f"{type(exc).__name__}: {exc}", event.message)
         finally:
             seconds.observe(time.perf_counter() - started)
+        finished(event, stage)
 
 
 class StateTable(faust.Table):
@@ -151,7 +161,9 @@ def state_table(app: faust.App, name: str, partitions: int, *, use_partitioner: 
     return app.tables.add(table)  # type: ignore[return-value]
 
 
-async def batches(stream: faust.StreamT, max_size: int, *, linger: float = 0.0) -> AsyncIterator[list[EventT]]:
+async def batches(
+    stream: faust.StreamT, max_size: int, *, stage: str, linger: float = 0.0
+) -> AsyncIterator[list[EventT]]:
     """Batches of the events that have arrived: wait for one, then take what is already
     waiting, up to ``max_size``; with ``linger`` > 0, wait that long at most for more.
 
@@ -199,6 +211,7 @@ async def batches(stream: faust.StreamT, max_size: int, *, linger: float = 0.0) 
                 yield [event for event, _ in batch]
                 # Resumed: the batch is processed. A stop or crash in between acks nothing.
                 for event, _ in batch:
+                    finished(event, stage)
                     event.ack()
             finally:
                 for _, process_span in batch:
@@ -246,6 +259,7 @@ async def guarded_by_key(
                 await sink.dead_letter(stage, f"{type(exc).__name__}: {exc}", event.message)
             finally:
                 seconds.observe(time.perf_counter() - started)
+            finished(event, stage)  # not when cancelled: then it is read again
         finally:
             event.ack()
             in_flight.dec()

@@ -39,7 +39,7 @@ import msgspec
 from faust.types import EventT
 from opentelemetry import trace
 
-from memstream.agents.base import DeadLetters, state_table
+from memstream.agents.base import DeadLetters, finished, state_table
 from memstream.bootstrap import Providers
 from memstream.identity import derived_id, normalize_content
 from memstream.rules import phase2
@@ -302,6 +302,7 @@ def register(app: faust.App, topics: Topics, providers: Providers, sink: DeadLet
             except Exception as exc:
                 log.debug("%s failed", STAGE, exc_info=True)
                 await sink.dead_letter(STAGE, f"{type(exc).__name__}: {exc}", event.message)
+            finished(event, STAGE)
             event.ack()
             # Faust's sensor ends the process span on a stream ack, which noack never does.
             process_span.end()

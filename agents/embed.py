@@ -100,7 +100,7 @@ def register(app: faust.App, topics: Topics, providers: Providers, sink: DeadLet
 
     @app.agent(topics.facts, name=STAGE)
     async def embed(stream: faust.StreamT) -> None:
-        async for events in batches(stream, settings.embed_batch, linger=settings.embed_batch_window):
+        async for events in batches(stream, settings.embed_batch, stage=STAGE, linger=settings.embed_batch_window):
             try:
                 await handle_batch(list(events))
             except asyncio.CancelledError:

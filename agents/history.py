@@ -81,7 +81,7 @@ def register(app: faust.App, topics: Topics, providers: Providers, sink: DeadLet
     async def history(stream: faust.StreamT) -> None:
         # Faust's take_events woke every BATCH_WINDOW even with nothing to take: most of an idle
         # worker's wake-ups. batches() waits for a first record, then lingers for more.
-        async for events in batches(stream, BATCH, linger=BATCH_WINDOW):
+        async for events in batches(stream, BATCH, stage=STAGE, linger=BATCH_WINDOW):
             try:
                 await append(list(events))
             except asyncio.CancelledError:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import AsyncGenerator, AsyncIterator
+from types import SimpleNamespace
 from typing import Any, cast
 
 import pytest
@@ -12,10 +13,28 @@ import pytest
 from memstream.agents.base import batches
 
 
+class FakeConsumer:
+    """The worker's consumer as batches() tells it an event is finished."""
+
+    def __init__(self) -> None:
+        self.finished: list[tuple[object, str]] = []
+
+    def finished_with(self, message: object, stage: str) -> None:
+        self.finished.append((message, stage))
+
+
 class FakeEvent:
     def __init__(self, n: int) -> None:
         self.n = n
         self.acked = False
+        self.message = f"message {n}"
+        consumer = FakeConsumer()
+        self.app = SimpleNamespace(consumer=SimpleNamespace(finished=consumer.finished_with))
+        self.marks = consumer.finished
+
+    @property
+    def finished(self) -> bool:
+        return self.marks == [(self.message, "test")]
 
     def ack(self) -> None:
         self.acked = True
@@ -46,7 +65,9 @@ class FakeStream:
 
 def batches_of(stream: FakeStream, max_size: int, *, linger: float = 0.0) -> AsyncGenerator[list[FakeEvent], None]:
     """``batches`` over the fakes, which stand in for Faust's stream and events: typed as what they are."""
-    return cast("AsyncGenerator[list[FakeEvent], None]", batches(cast(Any, stream), max_size, linger=linger))
+    return cast(
+        "AsyncGenerator[list[FakeEvent], None]", batches(cast(Any, stream), max_size, stage="test", linger=linger)
+    )
 
 
 async def _settle() -> None:
@@ -85,12 +106,12 @@ async def test_events_are_acked_only_when_their_batch_is_processed() -> None:
     events = stream.arrive(1, 2)
     await _settle()
     batch = await anext(it)
-    assert batch == events and not any(e.acked for e in events)
+    assert batch == events and not any(e.acked or e.finished for e in events)
     later = stream.arrive(3)
     await anext(it)  # resuming the generator means the first batch was processed
-    assert all(e.acked for e in events) and not later[0].acked
+    assert all(e.acked and e.finished for e in events) and not later[0].acked
     await it.aclose()
-    assert not later[0].acked  # stopped mid-batch: redelivered after a restart, not committed
+    assert not later[0].acked and not later[0].finished  # stopped mid-batch: redelivered after a restart, not committed
 
 
 async def test_linger_waits_for_more_events_up_to_its_deadline() -> None:

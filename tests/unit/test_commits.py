@@ -44,34 +44,44 @@ def test_the_rule_commits_only_a_run_that_starts_at_the_floor() -> None:
 def test_an_unacked_event_just_after_the_committed_offset_holds_the_commit(consumer: Any) -> None:
     # Offset 10 (a slow session's snapshot) is in flight; 11 (another session's) is done.
     consumer._committed_offset[TP0] = 10
-    consumer._acked[TP0] = [11]
+    consumer._finished[TP0] = {11}
     assert consumer._new_offset(TP0) is None
-    consumer._acked[TP0].append(10)
+    consumer._finished[TP0].add(10)
     assert consumer._new_offset(TP0) == 12
 
 
 def test_a_partition_never_committed_commits_from_where_it_started_reading(consumer: Any) -> None:
     # Faust keeps no committed offset for a partition with none (or with 0 committed).
-    consumer._acked[TP0] = [5, 6]
+    consumer._finished[TP0] = {5, 6}
     assert consumer._new_offset(TP0) is None
     consumer._floors[TP0] = 3
     assert consumer._new_offset(TP0) is None  # 3 and 4 are not processed
-    consumer._acked[TP0] += [3, 4]
+    consumer._finished[TP0] |= {3, 4}
     assert consumer._new_offset(TP0) == 7
 
 
-def test_the_ack_of_an_event_skipped_in_a_rebalance_is_not_counted(consumer: Any) -> None:
+def test_only_what_a_stage_finished_moves_the_commit_never_an_ack(consumer: Any) -> None:
+    """Faust acks events no stage applied (an exchange was lost so with every other commit fault
+    fixed: its turns acked, never in any session window, committed past): acks count for nothing."""
     app = consumer.app
     app.consumer_generation_id = 2
     consumer._committed_offset[TP0] = 10
     stale = message(10, generation=1)  # fetched before the rebalance; fetched again after the seek
     assert consumer.ack(stale) is False
     assert stale.acked  # so a graceful stop does not wait for it
+    assert consumer.ack(message(11, generation=2)) is True
+    assert consumer._new_offset(TP0) is None  # acked, not finished
+    consumer.finished(message(10, generation=2), "snapshot")
+    assert consumer._new_offset(TP0) == 11
+
+
+def test_an_event_of_a_topic_two_stages_read_counts_once_both_finished_it(consumer: Any) -> None:
+    consumer._readers[TOPIC] = 2  # snapshots: extract and rollout
+    consumer._committed_offset[TP0] = 10
+    consumer.finished(message(10, generation=0), "extract")
+    consumer.finished(message(10, generation=0), "extract")  # read again: still one stage
     assert consumer._new_offset(TP0) is None
-    app.flow_control.suspend()
-    assert consumer.ack(message(10, generation=2)) is False
-    app.flow_control.resume()
-    assert consumer.ack(message(10, generation=2)) is True
+    consumer.finished(message(10, generation=0), "rollout")
     assert consumer._new_offset(TP0) == 11
 
 
@@ -81,7 +91,7 @@ async def test_a_hole_in_the_fetched_offsets_is_not_counted_as_processed(consume
     # on a turns partition, and the commit passed 51 exchanges no stage had seen (bench.chaos).
     consumer._committed_offset[TP0] = 3
     await consumer._add_gap(TP0, 4, 7)
-    consumer._acked[TP0] = [3, 8]
+    consumer._finished[TP0] = {3, 8}
     assert consumer._new_offset(TP0) == 4  # 4-7 are not known to be anything but unprocessed
 
 
@@ -101,14 +111,14 @@ class Seeks:
 async def test_an_event_passed_over_unprocessed_is_read_again(consumer: Any) -> None:
     seeks = Seeks(consumer)
     consumer._committed_offset[TP0] = 10
-    consumer._acked[TP0] = [11, 12]  # 10 was skipped (its ack ignored); the fetch position is past it
+    consumer._finished[TP0] = {11, 12}  # 10 was skipped (its ack ignored); the fetch position is past it
     consumer._new_offset(TP0)
     await consumer._read_passed_over_again()
     assert seeks.made == []  # one round: it may still be on its way to a stage
     consumer._new_offset(TP0)
     await consumer._read_passed_over_again()
     assert seeks.made == [(TP0, 10)]
-    consumer._acked[TP0].append(10)  # read again, processed
+    consumer._finished[TP0].add(10)  # read again, processed
     assert consumer._new_offset(TP0) == 13
     await consumer._read_passed_over_again()
     assert seeks.made == [(TP0, 10)]
@@ -117,7 +127,7 @@ async def test_an_event_passed_over_unprocessed_is_read_again(consumer: Any) -> 
 async def test_an_event_a_stage_still_holds_is_not_read_again(consumer: Any) -> None:
     seeks = Seeks(consumer)
     consumer._committed_offset[TP0] = 10
-    consumer._acked[TP0] = [11]
+    consumer._finished[TP0] = {11}
     slow = message(10, generation=0)  # a slow session's snapshot, in its stage
     consumer._unacked_messages.add(slow)
     for _ in range(5):
@@ -129,7 +139,7 @@ async def test_an_event_a_stage_still_holds_is_not_read_again(consumer: Any) -> 
 async def test_an_offset_held_again_after_a_read_again_waits_twice_as_long(consumer: Any) -> None:
     seeks = Seeks(consumer)
     consumer._committed_offset[TP0] = 10
-    consumer._acked[TP0] = [11]
+    consumer._finished[TP0] = {11}
     rounds: list[int] = []
     for round_ in range(1, 15):
         consumer._new_offset(TP0)
