@@ -346,6 +346,8 @@ async def kill_run(
         finally:
             worker.stop()
     lost, duplicated, corrupted = compare(expected, stored)
+    wrong = sorted({normalized(t) for t in stored} - set(expected))
+    trace += "".join(f"\n  stored, never published: {text}" for text in wrong[:5])
     notes: dict[str, object] = {"trace": trace} if trace else {}
     return Outcome(len(expected), len(stored), lost, duplicated, corrupted, done, time.monotonic() - began, notes)
 
