@@ -423,6 +423,7 @@ async def trace_lost(bootstrap: str, prefix: str, missing: list[str]) -> str:
     answers: dict[str, tuple[int, int]] = {}
     consumer = AIOKafkaConsumer(bootstrap_servers=bootstrap, group_id=prefix, enable_auto_commit=False)
     await consumer.start()
+    await consumer.topics()  # the metadata of every topic, the tables' changelogs too
     try:
         for label, topic in path + extra:
             tps = [TopicPartition(topic, p) for p in sorted(consumer.partitions_for_topic(topic) or [])]

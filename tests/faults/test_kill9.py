@@ -30,10 +30,10 @@ async def test_kills_under_load_lose_duplicate_and_mispair_nothing(tmp_path: Pat
 
 @pytest.mark.xfail(
     strict=False,
-    reason="issue 27 point 1 is not closed: after the commit-rule fix a run can still lose exchanges "
-    "(6 of 72 in a fresh-clone CI run, 17 of 300 in one chaos run; docs/failures.md). The test runs and "
-    "reports; it turns into a plain test once the remaining window (the store's commit of memory-ops "
-    "before the in-process store is flushed is the suspect) is closed.",
+    reason="issue 27 point 1 is not closed: heavy runs still lose exchanges in about half the runs "
+    "(docs/failures.md, 'Runs before and after'): after a rebalance Faust delivers events fetched "
+    "from the old position ahead of the earlier ones its seek reads again. The test runs and "
+    "reports; it turns into a plain test once stage partitions are delivered in order.",
 )
 async def test_kills_at_any_instant_of_the_turn_path_lose_nothing(tmp_path: Path) -> None:
     outcome = await kill_run(
