@@ -152,4 +152,3 @@ async def test_an_offset_held_again_after_a_read_again_waits_twice_as_long(consu
         consumer._new_offset(TP0)
         await consumer._read_passed_over_again()
     assert len(seeks.made) == 3
-
