@@ -23,9 +23,10 @@ again, and whatever it would have become is lost with nothing dead-lettered:
 
 :func:`committable` is the rule memstream applies instead: the commit moves only over a run
 of processed offsets that starts exactly where this assignment started reading. The consumer in
-:mod:`memstream.kafka.transport` ignores the acks of skipped events and counts no gaps; an
-offset the commit is held at while later ones are processed, and that no stage holds, is read
-again (it was passed over: nothing else would fetch it). Faust flushes the producer before it
+:mod:`memstream.kafka.transport` takes "processed" from the stages themselves (``agents.base``
+marks an event finished once handled or dead-lettered), never from Faust's acks, and counts no
+gaps; an offset the commit is held at while later ones are finished, and that no stage holds, is
+read again (it was passed over: nothing else would fetch it). Faust flushes the producer before it
 commits, so every output of a committed event is on its topic first; a stage that records an
 event as done in a table waits until its outputs are on the broker (``agents.base.delivered``).
 """

@@ -30,8 +30,9 @@ Here it is the true end (:mod:`memstream.kafka.offsets`).
 
 Faust's commit rule let a commit pass events no stage had processed (a worker killed then
 lost them for good); the consumer here commits by :func:`memstream.kafka.commits.committable`
-instead, ignores the acks Faust gives events it skipped, counts none of Faust's "gaps", and
-reads again an event the commit is held at that no stage will process (:mod:`memstream.kafka.commits`).
+over the offsets the stages marked finished (Faust's acks count for nothing), counts none of
+Faust's "gaps", and reads again an event the commit is held at that no stage will process
+(:mod:`memstream.kafka.commits`).
 """
 
 from __future__ import annotations
