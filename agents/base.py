@@ -12,6 +12,7 @@ from typing import Any, TypeVar
 
 import faust
 import msgspec
+from aiokafka.partitioner import murmur2
 from faust.types import EventT, Message
 from opentelemetry import trace
 
@@ -136,19 +137,71 @@ async def guarded(
         finished(event, stage)
 
 
+def key_partition(key: str | bytes, partitions: int) -> int:
+    """The partition a record keyed ``key`` goes to: Kafka's default partitioner (murmur2 of the
+    key's bytes), the one every producer of memstream's topics uses (the CLI, the API, hooks, a
+    stage re-keying a turn, and a host's own Kafka client)."""
+    raw = key if isinstance(key, bytes) else key.encode()
+    return (murmur2(raw) & 0x7FFFFFFF) % partitions
+
+
 class StateTable(faust.Table):
     """A table whose values are schemas Structs, changelogged through the memstream codec.
 
     ``app.Table`` takes no serializer: Faust derives it from ``value_type`` (a Faust
     Model's own, else JSON), so the codec is chosen here before the changelog topic exists.
+
+    A key's changelog partition is the one its input records have (Faust hands a worker
+    partition N of the input and of the changelog together): the current event's, or, for a
+    table written outside events too (``use_partitioner``), the partition of the key's own bytes
+    (:func:`key_partition`). Faust's partitioner hashed the JSON-encoded key (quotes included)
+    instead, so a worker sharing its group with another (a restarted one, until the killed one's
+    session expires) read turns whose session state another member held, and started their
+    sessions over. A ``versioned`` table counts each value's writes in its ``version`` field, and
+    recovery keeps the higher of two records of a key: the records of one key written before this
+    partitioning (version 0) stay in their old partition, which recovery may read last.
     """
+
+    def __init__(self, *args: Any, versioned: bool = False, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.versioned = versioned
 
     def _serializer_from_type(self, typ: Any) -> Any:
         return CODEC_NAME if typ is None else super()._serializer_from_type(typ)
 
+    def partition_for_key(self, key: Any) -> int | None:
+        if not self.use_partitioner:
+            return super().partition_for_key(key)
+        return key_partition(key, self.partitions or self.app.conf.topic_partitions)
 
-def state_table(app: faust.App, name: str, partitions: int, *, use_partitioner: bool = False) -> faust.Table:
-    """Declare an agent's state table: str keys, schemas.State values, default None."""
+    def __setitem__(self, key: Any, value: Any) -> None:
+        if self.versioned and value is not None:
+            held = self.get(key)
+            version = max(value.version, held.version if held is not None else 0) + 1
+            value = msgspec.structs.replace(value, version=version)
+        super().__setitem__(key, value)
+
+    def apply_changelog_batch(self, batch: Any) -> None:
+        if not self.versioned:
+            return super().apply_changelog_batch(batch)
+        latest: dict[Any, Any] = {}
+        kept = []
+        for event in batch:
+            if event.message.value is not None:
+                key, value = self._to_key(event.key), self._to_value(event.value)
+                held = latest[key] if key in latest else self.data.get(key)
+                if held is not None and held.version > value.version:
+                    continue  # an older write, read after a newer one from another partition
+                latest[key] = value
+            kept.append(event)
+        return super().apply_changelog_batch(kept)
+
+
+def state_table(
+    app: faust.App, name: str, partitions: int, *, use_partitioner: bool = False, versioned: bool = False
+) -> faust.Table:
+    """Declare an agent's state table: str keys, schemas.State values, default None (see
+    :class:`StateTable` for ``use_partitioner`` and ``versioned``)."""
     table = StateTable(
         app,
         name=name,
@@ -157,6 +210,7 @@ def state_table(app: faust.App, name: str, partitions: int, *, use_partitioner: 
         partitions=partitions,
         key_type=str,
         use_partitioner=use_partitioner,
+        versioned=versioned,
     )
     return app.tables.add(table)  # type: ignore[return-value]
 

@@ -65,7 +65,7 @@ class Debouncer:
 def register(app: faust.App, topics: Topics, providers: Providers, sink: DeadLetters) -> faust.types.AgentT:
     settings = providers.settings
     # Written by the scan timer too, outside any stream event: through the partitioner.
-    rollouts = state_table(app, "rollout-state", settings.partitions, use_partitioner=True)
+    rollouts = state_table(app, "rollout-state", settings.partitions, use_partitioner=True, versioned=True)
     snapshot_topic = topics.snapshots.get_topic_name()
     idle = timedelta(seconds=settings.phase1_idle_seconds)
     max_age = timedelta(days=settings.phase1_max_age_days)

@@ -83,7 +83,7 @@ def origin(headers: Any) -> tuple[int, int] | None:
 def register(app: faust.App, topics: Topics, providers: Providers, sink: DeadLetters) -> faust.types.AgentT:
     settings = providers.settings
     # Written by the flush timer too, outside any stream event: through the partitioner.
-    sessions = state_table(app, "snapshot-sessions", settings.partitions, use_partitioner=True)
+    sessions = state_table(app, "snapshot-sessions", settings.partitions, use_partitioner=True, versioned=True)
     turns_topic = topics.turns.get_topic_name()
     ledger = ledger_of(app)
 

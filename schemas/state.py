@@ -14,6 +14,11 @@ from memstream.schemas.events import Message, Provenance, Role, RolloutOutput
 class State(msgspec.Struct, tag_field="schema", kw_only=True):
     """Base of every table value."""
 
+    #: Writes of this key so far, counted by a versioned table (agents.base.StateTable): of two
+    #: records of one key in its changelog, table recovery keeps the higher. 0 in values written
+    #: before it was counted, and in tables that do not count.
+    version: int = 0
+
 
 class AppliedTurn(msgspec.Struct, frozen=True, kw_only=True):
     """One turn the snapshot stage has applied to a session, where it came from, and what it left."""
