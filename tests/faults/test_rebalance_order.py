@@ -1,0 +1,119 @@
+"""A rebalance that leaves a worker its partitions: every event is still processed, in order.
+
+A second worker joining (or a killed one's session expiring) rebalances the group while the
+surviving worker holds fetched events in its stream buffers. Faust clears those buffers; the
+events must come again, before any later one. Issue 27's losses were first suspected here
+(a position left after the dropped events, or events fetched from it delivered ahead of the
+seek); this pins that neither happens on the consumer memstream really uses -- aiokafka
+resets a reassigned partition's position to the committed offset, or the earliest one when
+none is committed -- for a partition never committed and for one committed as it goes. (The
+losses were the snapshot table's partitioning: tests/faults/test_state_partitions.py.)
+
+The property is the snapshot stage's: each offset is first processed after every offset
+before it, and none is missing.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import pytest
+from aiokafka import AIOKafkaProducer
+
+from memstream.agents.base import finished
+from memstream.kafka.broker import EmbeddedBroker
+from memstream.kafka.transport import MemstreamApp
+from memstream.worker.app import CONSUMER_OPTIONS
+from memstream.worker.runner import _Worker
+
+pytestmark = [pytest.mark.e2e, pytest.mark.asyncio]
+
+EVENTS = 400
+
+
+@pytest.fixture
+def broker() -> Iterator[EmbeddedBroker]:
+    with EmbeddedBroker() as started:
+        yield started
+
+
+def reached(processed: list[int], count: int) -> bool:
+    return len(set(processed)) >= count
+
+
+async def until(condition: Callable[[], bool], what: str, *, must: bool = True, seconds: float = 60) -> None:
+    deadline = time.monotonic() + seconds
+    while not condition():
+        if time.monotonic() > deadline:
+            assert not must, f"not within {seconds:.0f} s: {what}"
+            return
+        await asyncio.sleep(0.01)
+
+
+def first_seen_out_of_order(processed: list[int]) -> list[tuple[int, int]]:
+    """(offset, the higher offset processed before it) for each offset first processed late."""
+    seen: set[int] = set()
+    highest = -1
+    late = []
+    for offset in processed:
+        if offset not in seen:
+            if offset < highest:
+                late.append((offset, highest))
+            seen.add(offset)
+        highest = max(highest, offset)
+    return late
+
+
+@pytest.mark.parametrize("commit_interval", [120.0, 0.5], ids=["never-committed", "committed"])
+async def test_a_rebalance_keeps_every_event_and_their_order(broker: EmbeddedBroker, commit_interval: float) -> None:
+    name = f"order-{uuid.uuid4().hex[:8]}"
+    app = MemstreamApp(
+        name,
+        broker=f"kafka://{broker.bootstrap}",
+        store="memory://",
+        autodiscover=False,
+        web_enabled=False,
+        broker_commit_interval=commit_interval,
+        **CONSUMER_OPTIONS,
+    )
+    topic = app.topic(name, partitions=1, value_serializer="raw", key_serializer="raw")
+    processed: list[int] = []
+
+    @app.agent(topic, name="slow")
+    async def slow(stream: Any) -> None:
+        async for event in stream.events():
+            processed.append(event.message.offset)
+            await asyncio.sleep(0.004)  # a stage's work: the stream buffer fills meanwhile
+            finished(event, "slow")
+
+    await topic.maybe_declare()
+    producer = AIOKafkaProducer(bootstrap_servers=broker.bootstrap, linger_ms=5)
+    await producer.start()
+    try:
+        for i in range(EVENTS):
+            await producer.send(name, key=b"k", value=str(i).encode(), partition=0)
+        await producer.flush()
+    finally:
+        await producer.stop()
+
+    worker = _Worker(app, daemon=False, loglevel="warning", quiet=True, redirect_stdouts=False, override_logging=False)
+    await worker.start()
+    await asyncio.wait_for(worker.ready.wait(), 60)
+    try:
+        consumer: Any = app.consumer
+        coordinator = consumer._thread._ensure_consumer()._coordinator
+        for at in (40, 120, 200, 280):
+            await until(functools.partial(reached, processed, at), f"{at} events processed")
+            coordinator.request_rejoin()  # the group rebalances; this worker keeps its partition
+        await until(lambda: set(range(EVENTS)) <= set(processed), "every event processed", must=False)
+    finally:
+        await asyncio.wait_for(worker.stop(), 30)
+    missing = sorted(set(range(EVENTS)) - set(processed))
+    assert not missing, f"{len(missing)} events never processed, from {missing[0]}"
+    late = first_seen_out_of_order(processed)
+    assert not late, f"{len(late)} events first processed after a later one: {late[:5]}"
