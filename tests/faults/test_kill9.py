@@ -6,8 +6,8 @@ its memories are compared with the exact set the exchanges must make. The second
 at random instants over the whole turn path -- while the restarted worker recovers, joins
 its group and takes its first batches -- with sessions sharing projects and turns carrying
 their user, as the CLI's do; ``python -m bench.chaos --kill-every`` is its heavy version.
-The consumer's commit rule, whose faults this finds by chance, is pinned case by case in
-tests/unit/test_commits.py.
+The faults these find by chance are pinned case by case: the consumer's commit rule in
+tests/unit/test_commits.py, the state tables' partitioning in tests/faults/test_state_partitions.py.
 """
 
 from __future__ import annotations
@@ -28,13 +28,6 @@ async def test_kills_under_load_lose_duplicate_and_mispair_nothing(tmp_path: Pat
     assert outcome.stored == outcome.expected == 60
 
 
-@pytest.mark.xfail(
-    strict=False,
-    reason="issue 27 point 1 is not closed: heavy runs still lose exchanges in about half the runs "
-    "(docs/failures.md, 'Runs before and after'): after a rebalance Faust delivers events fetched "
-    "from the old position ahead of the earlier ones its seek reads again. The test runs and "
-    "reports; it turns into a plain test once stage partitions are delivered in order.",
-)
 async def test_kills_at_any_instant_of_the_turn_path_lose_nothing(tmp_path: Path) -> None:
     outcome = await kill_run(
         tmp_path, sessions=12, exchanges=6, projects=4, kills=4, kill_every=4.0, rate=8.0, seed=27, timeout=240
