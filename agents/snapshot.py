@@ -289,7 +289,9 @@ def register(app: faust.App, topics: Topics, providers: Providers, sink: DeadLet
 
     @app.agent(topics.turns, name=STAGE)
     async def snapshot(stream: faust.StreamT) -> None:
-        await guarded(stream, STAGE, sink, handle)
+        # In order per partition: a turn applied before an earlier one of its session (its answer
+        # before its question) would be stored inside the wrong exchange.
+        await guarded(stream, STAGE, sink, handle, in_order=True)
 
     @app.timer(settings.phase1_scan_interval, name="snapshot-flush")
     async def flush_idle() -> None:
