@@ -40,6 +40,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+from collections import defaultdict
 from collections.abc import Iterator, Mapping
 from typing import Any
 
@@ -65,6 +66,25 @@ HELD_ROUNDS = 2
 #: before the stage takes the later events anyway (the missing ones do not exist any more).
 SEQUENCE_RETRY_SECONDS = 2.0
 SEQUENCE_TRIES = 5
+
+
+class ReadOffsets(defaultdict[TP, int | None]):
+    """Faust's record of the last offset read per partition, which it no longer drops by.
+
+    Faust's fetch loop drops every fetched record below the last offset it read, and sets that
+    offset after handing each record on, even a record of a batch fetched before a seek. So after
+    a seek back (the rebalance's to the committed offset, the snapshot stage's to an offset it
+    never got) a batch fetched before it raised the offset again, and the records the seek fetched
+    anew were dropped: the snapshot stage asked five times in 8 s for turn 420 of a partition and
+    never got it. Here the loop reads no offset (``self[tp]`` is None: every record is handed on);
+    a record read twice is a redelivery, which every stage takes as one. ``get`` still answers
+    with the offset, for the worker's health and lag."""
+
+    def __init__(self) -> None:
+        super().__init__(lambda: None)
+
+    def __getitem__(self, tp: TP) -> int | None:
+        return None
 
 
 def transport_class(
@@ -135,6 +155,7 @@ def transport_class(
             self._readers = {}
             self._next_in_order = {}
             self._asked = {}
+            self._read_offset = ReadOffsets()
 
         async def in_sequence(self, message: Message, stage: str) -> bool:
             """May ``stage`` take ``message`` now? Yes if it is the next offset of its partition since
