@@ -111,29 +111,17 @@ def expect(value: Any, kind: type[T] | tuple[type, ...]) -> T:
     return value  # type: ignore[return-value]
 
 
-async def in_sequence(event: EventT, stage: str) -> bool:
-    """May ``stage``, which must read each partition in order, take ``event`` now? (See the worker
-    consumer's ``in_sequence``: an event after a gap is left for the partition to be read again.)"""
-    check = getattr(event.app.consumer, "in_sequence", None)
-    return True if check is None else bool(await check(event.message, stage))
-
-
 async def guarded(
     stream: faust.StreamT,
     stage: str,
     sink: DeadLetters,
     handle: Callable[[Any, EventT], Awaitable[None]],
-    *,
-    in_order: bool = False,
 ) -> None:
-    """Run ``handle`` on every event; a failure dead-letters that event and the partition moves on.
-    ``in_order``: each partition's events are handled strictly in offset order (:func:`in_sequence`)."""
+    """Run ``handle`` on every event; a failure dead-letters that event and the partition moves on."""
     processed = metrics.EVENTS_PROCESSED.labels(stage)
     failed = metrics.EVENTS_FAILED.labels(stage)
     seconds = metrics.STAGE_SECONDS.labels(stage)
     async for event in stream.events():
-        if in_order and not await in_sequence(event, stage):
-            continue
         started = time.perf_counter()
         try:
             await handle(event.value, event)

@@ -289,9 +289,7 @@ def register(app: faust.App, topics: Topics, providers: Providers, sink: DeadLet
 
     @app.agent(topics.turns, name=STAGE)
     async def snapshot(stream: faust.StreamT) -> None:
-        # In order per partition: a turn applied before an earlier one of its session (its answer
-        # before its question) would be stored inside the wrong exchange.
-        await guarded(stream, STAGE, sink, handle, in_order=True)
+        await guarded(stream, STAGE, sink, handle)
 
     @app.timer(settings.phase1_scan_interval, name="snapshot-flush")
     async def flush_idle() -> None:

@@ -40,7 +40,6 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections import defaultdict
 from collections.abc import Iterator, Mapping
 from typing import Any
 
@@ -61,30 +60,6 @@ log = logging.getLogger(__name__)
 #: Commit rounds (each ``broker_commit_interval``, 2.8 s) a partition's commit is held at one
 #: offset, while later events are processed and no stage holds that one, before it is read again.
 HELD_ROUNDS = 2
-#: Seconds between two requests to read a stage's partition again from an offset it has not seen
-#: yet while later ones arrive (:meth:`Consumer.in_sequence`), and how many requests are made
-#: before the stage takes the later events anyway (the missing ones do not exist any more).
-SEQUENCE_RETRY_SECONDS = 2.0
-SEQUENCE_TRIES = 5
-
-
-class ReadOffsets(defaultdict[TP, int | None]):
-    """Faust's record of the last offset read per partition, which it no longer drops by.
-
-    Faust's fetch loop drops every fetched record below the last offset it read, and sets that
-    offset after handing each record on, even a record of a batch fetched before a seek. So after
-    a seek back (the rebalance's to the committed offset, the snapshot stage's to an offset it
-    never got) a batch fetched before it raised the offset again, and the records the seek fetched
-    anew were dropped: the snapshot stage asked five times in 8 s for turn 420 of a partition and
-    never got it. Here the loop reads no offset (``self[tp]`` is None: every record is handed on);
-    a record read twice is a redelivery, which every stage takes as one. ``get`` still answers
-    with the offset, for the worker's health and lag."""
-
-    def __init__(self) -> None:
-        super().__init__(lambda: None)
-
-    def __getitem__(self, tp: TP) -> int | None:
-        return None
 
 
 def transport_class(
@@ -140,10 +115,6 @@ def transport_class(
         _finishing: dict[tuple[TP, int], set[str]]
         #: Per topic, how many stages read it (each must finish an event before it counts).
         _readers: dict[str, int]
-        #: Per stage reading a partition in order (:meth:`in_sequence`), the next offset it may take,
-        #: and the offset it last asked to read again from, when, and how many times.
-        _next_in_order: dict[tuple[str, TP], int]
-        _asked: dict[tuple[str, TP], tuple[int, float, int]]
 
         def __post_init__(self) -> None:
             super().__post_init__()
@@ -153,41 +124,6 @@ def transport_class(
             self._finished = {}
             self._finishing = {}
             self._readers = {}
-            self._next_in_order = {}
-            self._asked = {}
-            self._read_offset = ReadOffsets()
-
-        async def in_sequence(self, message: Message, stage: str) -> bool:
-            """May ``stage`` take ``message`` now? Yes if it is the next offset of its partition since
-            the stage's last one, or an earlier one (a partition read again from an offset). A later
-            one means events in between were passed over on their way to the stage -- once, right
-            after a rebalance's seek, turn 762 never reached the snapshot stage while 763 did, and an
-            answer was applied before its question -- so it is not taken (nor finished: the commit
-            holds) and the partition is read again from the missing offset, at most every
-            ``SEQUENCE_RETRY_SECONDS``; after ``SEQUENCE_TRIES`` requests the gap is taken as real."""
-            tp = TP(message.topic, message.partition)
-            key, offset = (stage, tp), message.offset
-            expected = self._next_in_order.get(key)
-            if expected is None or offset <= expected:
-                self._next_in_order[key] = offset + 1
-                self._asked.pop(key, None)
-                return True
-            at, when, times = self._asked.get(key, (expected, 0.0, 0))
-            times = times if at == expected else 0
-            if times >= SEQUENCE_TRIES:
-                log.warning("%s: %s never got offsets %d-%d; taking %d", tp, stage, expected, offset - 1, offset)
-                self._next_in_order[key] = offset + 1
-                self._asked.pop(key, None)
-                return True
-            now = time.monotonic()
-            if times == 0 or now - when >= SEQUENCE_RETRY_SECONDS:
-                log.warning(
-                    "%s: %s got offset %d before %d; reading from %d again", tp, stage, offset, expected, expected
-                )
-                self._asked[key] = (expected, now, times + 1)
-                if tp in self.assignment():
-                    await self.seek(tp, expected)
-            return False
 
         def finished(self, message: Message, stage: str) -> None:
             """``stage`` is done with ``message``: its outputs are sent (the commit flushes them first)."""
@@ -313,9 +249,6 @@ def transport_class(
                 self._finished.pop(tp, None)
             for key in [key for key in self._finishing if key[0] in revoked]:
                 del self._finishing[key]
-            for stage_tp in [stage_tp for stage_tp in self._next_in_order if stage_tp[1] in revoked]:
-                del self._next_in_order[stage_tp]
-                self._asked.pop(stage_tp, None)
             await super().on_partitions_revoked(revoked)
 
     class Producer(driver.Producer):

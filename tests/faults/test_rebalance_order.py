@@ -16,17 +16,16 @@ before it, and none is missing.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import functools
 import time
 import uuid
-from collections.abc import AsyncIterator, Callable, Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
 from aiokafka import AIOKafkaProducer
 
-from memstream.agents.base import DeadLetters, finished, guarded
+from memstream.agents.base import finished
 from memstream.kafka.broker import EmbeddedBroker
 from memstream.kafka.transport import MemstreamApp
 from memstream.worker.app import CONSUMER_OPTIONS
@@ -70,8 +69,8 @@ def first_seen_out_of_order(processed: list[int]) -> list[tuple[int, int]]:
     return late
 
 
-def new_app(broker: EmbeddedBroker, commit_interval: float, **options: Any) -> tuple[MemstreamApp, Any]:
-    """A worker app of the consumer memstream uses, and its one-partition topic."""
+@pytest.mark.parametrize("commit_interval", [120.0, 0.5], ids=["never-committed", "committed"])
+async def test_a_rebalance_keeps_every_event_and_their_order(broker: EmbeddedBroker, commit_interval: float) -> None:
     name = f"order-{uuid.uuid4().hex[:8]}"
     app = MemstreamApp(
         name,
@@ -81,42 +80,8 @@ def new_app(broker: EmbeddedBroker, commit_interval: float, **options: Any) -> t
         web_enabled=False,
         broker_commit_interval=commit_interval,
         **CONSUMER_OPTIONS,
-        **options,
     )
-    return app, app.topic(name, partitions=1, value_serializer="raw", key_serializer="raw")
-
-
-@contextlib.asynccontextmanager
-async def running(broker: EmbeddedBroker, app: MemstreamApp, topic: Any) -> AsyncIterator[_Worker]:
-    """``EVENTS`` records on ``topic``, then the app's worker started; stopped on leaving."""
-    await topic.maybe_declare()
-    producer = AIOKafkaProducer(bootstrap_servers=broker.bootstrap, linger_ms=5)
-    await producer.start()
-    try:
-        for i in range(EVENTS):
-            await producer.send(topic.get_topic_name(), key=b"k", value=str(i).encode(), partition=0)
-        await producer.flush()
-    finally:
-        await producer.stop()
-    worker = _Worker(app, daemon=False, loglevel="warning", quiet=True, redirect_stdouts=False, override_logging=False)
-    await worker.start()
-    try:
-        await asyncio.wait_for(worker.ready.wait(), 60)
-        yield worker
-    finally:
-        await asyncio.wait_for(worker.stop(), 30)
-
-
-def check(processed: list[int]) -> None:
-    missing = sorted(set(range(EVENTS)) - set(processed))
-    assert not missing, f"{len(missing)} events never processed, from {missing[0]}"
-    late = first_seen_out_of_order(processed)
-    assert not late, f"{len(late)} events first processed after a later one: {late[:5]}"
-
-
-@pytest.mark.parametrize("commit_interval", [120.0, 0.5], ids=["never-committed", "committed"])
-async def test_a_rebalance_keeps_every_event_and_their_order(broker: EmbeddedBroker, commit_interval: float) -> None:
-    app, topic = new_app(broker, commit_interval)
+    topic = app.topic(name, partitions=1, value_serializer="raw", key_serializer="raw")
     processed: list[int] = []
 
     @app.agent(topic, name="slow")
@@ -126,47 +91,29 @@ async def test_a_rebalance_keeps_every_event_and_their_order(broker: EmbeddedBro
             await asyncio.sleep(0.004)  # a stage's work: the stream buffer fills meanwhile
             finished(event, "slow")
 
-    async with running(broker, app, topic):
+    await topic.maybe_declare()
+    producer = AIOKafkaProducer(bootstrap_servers=broker.bootstrap, linger_ms=5)
+    await producer.start()
+    try:
+        for i in range(EVENTS):
+            await producer.send(name, key=b"k", value=str(i).encode(), partition=0)
+        await producer.flush()
+    finally:
+        await producer.stop()
+
+    worker = _Worker(app, daemon=False, loglevel="warning", quiet=True, redirect_stdouts=False, override_logging=False)
+    await worker.start()
+    await asyncio.wait_for(worker.ready.wait(), 60)
+    try:
         consumer: Any = app.consumer
         coordinator = consumer._thread._ensure_consumer()._coordinator
         for at in (40, 120, 200, 280):
             await until(functools.partial(reached, processed, at), f"{at} events processed")
             coordinator.request_rejoin()  # the group rebalances; this worker keeps its partition
         await until(lambda: set(range(EVENTS)) <= set(processed), "every event processed", must=False)
-    check(processed)
-
-
-async def test_an_event_lost_on_its_way_to_an_in_order_stage_is_read_again_first(broker: EmbeddedBroker) -> None:
-    """The one shape of loss left after the partition fix: an event that never reached the stage while
-    the next one did (its cause in Faust not settled). A stage that reads in order takes nothing past
-    the gap, and the partition is read again from the missing event (``guarded(in_order=True)``); the
-    events fetched again are handed on though Faust's fetch loop had read past them
-    (``memstream.kafka.transport.ReadOffsets``)."""
-    # A short stream buffer: Faust's fetch loop waits on it mid-batch, as it does under load.
-    app, topic = new_app(broker, 0.5, stream_buffer_maxsize=4)
-    processed: list[int] = []
-    sink = DeadLetters(app.topic(f"{topic.get_topic_name()}-dead", partitions=1))
-
-    async def handle(value: Any, event: Any) -> None:
-        processed.append(event.message.offset)
-        await asyncio.sleep(0.002)
-
-    @app.agent(topic, name="ordered")
-    async def ordered(stream: Any) -> None:
-        await guarded(stream, "ordered", sink, handle, in_order=True)
-
-    # Lost after Faust's fetch loop took it (and set its read offset past it), before any stream.
-    consumer: Any = app.consumer
-    deliver, dropped = consumer.callback, set()
-
-    async def deliver_but_one(message: Any) -> None:
-        if message.offset == 100 and 100 not in dropped:
-            dropped.add(100)
-            return
-        await deliver(message)
-
-    consumer.callback = deliver_but_one
-
-    async with running(broker, app, topic):
-        await until(lambda: set(range(EVENTS)) <= set(processed), "every event processed", must=False)
-    check(processed)
+    finally:
+        await asyncio.wait_for(worker.stop(), 30)
+    missing = sorted(set(range(EVENTS)) - set(processed))
+    assert not missing, f"{len(missing)} events never processed, from {missing[0]}"
+    late = first_seen_out_of_order(processed)
+    assert not late, f"{len(late)} events first processed after a later one: {late[:5]}"

@@ -13,7 +13,6 @@ from typing import Any
 import pytest
 from faust.types import TP, Message
 
-from memstream.kafka import transport
 from memstream.kafka.commits import committable
 from memstream.kafka.transport import MemstreamApp
 
@@ -153,41 +152,3 @@ async def test_an_offset_held_again_after_a_read_again_waits_twice_as_long(consu
         consumer._new_offset(TP0)
         await consumer._read_passed_over_again()
     assert len(seeks.made) == 3
-
-
-async def test_a_stage_reading_in_order_takes_no_event_after_a_gap(consumer: Any) -> None:
-    """Once, right after a rebalance's seek, turn 762 never reached the snapshot stage while 763 did:
-    an answer applied before its question. A stage that reads in order takes nothing past a gap;
-    the partition is read again from the missing offset, and a re-read from earlier is taken."""
-    seeks = Seeks(consumer)
-    take = consumer.in_sequence
-    assert [await take(message(o, 0), "snapshot") for o in (760, 761)] == [True, True]
-    assert await take(message(763, 0), "snapshot") is False
-    assert seeks.made == [(TP0, 762)]
-    assert await take(message(764, 0), "snapshot") is False  # already in the queue: asked once
-    assert seeks.made == [(TP0, 762)]
-    assert [await take(message(o, 0), "snapshot") for o in (762, 763, 764)] == [True, True, True]
-    assert await take(message(700, 0), "snapshot") is True  # read again from earlier: a redelivery
-    assert await take(message(701, 0), "snapshot") is True
-    assert await take(message(701, 0), "extract") is True  # each stage keeps its own place
-
-
-async def test_a_gap_that_never_fills_is_taken_after_a_few_requests(consumer: Any, monkeypatch: Any) -> None:
-    seeks = Seeks(consumer)
-    clock = [100.0]
-    monkeypatch.setattr(transport.time, "monotonic", lambda: clock[0])
-    assert await consumer.in_sequence(message(10, 0), "snapshot") is True
-    taken = []
-    for _ in range(20):
-        clock[0] += 1.0
-        taken.append(await consumer.in_sequence(message(12, 0), "snapshot"))
-    assert seeks.made == [(TP0, 11)] * transport.SEQUENCE_TRIES  # every 2 s, never a busy loop
-    first = taken.index(True)  # then 12 is behind the place: a re-read, taken
-    assert first == 2 * (transport.SEQUENCE_TRIES - 1) + 1 and all(taken[first:])
-
-
-async def test_a_revoked_partition_forgets_its_place(consumer: Any) -> None:
-    Seeks(consumer)
-    assert await consumer.in_sequence(message(50, 0), "snapshot") is True
-    await consumer.on_partitions_revoked({TP0})
-    assert await consumer.in_sequence(message(80, 0), "snapshot") is True  # another worker read 51-79
