@@ -32,8 +32,9 @@ async def test_kills_under_load_lose_duplicate_and_mispair_nothing(tmp_path: Pat
     strict=False,
     reason="issue 27 point 1: one rarer loss is left (docs/failures.md, 'What is left'): right after a "
     "rebalance's seek, one turn was skipped while the next was applied (offsets 761, 763, then 762 read "
-    "again 3 s later and applied late: 2 exchanges lost, 1 stored mixed), in 1 of 23 heavy runs. The test "
-    "runs and reports; it turns into a plain test once stage partitions are delivered strictly in order.",
+    "again 3 s later and applied late: 2 exchanges lost, 1 stored mixed), in 1 of 6 logged heavy runs "
+    "before the partition fix and 0 of 10 after. The test runs and reports; it turns into a plain test once "
+    "stage partitions are delivered strictly in order from their last seek.",
 )
 async def test_kills_at_any_instant_of_the_turn_path_lose_nothing(tmp_path: Path) -> None:
     outcome = await kill_run(
