@@ -4,10 +4,11 @@
 that was entirely private is left out of the snapshot.
 
 Crash consistency (:func:`apply_turn`): the session state records each applied turn with
-its partition and offset. A turn redelivered after a crash (its offset at or before the
-last one applied) changes nothing and yields the window as of itself, rebuilt from that
-record, so the snapshot it produced the first time is produced again, identical (same id,
-same text), never a window with the turn applied twice or paired with a later question.
+its partition and offset. A turn redelivered after a crash (one of those, or one before every
+turn the state still keeps but not before the session's first, see :func:`_too_old_to_tell`)
+changes nothing and yields the window as of itself, rebuilt from that record, so the snapshot
+it produced the first time is produced again, identical (same id, same text), never a window
+with the turn applied twice or paired with a later question.
 """
 
 from __future__ import annotations
