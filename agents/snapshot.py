@@ -54,7 +54,9 @@ from memstream.rules.snapshot import (
     format_snapshot,
     last_exchange,
     legacy_state_of,
+    lineage_of,
     pending_is_due,
+    snapshot_id,
     snapshot_modes,
 )
 from memstream.schemas import Message, SessionState, Snapshot, Turn
@@ -163,7 +165,7 @@ def register(app: faust.App, topics: Topics, providers: Providers, sink: DeadLet
         state: SessionState | None = sessions.get(skey) or adopt_legacy(turn, skey)
         if state is None:
             await maybe_init(turn)
-            state = SessionState()
+            state = SessionState(lineage=lineage_of(turn.ts, turn.role, turn.content))
         forgotten_at = ledger.latest(project_key(turn.project), user_key(turn.user))
         if (state.messages or state.applied) and stale_window(state.last_ts, forgotten_at):
             # The window starts afresh; the turn count stays: snapshot ids derive from it.
@@ -203,6 +205,7 @@ def register(app: faust.App, topics: Topics, providers: Providers, sink: DeadLet
                 messages,
                 turns,
                 (applied.exchange, applied.exchange_base),
+                lineage=applied.state.lineage,
                 mark="",
             )
 
@@ -216,6 +219,7 @@ def register(app: faust.App, topics: Topics, providers: Providers, sink: DeadLet
         turns: int,
         exchange_of: tuple[list[Message] | None, int],
         *,
+        lineage: str,
         mark: str,
     ) -> list[Any]:
         """Send the snapshots of the session's last exchange (their delivery futures are returned);
@@ -224,7 +228,8 @@ def register(app: faust.App, topics: Topics, providers: Providers, sink: DeadLet
         ``exchange_of`` is the exchange from its question on and its base, when the state knows them;
         otherwise the exchange is the one the window shows. Snapshot and exchange ids derive from the
         session key, so two tenants' sessions of one id never make the same id (the extract stage skips
-        an id it has seen)."""
+        an id it has seen), and from the state's ``lineage``, so a session whose state started afresh
+        never remakes the ids of its exchanges stored before."""
         text = redact(
             format_snapshot(
                 messages, message_max_chars=settings.message_max_chars, max_chars=settings.snapshot_max_chars
@@ -245,7 +250,7 @@ def register(app: faust.App, topics: Topics, providers: Providers, sink: DeadLet
             if mark and mode == "summary":
                 continue  # a flush stores the unanswered turns; summaries follow assistant turns
             snapshot = Snapshot(
-                snapshot_id=derived_id(skey, str(turns), mode, *([mark] if mark else [])),
+                snapshot_id=snapshot_id(skey, lineage, turns, mode, mark),
                 session_id=session_id,
                 project=project,
                 project_key=project_key(project),
@@ -257,7 +262,7 @@ def register(app: faust.App, topics: Topics, providers: Providers, sink: DeadLet
                 # Explicit requests ride on the normal (or raw) snapshot only, never twice.
                 explicit=explicit if mode in ("normal", "raw") else [],
                 sources=sources,
-                exchange_id=exchange_id(skey, base) if exchange_messages else "",
+                exchange_id=exchange_id(skey, base, lineage) if exchange_messages else "",
                 ts=ts,
             )
             sent.append(await topics.snapshots.send(key=skey.encode(), value=snapshot))
@@ -279,6 +284,7 @@ def register(app: faust.App, topics: Topics, providers: Providers, sink: DeadLet
                 messages,
                 state.assistant_turns,
                 current_exchange(state),
+                lineage=state.lineage,
                 mark=f"pending:{len(messages)}:{messages[-1].content[:64]}",
             )
             # No turn comes again to redo a flush: it is marked done once its snapshot is on the broker.

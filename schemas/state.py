@@ -66,6 +66,12 @@ class SessionState(State, tag="state.session.v1", kw_only=True):
     #: [partition, offset] of the first turn the session applied ([] in states from before it was
     #: kept): a turn read there before it was never applied, whatever ``applied`` has forgotten.
     first_applied: list[int] = []
+    #: What this state's snapshot and exchange ids are salted with (memstream.rules.snapshot.lineage):
+    #: set from the first turn it applied, never changed. A session's state is lost when the
+    #: embedded broker starts afresh, and the session goes on counting its turns from 0; without
+    #: the salt its ids would be those of its first exchanges, already stored. "" in states from
+    #: before it was kept, whose ids stay as they were.
+    lineage: str = ""
 
 
 class ExtractState(State, tag="state.extract.v1", kw_only=True):

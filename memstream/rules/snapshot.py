@@ -16,6 +16,7 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
+from datetime import datetime
 
 import msgspec
 
@@ -89,9 +90,25 @@ def pending_is_due(messages: Sequence[Message], last_seen: float, flushed: bool,
     return bool(messages) and messages[-1].role == "user" and not flushed and now - last_seen >= idle
 
 
-def exchange_id(session_id: str, base: int) -> str:
+def lineage_of(ts: datetime, role: str, content: str) -> str:
+    """The salt of the ids of a session state started by this turn (see ``SessionState.lineage``).
+
+    Derived from the turn alone, so a state lost before its first write was durable, and started
+    again by the same turn redelivered, gets the same ids; a state started afresh later in the
+    session, by a later turn, gets others."""
+    return derived_id("lineage", ts.isoformat(), role, content)
+
+
+def exchange_id(session_id: str, base: int, lineage: str = "") -> str:
     """The identity of a session's exchange of this base ("" when the base is unknown)."""
-    return derived_id(session_id, "exchange", str(base)) if base >= 0 else ""
+    if base < 0:
+        return ""
+    return derived_id(session_id, *([lineage] if lineage else []), "exchange", str(base))
+
+
+def snapshot_id(session_id: str, lineage: str, turns: int, mode: str, mark: str = "") -> str:
+    """The identity of a session's snapshot after ``turns`` assistant turns, in this mode."""
+    return derived_id(session_id, *([lineage] if lineage else []), str(turns), mode, *([mark] if mark else []))
 
 
 def exchange_sources(messages: Sequence[Message]) -> list[Provenance]:
