@@ -13,8 +13,11 @@ from pathlib import Path
 from typing import Any
 
 #: The idle fetch wait on the embedded broker (MEMSTREAM_FETCH_IDLE_WAIT_MS's 0): an idle worker's
-#: consumers fetch this seldom, and a record published meanwhile ends the pause at once.
-EMBEDDED_IDLE_WAIT_MS = 2000
+#: consumers fetch this seldom, and a record published meanwhile ends the pause at once. 8 s, not
+#: 2: the worker's fetches were half of an idle `memstream up`'s CPU (0.83-1.01% of a core in all at
+#: 2 s, 0.51-0.52% at 8 s, docs/benchmarks.md); only a writer that does not ring (a foreign Kafka
+#: client) waits longer for it.
+EMBEDDED_IDLE_WAIT_MS = 8000
 
 
 class SettingsError(ValueError):
@@ -66,10 +69,10 @@ class Settings:
     fetch_max_wait_ms: int = field(default=0, metadata=_env("MEMSTREAM_FETCH_MAX_WAIT_MS", low=0, high=60_000))
     #: MEMSTREAM_FETCH_IDLE_WAIT_MS: the longest wait once fetches come back empty: after three
     #: empty fetches in a row a consumer doubles its wait up to this, and drops back to
-    #: MEMSTREAM_FETCH_MAX_WAIT_MS at the first record. 0: 2000 ms on the embedded broker, where the
+    #: MEMSTREAM_FETCH_MAX_WAIT_MS at the first record. 0: 8000 ms on the embedded broker, where the
     #: wait beyond the fetch wait is a pause between fetches that ends at once when a record is
     #: published (each Tansu fetch of the worker's partitions costs it ~5 ms of CPU: an idle worker
-    #: fetches every 2 s instead of 50 times a second); the fetch wait itself on Kafka (which
+    #: fetches every 8 s instead of 50 times a second); the fetch wait itself on Kafka (which
     #: answers a waiting fetch as soon as data arrives).
     fetch_idle_wait_ms: int = field(default=0, metadata=_env("MEMSTREAM_FETCH_IDLE_WAIT_MS", low=0, high=60_000))
     #: MEMSTREAM_PREFETCH_BACKOFF_MS: how long a consumer stops fetching from a broker while fetched

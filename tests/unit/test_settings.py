@@ -243,7 +243,7 @@ def test_a_chunk_overlap_not_below_the_chunk_size_is_rejected() -> None:
 
 def test_the_idle_fetch_wait_is_long_on_the_embedded_broker_and_the_fetch_wait_on_kafka() -> None:
     embedded = Settings.from_env({})
-    assert (embedded.effective_fetch_max_wait_ms, embedded.effective_fetch_idle_wait_ms) == (20, 2000)
+    assert (embedded.effective_fetch_max_wait_ms, embedded.effective_fetch_idle_wait_ms) == (20, 8000)
     kafka = Settings.from_env({"MEMSTREAM_KAFKA_BOOTSTRAP": "k:9092"})
     assert (kafka.effective_fetch_max_wait_ms, kafka.effective_fetch_idle_wait_ms) == (500, 500)
     chosen = Settings.from_env({"MEMSTREAM_FETCH_MAX_WAIT_MS": "5", "MEMSTREAM_FETCH_IDLE_WAIT_MS": "80"})
