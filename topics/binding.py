@@ -51,6 +51,12 @@ class DeadLetteringTopic(faust.Topic):
             await sink.dead_letter(f"decode:{message.topic}", reason, message)
         else:  # pragma: no cover - the app factory always installs a sink
             log.error("dropping undecodable message from %s: %s", message.topic, reason)
+        # No stage ever sees it: this reader is done with it, or the commit would stay before it
+        # (the partition never settles, and a restart dead-letters it again). Each reader of the
+        # topic decodes it on its own channel, so each marks it once (memstream.kafka.transport).
+        mark = getattr(self.app.consumer, "finished", None)
+        if mark is not None:
+            mark(message, f"decode:{id(self)}")
 
 
 @dataclass(frozen=True)
