@@ -166,6 +166,27 @@ class StateTable(faust.Table):
         super().__init__(*args, **kwargs)
         self.versioned = versioned
 
+    def adopt(self, key: str) -> Any:
+        """The state this table was carried over for ``key`` from the broker before a fresh one
+        (``app.carried_states``, memstream.worker.recycle), written here now; None if there is none."""
+        value = self._carried().pop(key, None)
+        if value is None or key in self:
+            return None
+        self[key] = value
+        return value
+
+    def adopt_all(self) -> None:
+        """Write every state still carried over (a stage's timer calls it: its scans see them all)."""
+        carried = self._carried()
+        while carried:
+            key, value = carried.popitem()
+            if key not in self:
+                self[key] = value
+
+    def _carried(self) -> dict[str, Any]:
+        states: dict[str, dict[str, Any]] = getattr(self.app, "carried_states", {})
+        return states.get(self.name, {})
+
     def _serializer_from_type(self, typ: Any) -> Any:
         return CODEC_NAME if typ is None else super()._serializer_from_type(typ)
 
@@ -199,7 +220,7 @@ class StateTable(faust.Table):
 
 def state_table(
     app: faust.App, name: str, partitions: int, *, use_partitioner: bool = False, versioned: bool = False
-) -> faust.Table:
+) -> StateTable:
     """Declare an agent's state table: str keys, schemas.State values, default None (see
     :class:`StateTable` for ``use_partitioner`` and ``versioned``)."""
     table = StateTable(

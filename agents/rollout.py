@@ -84,7 +84,7 @@ def register(app: faust.App, topics: Topics, providers: Providers, sink: DeadLet
         if snapshot.mode not in ("normal", "raw", "summary") or not snapshot.exchange:
             return  # init snapshots read project files, not a conversation
         skey = session_key(snapshot.session_id, snapshot.project_key, snapshot.user_key)
-        state: RolloutState = rollouts.get(skey) or RolloutState()
+        state: RolloutState = rollouts.get(skey) or rollouts.adopt(skey) or RolloutState()
         if snapshot.turn_index <= state.turns and snapshot.exchange in state.exchanges:
             return  # a redelivery, or the summary-mode twin of a normal snapshot
         rollouts[skey] = msgspec.structs.replace(
@@ -154,6 +154,7 @@ def register(app: faust.App, topics: Topics, providers: Providers, sink: DeadLet
 
     @app.timer(settings.phase1_scan_interval, name="rollout-scan")
     async def scan() -> None:
+        rollouts.adopt_all()
         owned = {tp.partition for tp in app.assignor.assigned_actives() if tp.topic == snapshot_topic}
         if not owned:
             return

@@ -162,7 +162,7 @@ def register(app: faust.App, topics: Topics, providers: Providers, sink: DeadLet
         partition, offset, exact = event.message.partition, event.message.offset, False
         if (origin_of := origin(event.message.headers)) is not None:
             (partition, offset), exact = origin_of, True
-        state: SessionState | None = sessions.get(skey) or adopt_legacy(turn, skey)
+        state: SessionState | None = sessions.get(skey) or sessions.adopt(skey) or adopt_legacy(turn, skey)
         if state is None:
             await maybe_init(turn)
             state = SessionState(lineage=lineage_of(turn.ts, turn.role, turn.content))
@@ -300,6 +300,7 @@ def register(app: faust.App, topics: Topics, providers: Providers, sink: DeadLet
     @app.timer(settings.phase1_scan_interval, name="snapshot-flush")
     async def flush_idle() -> None:
         """Sessions idle on unanswered user turns, on the partitions this worker owns."""
+        sessions.adopt_all()
         owned = {tp.partition for tp in app.assignor.assigned_actives() if tp.topic == turns_topic}
         if not owned:
             return

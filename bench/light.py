@@ -31,6 +31,9 @@ from typing import Any
 BEFORE = "6654f39"
 #: A developer's pace: one turn every this many seconds (issue 29).
 DEVELOPER_TURN_S = 10.0
+#: The broker's bound in the soak that starts it afresh (MEMSTREAM_BROKER_MAX_MB): low enough that the
+#: soak's 720 turns (~100 MB at 139 KB a turn) cross it more than once.
+BOUNDED_SOAK_MB = 40
 
 
 def rss_mb(pid: int) -> float:
@@ -57,12 +60,17 @@ async def quiet(turns: int, pause: float, ring: bool = True) -> dict[str, float]
     return await pipeline.run_sequential(turns=turns, embedder="bundled", pause=pause, **options)
 
 
-async def soak(turns: int, every: float, samples: int, idle_s: float, sessions: int = 20) -> dict[str, Any]:
+async def soak(
+    turns: int, every: float, samples: int, idle_s: float, sessions: int = 20, broker_max_mb: int = 0
+) -> dict[str, Any]:
     """``turns`` turns, one every ``every`` seconds (a shortened clock), over ``sessions`` sessions of
     ``sessions`` projects, with the fake LLM and the fake embedder. RSS (MB) of the worker's process
     and the broker at start, after ``idle_s`` seconds idle, then ``samples`` times along the way and
     once every turn became a memory. The slopes are least squares over the second half of the samples
-    (the first half includes warming up: imports, caches, the first table rows)."""
+    (the first half includes warming up: imports, caches, the first table rows).
+
+    ``broker_max_mb``: the broker is started afresh above this, as `memstream up` does
+    (memstream.worker.recycle), its quiet moment and check interval on the soak's shortened clock."""
     from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
 
     from bench import pipeline
@@ -70,6 +78,13 @@ async def soak(turns: int, every: float, samples: int, idle_s: float, sessions: 
     from memstream.schemas import encode
     from memstream.topics import MEMORY_UPDATED, TURNS, topic_name
 
+    speedup = DEVELOPER_TURN_S / every
+    recycler: Any = None
+    if broker_max_mb:
+        from memstream.worker import recycle
+
+        recycle.QUIET_SECONDS /= speedup
+        recycler = recycle.Recycler(broker_max_mb, check_seconds=recycle.CHECK_SECONDS / speedup)
     with tempfile.TemporaryDirectory() as tmp, pipeline.fake_llm(0.0) as llm_url:
         settings, running = await pipeline.start(Path(tmp), llm_url, "fake")
         try:
@@ -80,16 +95,21 @@ async def soak(turns: int, every: float, samples: int, idle_s: float, sessions: 
             start = {"worker_mb": rss_mb(me), "broker_mb": rss_mb(broker)}
             await asyncio.sleep(idle_s)
             idled = {"worker_mb": rss_mb(me), "broker_mb": rss_mb(broker)}
-            producer = AIOKafkaProducer(bootstrap_servers=running.bootstrap, linger_ms=5)
-            consumer = AIOKafkaConsumer(
-                topic_name(settings.topic_prefix, MEMORY_UPDATED),
-                bootstrap_servers=running.bootstrap,
-                auto_offset_reset="earliest",
-                fetch_max_wait_ms=settings.effective_fetch_max_wait_ms,
-            )
-            await producer.start()
-            await consumer.start()
-            created = 0
+
+            async def clients() -> tuple[Any, Any]:
+                producer = AIOKafkaProducer(bootstrap_servers=running.bootstrap, linger_ms=5)
+                consumer = AIOKafkaConsumer(
+                    topic_name(settings.topic_prefix, MEMORY_UPDATED),
+                    bootstrap_servers=running.bootstrap,
+                    auto_offset_reset="earliest",
+                    fetch_max_wait_ms=settings.effective_fetch_max_wait_ms,
+                )
+                await producer.start()
+                await consumer.start()
+                return producer, consumer
+
+            producer, consumer = await clients()
+            created, fresh_starts, broker_peak, spent = 0, 0, 0.0, 0.0
             points: list[tuple[int, float, float]] = []
             #: (turns so far, the broker's CPU seconds so far): Tansu lists a partition's every batch
             #: on each fetch that finds data, so its cost per turn may grow with what it holds.
@@ -107,10 +127,29 @@ async def soak(turns: int, every: float, samples: int, idle_s: float, sessions: 
                     await producer.flush()
                     _ring(running.bootstrap)
                     created += await _memories(consumer)
+                    broker_peak = max(broker_peak, rss_mb(broker))
                     if (i + 1) % max(1, turns // samples) == 0:
                         points.append((i + 1, rss_mb(me), rss_mb(broker)))
-                        broker_cpu.append((i + 1, pipeline._cpu_seconds(broker)))
-                    await asyncio.sleep(max(0.0, began + (i + 1) * every - time.monotonic()))
+                        broker_cpu.append((i + 1, spent + pipeline._cpu_seconds(broker)))
+                    next_turn = began + (i + 1) * every
+                    # `up` asks every second of a turn every ten: ten times between turns, here.
+                    due = False
+                    while not due and (left := next_turn - time.monotonic()) > 0:
+                        await asyncio.sleep(min(left, every / 10) if recycler is not None else left)
+                        due = recycler is not None and await recycler.due(running)
+                    if due:
+                        # Every memory of the turns so far is counted first: the topic starts afresh too.
+                        drained = time.monotonic() + 60
+                        while created < i + 1 and time.monotonic() < drained:
+                            created += await _memories(consumer, wait_ms=200)
+                        spent += pipeline._cpu_seconds(broker)  # the broker's CPU goes on counting across
+                        await consumer.stop()
+                        await producer.stop()
+                        running = await recycler.recycle(running)
+                        fresh_starts += 1
+                        assert running.broker is not None and running.broker.pid is not None
+                        broker = running.broker.pid
+                        producer, consumer = await clients()
                 deadline = time.monotonic() + 120
                 while created < turns and time.monotonic() < deadline:
                     created += await _memories(consumer, wait_ms=200)
@@ -118,6 +157,7 @@ async def soak(turns: int, every: float, samples: int, idle_s: float, sessions: 
                 await consumer.stop()
                 await producer.stop()
             end = {"worker_mb": rss_mb(me), "broker_mb": rss_mb(broker), "memories": created}
+            end |= {"fresh_starts": fresh_starts, "broker_peak_mb": broker_peak}
         finally:
             await running.stop()
     half = points[len(points) // 2 :]
@@ -199,6 +239,10 @@ async def measure(quick: bool, old: Path | None) -> dict[str, Any]:
         results["idle_before"].append(before("idle", seconds=seconds, settle=settle))
         results["idle"].append(await idle(seconds, settle))
     results["soak"] = await soak(soak_turns, soak_every, samples=12, idle_s=settle)
+    results["bounded_mb"] = BOUNDED_SOAK_MB
+    results["soak_bounded"] = await soak(
+        soak_turns, soak_every, samples=12, idle_s=settle, broker_max_mb=BOUNDED_SOAK_MB
+    )
     results["soak_before"] = before("soak", turns=soak_turns, every=soak_every, samples=12, idle_s=settle)
     return results
 
@@ -260,6 +304,17 @@ def rows(results: dict[str, Any]) -> list[tuple[str, str, str, str]]:
                 f"{s['turns']} turns on a clock ×{results['soak_speedup']:.0f} faster; before: {before_s}; {load}",
             )
         )
+    b = results["soak_bounded"]
+    out.append(
+        (
+            "i. broker RSS, bounded soak",
+            f"peak {b['end']['broker_peak_mb']:.0f} MB, {b['end']['fresh_starts']} fresh starts, "
+            f"{b['end']['memories']} of {b['turns']} turns became memories",
+            f"≤ the bound ({results['bounded_mb']} MB) + growth to a quiet moment",
+            f"the same soak with MEMSTREAM_BROKER_MAX_MB={results['bounded_mb']} (memstream.worker.recycle); "
+            f"without it the broker ends at {s['end']['broker_mb']:.0f} MB",
+        )
+    )
     first, second = s["broker_cpu_ms_per_turn"]
     out.append(
         (

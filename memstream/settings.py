@@ -75,6 +75,10 @@ class Settings:
     #: fetches every 8 s instead of 50 times a second); the fetch wait itself on Kafka (which
     #: answers a waiting fetch as soon as data arrives).
     fetch_idle_wait_ms: int = field(default=0, metadata=_env("MEMSTREAM_FETCH_IDLE_WAIT_MS", low=0, high=60_000))
+    #: MEMSTREAM_BROKER_MAX_MB: the embedded broker keeps every record in memory (~139 KB a turn);
+    #: once it holds more than this and nothing is under way, `memstream up` starts it afresh, as a
+    #: restart would, carrying the dead letters over (memstream.worker.recycle). 0: never.
+    broker_max_mb: int = field(default=512, metadata=_env("MEMSTREAM_BROKER_MAX_MB", low=0, high=1_000_000))
     #: MEMSTREAM_PREFETCH_BACKOFF_MS: how long a consumer stops fetching from a broker while fetched
     #: records wait to be taken. aiokafka's 100 ms made p99 latency spikes of 300-500 ms; 10 ms
     #: costs no measurable throughput (bench, interleaved runs).

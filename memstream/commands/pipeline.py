@@ -42,6 +42,7 @@ async def _up(settings: Settings) -> int:
     from memstream.telemetry import health
     from memstream.telemetry.tracing import configure_tracing
     from memstream.worker import runner
+    from memstream.worker.recycle import Recycler
 
     if runner.read_runtime_file(settings):
         raise CliError(f"memstream is already running with data dir {settings.data_dir} (see {settings.runtime_file})")
@@ -68,6 +69,7 @@ async def _up(settings: Settings) -> int:
     from memstream.commands.capture import start_capture
 
     capture = start_capture(settings, running.bootstrap)
+    recycler = Recycler(settings.broker_max_mb)
     status = 0
     try:
         while not stop.is_set():
@@ -76,16 +78,26 @@ async def _up(settings: Settings) -> int:
                 _say(f"memstream: a service crashed, exiting: {'; '.join(crashed)}", sys.stderr)
                 status = EXIT_CRASHED
                 break
+            if await recycler.due(running):
+                _say("memstream: starting the embedded broker afresh (it holds more than MEMSTREAM_BROKER_MAX_MB)…")
+                await _stop_capture(capture)
+                running = await recycler.recycle(running)
+                capture = start_capture(settings, running.bootstrap)
+                _say(f"memstream: the embedded broker was started afresh on {running.bootstrap}.")
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(stop.wait(), WATCH_SECONDS)
     finally:
         _say("\nmemstream: stopping…")
-        for task in capture:
-            task.cancel()
-        await asyncio.gather(*capture, return_exceptions=True)
+        await _stop_capture(capture)
         await running.stop()
         _say("memstream: stopped.")
     return status
+
+
+async def _stop_capture(capture: list[asyncio.Task[Any]]) -> None:
+    for task in capture:
+        task.cancel()
+    await asyncio.gather(*capture, return_exceptions=True)
 
 
 def _say(text: str, stream: Any = None) -> None:

@@ -99,6 +99,14 @@ def lineage_of(ts: datetime, role: str, content: str) -> str:
     return derived_id("lineage", ts.isoformat(), role, content)
 
 
+def carried_over(state: SessionState) -> SessionState:
+    """A session's state as a fresh broker's table is given it (memstream.worker.recycle): its
+    turns keep their window and counts but forget where they were read, since the fresh broker's
+    offsets start again at 0 and a new turn read at an old one's place would pass for a redelivery."""
+    turns = [msgspec.structs.replace(turn, offset=-1) for turn in history(state)]
+    return msgspec.structs.replace(state, messages=[], applied=turns, first_applied=[])
+
+
 def exchange_id(session_id: str, base: int, lineage: str = "") -> str:
     """The identity of a session's exchange of this base ("" when the base is unknown)."""
     if base < 0:

@@ -8,6 +8,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -82,16 +83,20 @@ class Running:
             watch=self.watch,
         )
 
-    async def stop(self) -> None:
+    async def stop(self, *, keep_broker: bool = False, keep_providers: bool = False) -> None:
+        """Stop the worker, the providers and the embedded broker. A broker started afresh
+        (memstream.worker.recycle) keeps the providers for the next worker, and stops the broker
+        itself once it has read what the broker still holds."""
         if self.doorbell_endpoint is not None:
             self.doorbell_endpoint.close()
         try:
             await _stop_worker(self.worker)
         finally:
             try:
-                await self.providers.close()
+                if not keep_providers:
+                    await self.providers.close()
             finally:
-                if self.broker is not None:
+                if self.broker is not None and not keep_broker:
                     self.broker.stop()
                 if self.announced:
                     remove_runtime_file(self.settings)
@@ -104,15 +109,23 @@ async def start(
     web: bool = True,
     loglevel: str | None = None,
     announce: bool = True,
+    broker_port: int | None = None,
+    carried_states: dict[str, dict[str, Any]] | None = None,
+    before_worker: Callable[[str], Awaitable[None]] | None = None,
 ) -> Running:
-    """Start broker (embedded default), topics, providers and the Faust worker; wait until ready."""
+    """Start broker (embedded default), topics, providers and the Faust worker; wait until ready.
+
+    A broker started afresh (memstream.worker.recycle) takes its predecessor's ``broker_port``, so
+    every client's bootstrap stays right; its tables adopt ``carried_states`` (per table, states by
+    key), and ``before_worker`` is awaited with the bootstrap once the topics exist and before
+    anything reads them."""
     began = time.monotonic()
     timings: dict[str, float] = {}
     quiet_payload_loggers()
     settings.data_dir.mkdir(parents=True, exist_ok=True)
     broker: EmbeddedBroker | None = None
     if settings.embedded_broker:
-        broker = EmbeddedBroker(log_file=settings.data_dir / "broker.log").start()
+        broker = EmbeddedBroker(port=broker_port, log_file=settings.data_dir / "broker.log").start()
         bootstrap = broker.bootstrap
     else:
         bootstrap = settings.kafka_bootstrap
@@ -130,10 +143,13 @@ async def start(
             security=client_options(settings) if broker is None else None,
         )
         timings["topics"] = time.monotonic() - began
+        if before_worker is not None:
+            await before_worker(bootstrap)
         providers = providers or build_providers(settings)
         await providers.open()
         timings["providers"] = time.monotonic() - began
         pipeline = build_app(settings, providers, bootstrap, web=web)
+        pipeline.app.carried_states = carried_states or {}  # type: ignore[attr-defined]
         worker = _Worker(
             pipeline.app,
             daemon=False,

@@ -78,3 +78,19 @@ def test_recovery_applies_one_partition_in_its_order(table: Any) -> None:
     assert table["s"].assistant_turns == 3
     table.apply_changelog_batch([record("s", SessionState(assistant_turns=0), 0), record("s", None, 1)])
     assert "s" not in table  # a delete is applied whatever the version
+
+
+def test_a_carried_state_is_adopted_once_by_its_key_or_all_at_a_scan(table: Any) -> None:
+    """States carried over to a fresh broker (memstream.worker.recycle) enter the table when a stage
+    first asks for their key, or at its next scan; a key written meanwhile keeps its own state."""
+    table.app.carried_states = {
+        "sessions": {"a": SessionState(assistant_turns=3), "b": SessionState(assistant_turns=5), "c": SessionState()}
+    }
+    table["c"] = SessionState(assistant_turns=9)  # a turn started it before its carried state was adopted
+    assert table.adopt("a").assistant_turns == 3 and table["a"].assistant_turns == 3
+    assert table.adopt("a") is None  # adopted once
+    assert table.adopt("nobody") is None
+    table.adopt_all()
+    assert (table["b"].assistant_turns, table["c"].assistant_turns) == (5, 9)
+    assert table.app.carried_states["sessions"] == {}
+    assert [key for _, key, _ in table.sent] == ["c", "a", "b"]
