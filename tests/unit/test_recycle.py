@@ -93,7 +93,12 @@ async def test_nothing_is_started_afresh_under_the_bound_without_a_broker_or_whe
 @pytest.mark.asyncio
 async def test_the_broker_is_looked_at_once_a_check_interval(monkeypatch: pytest.MonkeyPatch) -> None:
     looked: list[int] = []
-    monkeypatch.setattr(recycle, "rss_mb", lambda pid: looked.append(pid) or 0.0)
+
+    def rss_mb(pid: int) -> float:
+        looked.append(pid)
+        return 0.0
+
+    monkeypatch.setattr(recycle, "rss_mb", rss_mb)
     recycler = recycle.Recycler(1, check_seconds=3600)
     assert not await recycler.due(running_with(os.getpid()))
     assert looked == []  # the first look comes a check interval after start
