@@ -109,8 +109,11 @@ def _say(text: str, stream: Any = None) -> None:
 def _banner(running: Any) -> str:
     s: Settings = running.settings
     p = running.providers
+    bound = f"; started afresh above {s.broker_max_mb} MB" if s.broker_max_mb else ""
     broker = (
-        f"Tansu (embedded, memory only) on {running.bootstrap}" if running.broker else f"Kafka at {running.bootstrap}"
+        f"Tansu (embedded, memory only{bound}) on {running.bootstrap}"
+        if running.broker
+        else f"Kafka at {running.bootstrap}"
     )
     store = f"Qdrant server at {s.qdrant_url}" if s.qdrant_url else f"Qdrant edge (in-process) in {s.store_dir}"
     llm = (
