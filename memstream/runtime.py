@@ -26,6 +26,7 @@ __all__ = [
     "read_runtime_file",
     "remove_runtime_file",
     "user_identity",
+    "write_process_file",
     "write_runtime_file",
 ]
 
@@ -51,8 +52,13 @@ def read_runtime(path: Path) -> dict[str, Any] | None:
 
 def write_runtime_file(settings: Settings, data: dict[str, Any]) -> None:
     """Record this process (``up``) for the other commands, with the identity that only it holds."""
+    write_process_file(settings.runtime_file, data)
+
+
+def write_process_file(path: Path, data: dict[str, Any]) -> None:
+    """Record this process at ``path`` with the identity only it holds (:func:`read_runtime` reads it)."""
     record = {**data, "pid": os.getpid(), "process": process_identity(os.getpid())}
-    path = settings.runtime_file
+    path.parent.mkdir(parents=True, exist_ok=True)
     partial = path.with_name(path.name + ".partial")
     partial.write_text(json.dumps(record, indent=2))
     partial.replace(path)  # a reader never sees half a file

@@ -40,6 +40,7 @@ from memstream.schemas import encode
 from memstream.telemetry import metrics
 from memstream.topics import DEAD_LETTERS, FORGOTTEN, topic_name
 from memstream.worker import runner
+from memstream.worker.replay import replays_running
 
 log = logging.getLogger(__name__)
 
@@ -200,6 +201,8 @@ class Recycler:
         if held <= self.max_mb:
             return False
         reasons = [f"a stage handled an event {quiet_for:.1f}s ago"] if quiet_for < QUIET_SECONDS else []
+        if replays := replays_running(running.settings):
+            reasons.append(f"memstream replay {', '.join(replays)} reads this broker")
         if not reasons:
             letters = await pending_dead_letters(running.bootstrap, running.settings.topic_prefix)
             if truncated := sum(item.letter.truncated for item in letters):

@@ -18,6 +18,7 @@ import time
 import urllib.request
 from collections.abc import Callable, Mapping
 from datetime import datetime
+from pathlib import Path
 from typing import Any
 
 import msgspec
@@ -28,6 +29,7 @@ from memstream.identity import project_key, user_key
 from memstream.kafka import offsets
 from memstream.kafka.security import client_options
 from memstream.logs import quiet_payload_loggers
+from memstream.runtime import read_runtime, write_process_file
 from memstream.schemas import ForgetScope, Memory, Turn, decode, encode
 from memstream.settings import Settings
 from memstream.store.base import collection_name
@@ -37,6 +39,17 @@ from memstream.worker import runner
 
 #: How long the shadow pipeline must stay idle, with nothing left to read, to count as drained.
 IDLE_SECONDS = 2.0
+
+
+def replay_file(shadow_dir: Path) -> Path:
+    """Where a running replay records its process, in its shadow data dir."""
+    return shadow_dir / "replay.json"
+
+
+def replays_running(settings: Settings) -> list[str]:
+    """The names of the replays running now on this data dir (their processes are alive)."""
+    found = (read_runtime(replay_file(shadow)) for shadow in (settings.data_dir / "replays").glob("*"))
+    return sorted(str(record.get("name", "")) for record in found if record is not None)
 
 
 class ReplayError(RuntimeError):
@@ -310,6 +323,8 @@ async def replay(
     security = client_options(settings)
     providers = build_providers(shadow, embedder=embedder, store=build_store(settings, embedder, collection=collection))
     running = await runner.start(shadow, providers, web=False, announce=False)
+    # `up` must not start its embedded broker afresh under a replay (memstream.worker.recycle).
+    write_process_file(replay_file(shadow.data_dir), {"name": name})
     try:
         copied = await copy_turns(
             bootstrap,
@@ -323,6 +338,7 @@ async def replay(
         await drained(running, copied, lambda done, total: report("reprocessing", done, total), timeout)
         shadow_memories = await providers.store.list(None, include_superseded=True, limit=1_000_000)
     finally:
+        replay_file(shadow.data_dir).unlink(missing_ok=True)
         await running.stop()
     added, removed, changed, unchanged = compare(
         await asyncio.to_thread(live_memories, api_url, token), shadow_memories

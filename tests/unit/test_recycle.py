@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+import asyncio
+import json
 import os
+import sys
+from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
@@ -10,9 +14,12 @@ import pytest
 from faust.types import TP
 
 from memstream.rules.snapshot import apply_turn, carried_over
+from memstream.runtime import process_identity
 from memstream.schemas import SessionState
 from memstream.schemas.events import Role
+from memstream.settings import Settings
 from memstream.worker import recycle
+from memstream.worker.replay import replay_file, replays_running
 
 
 def session(*turns: tuple[Role, str]) -> SessionState:
@@ -106,3 +113,35 @@ async def test_the_broker_is_looked_at_once_a_check_interval(monkeypatch: pytest
     assert not await recycler.due(running_with(os.getpid()))
     assert not await recycler.due(running_with(os.getpid()))
     assert looked == [os.getpid()]
+
+
+@pytest.mark.asyncio
+async def test_not_under_a_running_replay(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A replay's shadow pipeline reads and writes the same broker from its own process."""
+    settings = Settings.from_env({}, data_dir=tmp_path)
+    monkeypatch.setattr(recycle, "QUIET_SECONDS", 0.0)
+    monkeypatch.setattr(recycle, "rss_mb", lambda pid: 600.0)
+    running: Any = SimpleNamespace(broker=SimpleNamespace(pid=os.getpid()), settings=settings)
+    monkeypatch.setattr(recycle, "pending_dead_letters", lambda bootstrap, prefix: _none())
+    running.bootstrap = "127.0.0.1:1"
+    child = await asyncio.create_subprocess_exec(sys.executable, "-c", "import time; time.sleep(60)")
+    try:
+        shadow = tmp_path / "replays" / "v2"
+        shadow.mkdir(parents=True)
+        record = {"name": "v2", "pid": child.pid, "process": process_identity(child.pid)}
+        replay_file(shadow).write_text(json.dumps(record))
+        (tmp_path / "replays" / "gone").mkdir()  # a replay that crashed: its file names a dead process
+        replay_file(tmp_path / "replays" / "gone").write_text(json.dumps({**record, "pid": 2**22 + 1}))
+        assert replays_running(settings) == ["v2"]
+        recycler = recycle.Recycler(512, check_seconds=0)
+        assert not await recycler.due(running)
+        assert recycler._told == ["memstream replay v2 reads this broker"]
+    finally:
+        child.kill()
+        await child.wait()
+    assert replays_running(settings) == []
+    assert await recycler.due(running)
+
+
+async def _none() -> list[Any]:
+    return []
