@@ -21,7 +21,8 @@ from typing import Any
 
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 
-from memstream.kafka import doorbell, offsets
+from memstream.kafka import doorbell
+from memstream.kafka.records import read_records
 from memstream.logs import quiet_payload_loggers
 from memstream.schemas import DeadLetter, DecodeError, Redriven, dead_letter_id, decode, encode
 from memstream.topics.catalog import DEAD_LETTERS, REDRIVEN, topic_name
@@ -144,32 +145,15 @@ class RedriveReport:
 
 async def read_topic(bootstrap: str, topic: str) -> list[tuple[int, int, bytes | None]]:
     """Every record of a topic up to its end as of now: (partition, offset, value), by partition."""
-    consumer = AIOKafkaConsumer(bootstrap_servers=bootstrap, enable_auto_commit=False, auto_offset_reset="earliest")
+    consumer = AIOKafkaConsumer(bootstrap_servers=bootstrap, enable_auto_commit=False)
     await consumer.start()
     try:
         await consumer.topics()  # loads the cluster's metadata
         partitions = consumer.partitions_for_topic(topic) or set()
-        tps = [TopicPartition(topic, p) for p in sorted(partitions)]
-        if not tps:
-            return []
-        consumer.assign(tps)
-        await consumer.seek_to_beginning(*tps)
-        # The true ends: Tansu's ListOffsets is short of them (memstream.kafka.offsets).
-        ends: dict[TopicPartition, int] = await offsets.end_offsets(consumer, tps)
-        pending = {tp for tp in tps if ends[tp] > 0}
-        records: list[tuple[int, int, bytes | None]] = []
-        while pending:
-            for tp in list(pending):
-                if await consumer.position(tp) >= ends[tp]:
-                    pending.discard(tp)
-            if not pending:
-                break
-            batch = await consumer.getmany(*pending, timeout_ms=500)
-            for tp, messages in batch.items():
-                records.extend((tp.partition, m.offset, m.value) for m in messages if m.offset < ends[tp])
-        return records
     finally:
         await consumer.stop()
+    records = await read_records(bootstrap, {TopicPartition(topic, p): None for p in sorted(partitions)})
+    return [(r.partition, r.offset, r.value) for r in records]
 
 
 def _decoded(value: bytes | None, kind: type[Any]) -> Any:

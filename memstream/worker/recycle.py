@@ -34,6 +34,7 @@ from typing import Any
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 
 from memstream.kafka import offsets
+from memstream.kafka.records import read_records
 from memstream.ops.redrive import Letter, dead_letters, redriven
 from memstream.rules.snapshot import carried_over
 from memstream.schemas import encode
@@ -109,42 +110,6 @@ class Carried:
         return f"{len(self.records)} records, {len(self.letters)} dead letters, " + ", ".join(
             f"{len(states)} {name} states" for name, states in self.states.items()
         )
-
-
-async def read_records(
-    bootstrap: str, wanted: dict[TopicPartition, set[int] | None]
-) -> list[tuple[str, int, bytes | None, bytes | None, list[tuple[str, bytes]]]]:
-    """The records at the ``wanted`` offsets of each partition (None: all of it), in order."""
-    if not wanted:
-        return []
-    consumer = AIOKafkaConsumer(
-        bootstrap_servers=bootstrap, enable_auto_commit=False, max_partition_fetch_bytes=64 * 1024 * 1024
-    )
-    await consumer.start()
-    try:
-        tps = sorted(wanted)
-        consumer.assign(tps)
-        ends = await offsets.end_offsets(consumer, tps)
-        pending = set()
-        for tp in tps:
-            chosen = wanted[tp]
-            first = min(chosen) if chosen else 0
-            if ends[tp] > first:
-                consumer.seek(tp, first)
-                pending.add(tp)
-        found: dict[TopicPartition, list[Any]] = {tp: [] for tp in tps}
-        while pending:
-            for tp in list(pending):
-                if await consumer.position(tp) >= ends[tp]:
-                    pending.discard(tp)
-            if not pending:
-                break
-            for tp, messages in (await consumer.getmany(*pending, timeout_ms=500)).items():
-                chosen = wanted[tp]
-                found[tp] += [m for m in messages if m.offset < ends[tp] and (chosen is None or m.offset in chosen)]
-        return [(tp.topic, tp.partition, m.key, m.value, list(m.headers or ())) for tp in tps for m in found[tp]]
-    finally:
-        await consumer.stop()
 
 
 async def pending_dead_letters(bootstrap: str, prefix: str) -> list[Letter]:
@@ -273,8 +238,9 @@ class Recycler:
             for name in CARRIED_TABLES
         }
         states["snapshot-sessions"] = {key: carried_over(state) for key, state in states["snapshot-sessions"].items()}
+        records = await read_records(bootstrap, wanted, max_fetch_bytes=64 * 1024 * 1024)
         return Carried(
-            records=await read_records(bootstrap, wanted),
+            records=[(r.topic, r.partition, r.key, r.value, list(r.headers or ())) for r in records],
             letters=await pending_dead_letters(bootstrap, prefix),
             states=states,
         )
