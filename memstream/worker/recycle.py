@@ -12,9 +12,10 @@ the worker afresh on the same port, carrying over:
 
 - what no stage had finished yet, record for record (:func:`unprocessed`: a turn that came in while
   the worker stopped is read in the fresh broker, in its place, before anything newer);
-- the session windows and the Phase 1 progress (``snapshot-sessions``, ``rollout-state``): a
-  session in the middle of an exchange goes on with its question, and a session not distilled yet
-  still is (the stages adopt them, ``agents.base.StateTable.adopt``);
+- the session windows and the Phase 1 progress (``snapshot-sessions``, ``rollout-state``) of the
+  sessions that spoke within the Phase 1 age (:func:`recent`): a session in the middle of an
+  exchange goes on with its question, and a session not distilled yet still is (the stages adopt
+  them, ``agents.base.StateTable.adopt``);
 - the ledger of forgotten scopes, and the dead letters not re-driven yet.
 
 What a fresh broker does not have, as after any restart: the other tables (extract's done
@@ -27,7 +28,9 @@ from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Iterable
 from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -78,6 +81,21 @@ def _read(consumer: Any, tp: TopicPartition) -> tuple[int, int]:
     committed = consumer._committed_offset.get(tp)  # Faust keeps no public view of either
     start = committed if committed is not None else consumer._floors.get(tp, 0)
     return start or 0, consumer.highwater(tp) or 0
+
+
+def recent(states: Iterable[tuple[str, Any]], now: datetime, max_age: timedelta) -> dict[str, Any]:
+    """The session states (``SessionState`` or ``RolloutState``) whose session spoke within ``max_age``
+    (MEMSTREAM_PHASE1_MAX_AGE_DAYS, past which Phase 1 never distills it either): the only ones a
+    fresh broker is given, so what is carried stays bounded by the sessions of a month, not of all
+    time. A session that comes back later starts a new window; its ids stay apart (its lineage)."""
+    kept = {}
+    for key, state in states:
+        if state is None:
+            continue
+        seen = datetime.fromtimestamp(state.last_seen, UTC) if getattr(state, "last_seen", 0) else state.last_ts
+        if seen is not None and now - seen <= max_age:
+            kept[key] = state
+    return kept
 
 
 def unprocessed(
@@ -199,7 +217,7 @@ class Recycler:
         tps = [tp for tp in tps if not tp.topic.endswith("-changelog")]
         providers = running.providers  # the store, embedder and clients stay open: only Kafka starts afresh
         await running.stop(keep_broker=True, keep_providers=True)  # nothing is processed from here on
-        carried = await self.carry(app, consumer, tps, bootstrap, prefix)
+        carried = await self.carry(app, consumer, tps, bootstrap, prefix, timedelta(days=settings.phase1_max_age_days))
         broker.stop()
         fresh = await runner.start(
             settings,
@@ -220,7 +238,9 @@ class Recycler:
         return fresh
 
     @staticmethod
-    async def carry(app: Any, consumer: Any, tps: list[TopicPartition], bootstrap: str, prefix: str) -> Carried:
+    async def carry(
+        app: Any, consumer: Any, tps: list[TopicPartition], bootstrap: str, prefix: str, max_age: timedelta
+    ) -> Carried:
         """What the stopped worker's broker holds that the fresh one must be given."""
         probe = AIOKafkaConsumer(bootstrap_servers=bootstrap, enable_auto_commit=False)
         await probe.start()
@@ -233,10 +253,7 @@ class Recycler:
             await probe.stop()
         wanted: dict[TopicPartition, set[int] | None] = {tp: None for tp in ledger}
         wanted.update(unprocessed(consumer, tps, ends))
-        states = {
-            name: {key: state for key, state in app.tables[name].items() if state is not None}
-            for name in CARRIED_TABLES
-        }
+        states = {name: recent(app.tables[name].items(), datetime.now(UTC), max_age) for name in CARRIED_TABLES}
         states["snapshot-sessions"] = {key: carried_over(state) for key, state in states["snapshot-sessions"].items()}
         records = await read_records(bootstrap, wanted, max_fetch_bytes=64 * 1024 * 1024)
         return Carried(

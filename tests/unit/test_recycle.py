@@ -6,6 +6,7 @@ import asyncio
 import json
 import os
 import sys
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
@@ -15,7 +16,7 @@ from faust.types import TP
 
 from memstream.rules.snapshot import apply_turn, carried_over
 from memstream.runtime import process_identity
-from memstream.schemas import SessionState
+from memstream.schemas import RolloutState, SessionState
 from memstream.schemas.events import Role
 from memstream.settings import Settings
 from memstream.worker import recycle
@@ -145,3 +146,18 @@ async def test_not_under_a_running_replay(tmp_path: Path, monkeypatch: pytest.Mo
 
 async def _none() -> list[Any]:
     return []
+
+
+def test_only_sessions_that_spoke_within_the_phase_1_age_are_carried() -> None:
+    """What is carried stays bounded by a month of sessions, not all of them since the first start."""
+    now = datetime(2026, 11, 26, 12, 0, tzinfo=UTC)
+    month = timedelta(days=30)
+    states = [
+        ("active", SessionState(last_seen=(now - timedelta(hours=2)).timestamp())),
+        ("gone", SessionState(last_seen=(now - timedelta(days=31)).timestamp())),
+        ("old-format", SessionState(last_ts=now - timedelta(days=3))),  # no processing time kept
+        ("rollout", RolloutState(last_ts=now - timedelta(days=29), exchanges=["Q A"], turns=1)),
+        ("stale-rollout", RolloutState(last_ts=now - timedelta(days=40), exchanges=["Q A"], turns=1)),
+        ("none", None),
+    ]
+    assert sorted(recycle.recent(states, now, month)) == ["active", "old-format", "rollout"]
