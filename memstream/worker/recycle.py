@@ -37,6 +37,7 @@ from typing import Any
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 
 from memstream.kafka import offsets
+from memstream.kafka.broker import BrokerError
 from memstream.kafka.records import read_records
 from memstream.ops.redrive import Letter, dead_letters, redriven
 from memstream.rules.snapshot import carried_over
@@ -219,13 +220,21 @@ class Recycler:
         await running.stop(keep_broker=True, keep_providers=True)  # nothing is processed from here on
         carried = await self.carry(app, consumer, tps, bootstrap, prefix, timedelta(days=settings.phase1_max_age_days))
         broker.stop()
-        fresh = await runner.start(
-            settings,
-            providers,
-            broker_port=broker.port,
-            carried_states=carried.states,
-            before_worker=lambda fresh_bootstrap: give(fresh_bootstrap, prefix, carried),
-        )
+
+        async def start(port: int | None) -> runner.Running:
+            return await runner.start(
+                settings,
+                providers,
+                broker_port=port,
+                carried_states=carried.states,
+                before_worker=lambda fresh_bootstrap: give(fresh_bootstrap, prefix, carried),
+            )
+
+        try:
+            fresh = await start(broker.port)
+        except BrokerError as exc:  # its port was taken meanwhile: clients find the new one in runtime.json
+            log.warning("the embedded broker could not start afresh on port %d (%s); on a free port", broker.port, exc)
+            fresh = await start(None)
         log.warning(
             "the embedded broker held %.0f MB (bound %d MB): started afresh in %.1fs, carrying %s; "
             "memstream replay now reaches turns from here on",

@@ -14,6 +14,7 @@ from typing import Any
 import pytest
 from faust.types import TP
 
+from memstream.kafka.broker import BrokerError
 from memstream.rules.snapshot import apply_turn, carried_over
 from memstream.runtime import process_identity
 from memstream.schemas import RolloutState, SessionState
@@ -161,3 +162,36 @@ def test_only_sessions_that_spoke_within_the_phase_1_age_are_carried() -> None:
         ("none", None),
     ]
     assert sorted(recycle.recent(states, now, month)) == ["active", "old-format", "rollout"]
+
+
+@pytest.mark.asyncio
+async def test_a_fresh_broker_whose_port_was_taken_starts_on_a_free_one(monkeypatch: pytest.MonkeyPatch) -> None:
+    ports: list[int | None] = []
+    started = SimpleNamespace(bootstrap="127.0.0.1:2")
+
+    async def start(settings: Any, providers: Any, **options: Any) -> Any:
+        ports.append(options["broker_port"])
+        if options["broker_port"] is not None:
+            raise BrokerError("Tansu exited with status 1")
+        return started
+
+    async def stop(**keep: bool) -> None:
+        assert keep == {"keep_broker": True, "keep_providers": True}
+
+    async def carry(*args: Any) -> recycle.Carried:
+        return recycle.Carried()
+
+    monkeypatch.setattr(recycle.runner, "start", start)
+    monkeypatch.setattr(recycle.Recycler, "carry", staticmethod(carry))
+    broker = SimpleNamespace(pid=os.getpid(), port=4242, stop=lambda: None)
+    consumer = SimpleNamespace(assignment=lambda: set())
+    running: Any = SimpleNamespace(
+        broker=broker,
+        settings=Settings.from_env({}),
+        bootstrap="127.0.0.1:4242",
+        pipeline=SimpleNamespace(app=SimpleNamespace(_consumer=consumer)),
+        providers=object(),
+        stop=stop,
+    )
+    assert await recycle.Recycler(1).recycle(running) is started
+    assert ports == [4242, None]
