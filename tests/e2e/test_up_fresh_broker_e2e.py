@@ -62,7 +62,7 @@ def test_up_starts_its_broker_afresh_above_the_bound_and_goes_on_serving(tmp_pat
         say("s1", "user", "Which port does the API use?")
         say("s1", "assistant", "Port 8431, set in api.toml.")
         # The first look at the broker comes a check interval after start, then at a quiet moment.
-        eventually(lambda: b"started afresh" in out.read_bytes(), CHECK_SECONDS + 60, "the fresh start")
+        eventually(lambda: b"broker was started afresh on" in out.read_bytes(), CHECK_SECONDS + 60, "the fresh start")
         eventually(lambda: health(port) == 200, 60, "memstream up ready again")
         assert json.loads((tmp_path / "data" / "runtime.json").read_text())["bootstrap"] == bootstrap
         [fresh] = tansu_children(process.pid)

@@ -36,6 +36,12 @@ def test_rows_show_each_figure_with_its_before_and_limit() -> None:
         "quiet_unrung": {"p50_ms": 1100.0, "p99_ms": 2100.0},
         "soak": soak,
         "soak_before": None,
+        "bounded_mb": 30,
+        "soak_bounded": {
+            **soak,
+            "turns": 360,
+            "end": {"worker_mb": 230.0, "broker_mb": 30.4, "memories": 360, "fresh_starts": 1, "broker_peak_mb": 34.8},
+        },
     }
     rows = {name: (figure, limit, note) for name, figure, limit, note in light.rows(results)}
     figure, limit, note = rows["h. idle: worker + broker CPU"]
@@ -50,6 +56,9 @@ def test_rows_show_each_figure_with_its_before_and_limit() -> None:
     assert figure == "start 18 MB, idle 18, after 720 turns 70"
     assert "100k turns at this slope: 6,854 MB" in note
     assert rows["i. broker CPU per turn, soak"][0] == "1.5 ms in the first half, 2.2 ms in the second"
+    figure, limit, note = rows["i. broker RSS, bounded soak"]
+    assert figure == "peak 35 MB, 1 fresh starts, 360 of 360 turns became memories"
+    assert limit.startswith("≤ the bound (30 MB)") and "without it the broker ends at 70 MB" in note
 
 
 def test_per_turn_is_the_cpu_between_two_samples() -> None:
