@@ -38,6 +38,7 @@ Faust's "gaps", and reads again an event the commit is held at that no stage wil
 from __future__ import annotations
 
 import asyncio
+import collections
 import logging
 import time
 from collections.abc import Iterator, Mapping
@@ -116,6 +117,15 @@ def transport_class(
         #: Per topic, how many stages read it (each must finish an event before it counts).
         _readers: dict[str, int]
 
+        #: Per partition, how many seeks have begun or ended on it (two a seek): a record handed on
+        #: after one that its batch came before is not the record the seek reads next.
+        _epochs: dict[TP, int]
+        #: The epochs as the batch being handed on arrived from aiokafka, and as each partition's
+        #: last record handed on was (:class:`ReadOffsets` reads them).
+        _batch_epochs: dict[TP, int]
+        _handed_epochs: dict[TP, int]
+        _read_offsets: ReadOffsets
+
         def __post_init__(self) -> None:
             super().__post_init__()
             self._floors = {}
@@ -124,6 +134,48 @@ def transport_class(
             self._finished = {}
             self._finishing = {}
             self._readers = {}
+            self._epochs = {}
+            self._batch_epochs = {}
+            self._handed_epochs = {}
+            self._read_offset = self._read_offsets = ReadOffsets(self)
+
+        def _bump(self, tps: Any) -> None:
+            for tp in tps:
+                self._epochs[tp] = self._epochs.get(tp, 0) + 1
+
+        async def seek(self, partition: TP, offset: int) -> None:
+            # Faust's, with the epoch bumped as the seek begins and once it is done: a batch that
+            # arrived in between came from where the partition was before.
+            tp = TP(partition.topic, partition.partition)
+            self._bump([tp])
+            await self._seek(tp, offset)
+            self._read_offsets.sought(tp, offset if offset else None)
+            self._bump([tp])
+
+        async def seek_to_committed(self) -> Mapping[TP, int]:
+            tps = list(self.assignment())
+            self._bump(tps)
+            try:
+                return await super().seek_to_committed()
+            finally:
+                self._bump(tps)
+
+        async def _wait_next_records(self, timeout: float) -> Any:
+            result = await super()._wait_next_records(timeout)
+            self._batch_epochs = dict(self._epochs)
+            return result
+
+        async def getmany(self, timeout: float) -> Any:
+            """Faust's, less the records of a partition sought since their batch arrived: the seek
+            put aiokafka's position at or before them, so they come again, in order. Handed on,
+            they were applied ahead of the records the seek reads again (a rebalance's, or a
+            passed-over offset read again), and Faust's fetch loop then dropped those as read."""
+            async for tp, message in super().getmany(timeout):
+                epoch = self._epochs.get(tp, 0)
+                if epoch != self._batch_epochs.get(tp, epoch):
+                    continue
+                self._handed_epochs[tp] = epoch
+                yield tp, message
 
         def finished(self, message: Message, stage: str) -> None:
             """``stage`` is done with ``message``: its outputs are sent (the commit flushes them first)."""
@@ -250,6 +302,26 @@ def transport_class(
             for key in [key for key in self._finishing if key[0] in revoked]:
                 del self._finishing[key]
             await super().on_partitions_revoked(revoked)
+
+    class ReadOffsets(collections.defaultdict[TP, int | None]):
+        """Faust's read offsets (below which its fetch loop drops a record as read already), which
+        ignore the fetch loop's write for a record whose partition was sought while a stage took
+        it: that write came after the seek's and would drop the records the seek reads again."""
+
+        def __init__(self, consumer: Consumer) -> None:
+            super().__init__(lambda: None)
+            self.consumer = consumer
+
+        def __setitem__(self, tp: TP, offset: int | None) -> None:
+            consumer = self.consumer
+            epoch = consumer._epochs.get(tp, 0)
+            if consumer._handed_epochs.get(tp, epoch) != epoch:
+                return
+            super().__setitem__(tp, offset)
+
+        def sought(self, tp: TP, offset: int | None) -> None:
+            """A seek's own write: always taken."""
+            super().__setitem__(tp, offset)
 
     class Producer(driver.Producer):
         async def send(self, *args: Any, **kwargs: Any) -> Any:

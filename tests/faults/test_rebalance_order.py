@@ -117,3 +117,58 @@ async def test_a_rebalance_keeps_every_event_and_their_order(broker: EmbeddedBro
     assert not missing, f"{len(missing)} events never processed, from {missing[0]}"
     late = first_seen_out_of_order(processed)
     assert not late, f"{len(late)} events first processed after a later one: {late[:5]}"
+
+
+async def test_a_seek_back_mid_batch_reads_from_its_offset_next(broker: EmbeddedBroker) -> None:
+    """A partition sought back while Faust's fetch loop is mid-batch (waiting on a full stream
+    buffer), as the consumer does to read a passed-over event again: the next events handed on are
+    the ones from the seek's offset, not the rest of the batch fetched before it. Before, the loop
+    handed that rest on and set its read offset past it after the seek's, so the events the seek
+    read again were dropped as read: the passed-over event came only much later, after events
+    hundreds of offsets past it (``memstream.kafka.transport``'s seek epochs and ``ReadOffsets``)."""
+    name = f"seek-{uuid.uuid4().hex[:8]}"
+    app = MemstreamApp(
+        name,
+        broker=f"kafka://{broker.bootstrap}",
+        store="memory://",
+        autodiscover=False,
+        web_enabled=False,
+        broker_commit_interval=0.5,
+        stream_buffer_maxsize=4,  # the fetch loop waits on the stream mid-batch, as under load
+        **CONSUMER_OPTIONS,
+    )
+    topic = app.topic(name, partitions=1, value_serializer="raw", key_serializer="raw")
+    processed: list[int] = []
+    sought: list[int] = []
+
+    @app.agent(topic, name="slow")
+    async def slow(stream: Any) -> None:
+        async for event in stream.events():
+            processed.append(event.message.offset)
+            if event.message.offset == 150 and not sought:
+                sought.append(len(processed))
+                await app.consumer.seek(event.message.tp, 100)  # read 100 again, as a passed-over event is
+            await asyncio.sleep(0.004)
+            finished(event, "slow")
+
+    await topic.maybe_declare()
+    producer = AIOKafkaProducer(bootstrap_servers=broker.bootstrap, linger_ms=5)
+    await producer.start()
+    try:
+        for i in range(EVENTS):
+            await producer.send(name, key=b"k", value=str(i).encode(), partition=0)
+        await producer.flush()
+    finally:
+        await producer.stop()
+
+    worker = _Worker(app, daemon=False, loglevel="warning", quiet=True, redirect_stdouts=False, override_logging=False)
+    await worker.start()
+    await asyncio.wait_for(worker.ready.wait(), 60)
+    try:
+        await until(lambda: processed.count(100) >= 2 and max(processed) == EVENTS - 1, "100 read again", seconds=45)
+    finally:
+        await asyncio.wait_for(worker.stop(), 30)
+    after = processed[sought[0] :]
+    before_100 = after[: after.index(100)]
+    # At most what the stream buffer held at the seek (and the event the loop was handing on).
+    assert len(before_100) <= 6, f"{len(before_100)} events handed on after the seek before 100: {before_100[:8]}…"
