@@ -153,12 +153,11 @@ def transport_class(
             self._bump([tp])
 
         async def seek_to_committed(self) -> Mapping[TP, int]:
-            tps = list(self.assignment())
-            self._bump(tps)
-            try:
-                return await super().seek_to_committed()
-            finally:
-                self._bump(tps)
+            # aiokafka seeks only the partitions with a committed offset above 0: only those read
+            # again what a batch that arrived before brought (the others' records would be lost).
+            committed = await super().seek_to_committed()
+            self._bump(TP(tp.topic, tp.partition) for tp, offset in committed.items() if offset and offset > 0)
+            return committed
 
         async def _wait_next_records(self, timeout: float) -> Any:
             result = await super()._wait_next_records(timeout)
@@ -172,7 +171,7 @@ def transport_class(
             passed-over offset read again), and Faust's fetch loop then dropped those as read."""
             async for tp, message in super().getmany(timeout):
                 epoch = self._epochs.get(tp, 0)
-                if epoch != self._batch_epochs.get(tp, epoch):
+                if epoch != self._batch_epochs.get(tp, 0):
                     continue
                 self._handed_epochs[tp] = epoch
                 yield tp, message
