@@ -16,10 +16,11 @@ before it, and none is missing.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import functools
 import time
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from typing import Any
 
 import pytest
@@ -69,8 +70,15 @@ def first_seen_out_of_order(processed: list[int]) -> list[tuple[int, int]]:
     return late
 
 
-@pytest.mark.parametrize("commit_interval", [120.0, 0.5], ids=["never-committed", "committed"])
-async def test_a_rebalance_keeps_every_event_and_their_order(broker: EmbeddedBroker, commit_interval: float) -> None:
+async def slow_app(
+    broker: EmbeddedBroker,
+    commit_interval: float,
+    on_event: Callable[[Any], Awaitable[None]] | None = None,
+    **options: Any,
+) -> tuple[MemstreamApp, list[int]]:
+    """A worker app of the consumer memstream uses, whose one stage takes 4 ms an event (the stream
+    buffer fills meanwhile), over a one-partition topic holding ``EVENTS`` events; the offsets it
+    processes, in order. ``on_event`` runs before each event's work."""
     name = f"order-{uuid.uuid4().hex[:8]}"
     app = MemstreamApp(
         name,
@@ -80,6 +88,7 @@ async def test_a_rebalance_keeps_every_event_and_their_order(broker: EmbeddedBro
         web_enabled=False,
         broker_commit_interval=commit_interval,
         **CONSUMER_OPTIONS,
+        **options,
     )
     topic = app.topic(name, partitions=1, value_serializer="raw", key_serializer="raw")
     processed: list[int] = []
@@ -88,6 +97,8 @@ async def test_a_rebalance_keeps_every_event_and_their_order(broker: EmbeddedBro
     async def slow(stream: Any) -> None:
         async for event in stream.events():
             processed.append(event.message.offset)
+            if on_event is not None:
+                await on_event(event)
             await asyncio.sleep(0.004)  # a stage's work: the stream buffer fills meanwhile
             finished(event, "slow")
 
@@ -100,19 +111,30 @@ async def test_a_rebalance_keeps_every_event_and_their_order(broker: EmbeddedBro
         await producer.flush()
     finally:
         await producer.stop()
+    return app, processed
 
+
+@contextlib.asynccontextmanager
+async def working(app: MemstreamApp) -> AsyncIterator[None]:
     worker = _Worker(app, daemon=False, loglevel="warning", quiet=True, redirect_stdouts=False, override_logging=False)
     await worker.start()
     await asyncio.wait_for(worker.ready.wait(), 60)
     try:
+        yield
+    finally:
+        await asyncio.wait_for(worker.stop(), 30)
+
+
+@pytest.mark.parametrize("commit_interval", [120.0, 0.5], ids=["never-committed", "committed"])
+async def test_a_rebalance_keeps_every_event_and_their_order(broker: EmbeddedBroker, commit_interval: float) -> None:
+    app, processed = await slow_app(broker, commit_interval)
+    async with working(app):
         consumer: Any = app.consumer
         coordinator = consumer._thread._ensure_consumer()._coordinator
         for at in (40, 120, 200, 280):
             await until(functools.partial(reached, processed, at), f"{at} events processed")
             coordinator.request_rejoin()  # the group rebalances; this worker keeps its partition
         await until(lambda: set(range(EVENTS)) <= set(processed), "every event processed", must=False)
-    finally:
-        await asyncio.wait_for(worker.stop(), 30)
     missing = sorted(set(range(EVENTS)) - set(processed))
     assert not missing, f"{len(missing)} events never processed, from {missing[0]}"
     late = first_seen_out_of_order(processed)
@@ -126,48 +148,17 @@ async def test_a_seek_back_mid_batch_reads_from_its_offset_next(broker: Embedded
     handed that rest on and set its read offset past it after the seek's, so the events the seek
     read again were dropped as read: the passed-over event came only much later, after events
     hundreds of offsets past it (``memstream.kafka.transport``'s seek epochs and ``ReadOffsets``)."""
-    name = f"seek-{uuid.uuid4().hex[:8]}"
-    app = MemstreamApp(
-        name,
-        broker=f"kafka://{broker.bootstrap}",
-        store="memory://",
-        autodiscover=False,
-        web_enabled=False,
-        broker_commit_interval=0.5,
-        stream_buffer_maxsize=4,  # the fetch loop waits on the stream mid-batch, as under load
-        **CONSUMER_OPTIONS,
-    )
-    topic = app.topic(name, partitions=1, value_serializer="raw", key_serializer="raw")
-    processed: list[int] = []
     sought: list[int] = []
 
-    @app.agent(topic, name="slow")
-    async def slow(stream: Any) -> None:
-        async for event in stream.events():
-            processed.append(event.message.offset)
-            if event.message.offset == 150 and not sought:
-                sought.append(len(processed))
-                await app.consumer.seek(event.message.tp, 100)  # read 100 again, as a passed-over event is
-            await asyncio.sleep(0.004)
-            finished(event, "slow")
+    async def seek_back_once(event: Any) -> None:
+        if event.message.offset == 150 and not sought:
+            sought.append(len(processed))
+            await app.consumer.seek(event.message.tp, 100)  # read 100 again, as a passed-over event is
 
-    await topic.maybe_declare()
-    producer = AIOKafkaProducer(bootstrap_servers=broker.bootstrap, linger_ms=5)
-    await producer.start()
-    try:
-        for i in range(EVENTS):
-            await producer.send(name, key=b"k", value=str(i).encode(), partition=0)
-        await producer.flush()
-    finally:
-        await producer.stop()
-
-    worker = _Worker(app, daemon=False, loglevel="warning", quiet=True, redirect_stdouts=False, override_logging=False)
-    await worker.start()
-    await asyncio.wait_for(worker.ready.wait(), 60)
-    try:
+    # A short stream buffer: the fetch loop waits on the stream mid-batch, as under load.
+    app, processed = await slow_app(broker, 0.5, seek_back_once, stream_buffer_maxsize=4)
+    async with working(app):
         await until(lambda: processed.count(100) >= 2 and max(processed) == EVENTS - 1, "100 read again", seconds=45)
-    finally:
-        await asyncio.wait_for(worker.stop(), 30)
     after = processed[sought[0] :]
     before_100 = after[: after.index(100)]
     # At most what the stream buffer held at the seek (and the event the loop was handing on).
