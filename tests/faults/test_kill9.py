@@ -7,7 +7,8 @@ at random instants over the whole turn path -- while the restarted worker recove
 its group and takes its first batches -- with sessions sharing projects and turns carrying
 their user, as the CLI's do; ``python -m bench.chaos --kill-every`` is its heavy version.
 The faults these find by chance are pinned case by case: the consumer's commit rule in
-tests/unit/test_commits.py, the state tables' partitioning in tests/faults/test_state_partitions.py.
+tests/unit/test_commits.py, the state tables' partitioning in tests/faults/test_state_partitions.py,
+a seek undone by the batch before it in tests/faults/test_rebalance_order.py.
 """
 
 from __future__ import annotations
@@ -28,14 +29,6 @@ async def test_kills_under_load_lose_duplicate_and_mispair_nothing(tmp_path: Pat
     assert outcome.stored == outcome.expected == 60
 
 
-@pytest.mark.xfail(
-    strict=False,
-    reason="issue 27 point 1: one rarer loss is left (docs/failures.md, 'What is left'): right after a "
-    "rebalance's seek, one turn was skipped while the next was applied (offsets 761, 763, then 762 read "
-    "again 3 s later and applied late: 2 exchanges lost, 1 stored mixed), in 1 of 6 logged heavy runs "
-    "before the partition fix and 0 of 10 after. The test runs and reports; it turns into a plain test once "
-    "stage partitions are delivered strictly in order from their last seek.",
-)
 async def test_kills_at_any_instant_of_the_turn_path_lose_nothing(tmp_path: Path) -> None:
     outcome = await kill_run(
         tmp_path, sessions=12, exchanges=6, projects=4, kills=4, kill_every=4.0, rate=8.0, seed=27, timeout=240
