@@ -77,11 +77,11 @@ def events_handled() -> float:
     return sum(sample.value for family in metrics.EVENTS_PROCESSED.collect() for sample in family.samples)
 
 
-def _read(consumer: Any, tp: TopicPartition) -> tuple[int, int]:
-    """(the offset a partition is committed to, or where this assignment began; its end as fetched)."""
-    committed = consumer._committed_offset.get(tp)  # Faust keeps no public view of either
+def _committed(consumer: Any, tp: TopicPartition) -> int:
+    """The offset a partition is committed to, or where this assignment began reading it."""
+    committed = consumer._committed_offset.get(tp)  # Faust keeps no public view of it
     start = committed if committed is not None else consumer._floors.get(tp, 0)
-    return start or 0, consumer.highwater(tp) or 0
+    return start or 0
 
 
 def recent(states: Iterable[tuple[str, Any]], now: datetime, max_age: timedelta) -> dict[str, Any]:
@@ -107,7 +107,7 @@ def unprocessed(
     is read again by all: every stage is idempotent)."""
     found = {}
     for tp in tps:
-        start, _ = _read(consumer, tp)
+        start = _committed(consumer, tp)
         finished = consumer._finished.get(tp, set())
         left = {offset for offset in range(start, ends.get(tp, 0)) if offset not in finished}
         if left:
@@ -175,9 +175,9 @@ class Recycler:
 
     async def due(self, running: runner.Running) -> bool:
         """Is the broker over its bound, at a quiet moment?"""
-        quiet_for = self.quiet_for()
         if running.broker is None or running.broker.pid is None or self.max_mb <= 0:
-            return False
+            return False  # nothing to bound: on Kafka `up` asks every second, for nothing
+        quiet_for = self.quiet_for()
         if time.monotonic() < self._next_check:
             return False
         self._next_check = time.monotonic() + self.check_seconds
