@@ -168,6 +168,20 @@ class Worker:
                 self.process.wait()
         return self.process.returncode
 
+    async def dump(self) -> str:
+        """What the running worker is doing: its SIGUSR1 report (memstream.telemetry.dump) less
+        the threads' stacks, which stay in its log. For a run that did not settle."""
+        if self.process is None or self.process.poll() is not None:
+            return ""
+        size = self.log.stat().st_size if self.log.exists() else 0
+        self.process.send_signal(signal.SIGUSR1)
+        await asyncio.sleep(2.0)
+        text = (await asyncio.to_thread(self.log.read_bytes))[size:].decode(errors="replace")
+        report = text.split("--- threads")[0].splitlines()
+        return f"\n  worker at the end of the run (SIGUSR1; {self.log}):\n" + "\n".join(
+            f"    {line}" for line in report
+        )
+
     def get(self, path: str, timeout: float = 10) -> dict[str, Any] | None:
         try:
             with urllib.request.urlopen(f"http://127.0.0.1:{self.port}{path}", timeout=timeout) as response:
@@ -204,7 +218,8 @@ def worker_env(bootstrap: str, prefix: str, **extra: str) -> dict[str, str]:
         "MEMSTREAM_KAFKA_BOOTSTRAP": bootstrap,
         "MEMSTREAM_TOPIC_PREFIX": prefix,
         "MEMSTREAM_PARTITIONS": "2",
-        "MEMSTREAM_LOG_LEVEL": "warning",
+        # Info: a run that fails tells how the worker joined its group and recovered its tables.
+        "MEMSTREAM_LOG_LEVEL": os.environ.get("CHAOS_WORKER_LOG_LEVEL", "info"),
         # The harness reads /memories as the one local user: open on loopback, no token to pass.
         "MEMSTREAM_API_OPEN": "true",
         "MEMSTREAM_HTTP_HOST": "127.0.0.1",
@@ -342,7 +357,7 @@ async def kill_run(
             await feeding
             stored = await settle(worker, expected, timeout, broker=broker.bootstrap, prefix=prefix)
             missing = sorted(set(expected) - {normalized(t) for t in stored})
-            trace = await trace_lost(broker.bootstrap, prefix, missing) if missing else ""
+            trace = await trace_lost(broker.bootstrap, prefix, missing) + await worker.dump() if missing else ""
         finally:
             worker.stop()
     lost, duplicated, corrupted = compare(expected, stored)
@@ -382,7 +397,7 @@ async def hold_run(
             deadline = time.monotonic() + timeout
             while not mark.exists():
                 if time.monotonic() > deadline:
-                    raise TimeoutError(f"no record of {topic!r} was held within {timeout}s; see {worker.log}")
+                    raise TimeoutError(f"no record of {topic!r} was held within {timeout}s{await worker.dump()}")
                 await asyncio.sleep(0.1)
             worker.kill()
             worker.env = env
@@ -390,7 +405,7 @@ async def hold_run(
             await worker.wait_up()
             stored = await settle(worker, expected, timeout, broker=broker.bootstrap, prefix=prefix)
             missing = sorted(set(expected) - {normalized(t) for t in stored})
-            trace = await trace_lost(broker.bootstrap, prefix, missing) if missing else ""
+            trace = await trace_lost(broker.bootstrap, prefix, missing) + await worker.dump() if missing else ""
         finally:
             worker.stop()
     lost, duplicated, corrupted = compare(expected, stored)
@@ -434,10 +449,10 @@ async def trace_lost(bootstrap: str, prefix: str, missing: list[str]) -> str:
             consumer.assign(tps)
             await consumer.seek_to_beginning(*tps)
             remaining = {tp for tp in tps if ends[tp] > 0}
-            while remaining:
+            # To each partition's end: on a loaded machine a fetch may come back empty for seconds.
+            until = time.monotonic() + 60
+            while remaining and time.monotonic() < until:
                 batch = await consumer.getmany(*remaining, timeout_ms=2000)
-                if not batch:
-                    break
                 for tp, records in batch.items():
                     for record in records:
                         for text, (question, answer) in needles.items():

@@ -39,7 +39,7 @@ EXIT_CRASHED = 70
 
 
 async def _up(settings: Settings) -> int:
-    from memstream.telemetry import health
+    from memstream.telemetry import dump, health
     from memstream.telemetry.tracing import configure_tracing
     from memstream.worker import runner
     from memstream.worker.recycle import Recycler
@@ -65,6 +65,7 @@ async def _up(settings: Settings) -> int:
         return 0
     stopping.cancel()
     running = starting.result()
+    dump.install(loop, lambda: running.pipeline.app)  # kill -USR1: what it is doing, in its log
     _say(_banner(running))
     from memstream.commands.capture import start_capture
 
