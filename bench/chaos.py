@@ -130,18 +130,28 @@ def compare(expected: list[str], stored: list[str]) -> tuple[int, int, int]:
 
 
 class Worker:
-    """One `memstream up` subprocess; started again on the same data dir after a kill."""
+    """One `memstream up` subprocess; started again on the same data dir after a kill.
+
+    Each start listens on a port of its own: the port a kill frees can be taken by another
+    process (another test's worker) before the restart binds it, and a worker that cannot
+    bind its port exits. One that exits so is started again on a new port (:meth:`wait_up`)."""
+
+    #: Starts again after an "address already in use", per wait.
+    PORT_RETRIES = 3
 
     def __init__(self, env: dict[str, str], data_dir: Path, log: Path):
         self.env = env
         self.data_dir = data_dir
         self.log = log
-        self.port = free_port()
+        self.port = 0
         self.process: subprocess.Popen[bytes] | None = None
+        self._log_at = 0  # the log's size when this process started
 
-    def start(self) -> None:
+    def start(self, port: int | None = None) -> None:
+        self.port = port or free_port()
         self.data_dir.mkdir(parents=True, exist_ok=True)
         env = {**self.env, "MEMSTREAM_DATA_DIR": str(self.data_dir), "MEMSTREAM_HTTP_PORT": str(self.port)}
+        self._log_at = self.log.stat().st_size if self.log.exists() else 0
         with open(self.log, "ab") as log:
             self.process = subprocess.Popen(
                 [sys.executable, "-m", "memstream.cli", "up"],
@@ -150,6 +160,15 @@ class Worker:
                 stderr=log,
                 cwd=self.data_dir.parent,
             )
+
+    def _port_was_taken(self) -> bool:
+        """Did this process exit because another held its port?"""
+        try:
+            with open(self.log, "rb") as log:
+                log.seek(self._log_at)
+                return b"address already in use" in log.read()
+        except FileNotFoundError:
+            return False
 
     def kill(self) -> None:
         assert self.process is not None
@@ -190,21 +209,44 @@ class Worker:
             return None
 
     async def memory_texts(self) -> list[str] | None:
+        self.alive()  # another process may answer on its port: only a live worker's answer counts
         data = await asyncio.to_thread(self.get, "/memories?limit=100000", 30)
         if data is None:
             return None
         return [str(m["text"]) for m in data["memories"]]
 
     async def wait_up(self, timeout: float = 120) -> None:
+        """Until this worker is ready: its own process wrote itself ready in its data dir and
+        ``/health`` answers. Another process may answer on its port (:class:`Worker`): that
+        answer does not count, and a worker that exited for want of its port starts again."""
         deadline = time.monotonic() + timeout
+        retries = self.PORT_RETRIES
         while time.monotonic() < deadline:
-            if await asyncio.to_thread(self.get, "/health", 2) is not None:
-                return
             assert self.process is not None
-            if self.process.poll() is not None:
-                raise RuntimeError(f"worker exited with {self.process.returncode}; see {self.log}")
+            if self.process.poll() is not None and retries and await asyncio.to_thread(self._port_was_taken):
+                retries -= 1
+                self.start()
+                continue
+            self.alive()
+            if self.ready() and await asyncio.to_thread(self.get, "/health", 2) is not None:
+                self.alive()  # it did not exit meanwhile
+                return
             await asyncio.sleep(0.2)
         raise TimeoutError(f"worker not up within {timeout}s; see {self.log}")
+
+    def alive(self) -> None:
+        """Raise if the worker's process has exited."""
+        assert self.process is not None
+        if self.process.poll() is not None:
+            raise RuntimeError(f"worker exited with {self.process.returncode}; see {self.log}")
+
+    def ready(self) -> bool:
+        """Has this very process written itself ready in its data dir (``memstream up``'s runtime file)?"""
+        try:
+            runtime = json.loads((self.data_dir / "runtime.json").read_text())
+        except (OSError, ValueError):
+            return False
+        return bool(runtime.get("ready")) and self.process is not None and runtime.get("pid") == self.process.pid
 
 
 def worker_env(bootstrap: str, prefix: str, **extra: str) -> dict[str, str]:
