@@ -7,6 +7,7 @@ import asyncio
 import contextlib
 import logging
 import signal
+import socket
 import sys
 from pathlib import Path
 from typing import Any
@@ -46,6 +47,7 @@ async def _up(settings: Settings) -> int:
 
     if runner.read_runtime_file(settings):
         raise CliError(f"memstream is already running with data dir {settings.data_dir} (see {settings.runtime_file})")
+    _check_port(settings.http_host, settings.http_port)
     configure_tracing(settings.trace_exporter)
     local_token_for_up(settings)
     # Signals first: a Ctrl-C or SIGTERM at any moment of start-up stops what has started.
@@ -93,6 +95,20 @@ async def _up(settings: Settings) -> int:
         await running.stop()
         _say("memstream: stopped.")
     return status
+
+
+def _check_port(host: str, port: int) -> None:
+    """Refuse at once, in one line, a port another process listens on: the worker would find out
+    only once its broker, tables and agents had started, and exit with a traceback."""
+    with socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET) as probe:
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as uvicorn binds it
+        try:
+            probe.bind((host, port))
+        except OSError as exc:
+            raise CliError(
+                f"the API's address {host}:{port} is not free ({exc.strerror}): another memstream up, or another "
+                "program, listens there; stop it or set MEMSTREAM_HTTP_PORT"
+            ) from exc
 
 
 async def _stop_capture(capture: list[asyncio.Task[Any]]) -> None:
