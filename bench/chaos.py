@@ -166,7 +166,7 @@ class Worker:
         try:
             with open(self.log, "rb") as log:
                 log.seek(self._log_at)
-                return b"address already in use" in log.read()
+                return b"address already in use" in log.read().lower()  # memstream's check or uvicorn's
         except FileNotFoundError:
             return False
 
