@@ -6,8 +6,9 @@ the fact, so ``memstream up`` writes, on SIGUSR1 and without stopping anything:
 - where every asyncio task of its event loops waits (the main loop and the Kafka consumer's
   own thread): a line each, its chain of awaits;
 - every thread's Python stack (:mod:`faulthandler`);
-- per consumed partition, the consumer's view: position, committed offset, the offsets
-  finished but not yet committed, and where the commit is held (:func:`partitions`).
+- per consumed partition, the consumer's view: its read offset, the committed offset, the
+  highwater, the offsets finished but not yet committed, and where the commit is held
+  (:func:`partitions`).
 
 Nothing here imports Faust: it reads the app it is given.
 """
@@ -66,8 +67,9 @@ def awaiting(awaitable: Any) -> list[str]:
 
 
 def partitions(consumer: Any) -> list[str]:
-    """Per assigned partition: the consumer's position, committed offset, finished offsets past
-    the commit, and the offset the commit is held at (memstream's consumer keeps these)."""
+    """Per assigned partition: the consumer's read offset, the committed offset, the highwater,
+    the offsets finished past the commit, and the offset the commit is held at (with the commit
+    rounds it has been held; memstream's consumer keeps these)."""
     try:
         assigned = sorted(consumer.assignment())
     except Exception as exc:  # not started, or stopping
