@@ -153,10 +153,22 @@ def transport_class(
             self._bump([tp])
 
         async def seek_to_committed(self) -> Mapping[TP, int]:
-            # aiokafka seeks only the partitions with a committed offset above 0: only those read
-            # again what a batch that arrived before brought (the others' records would be lost).
+            # aiokafka seeks only the partitions with a committed offset above 0. Faust counts on
+            # this seek to read again what it dropped: the events handed on while flow control was
+            # off, which resuming it clears from the streams' queues (a worker's recovery resumes the
+            # stream partitions before it seeks). A stream partition the group never committed was
+            # left past them, and they never came again: a worker restarted before its first
+            # commit lost every event already on the broker. It is sought to its beginning, as
+            # auto_offset_reset="earliest" starts it (the tables' changelogs are left to recovery).
             committed = await super().seek_to_committed()
-            self._bump(TP(tp.topic, tp.partition) for tp, offset in committed.items() if offset and offset > 0)
+            acks_enabled_for = self.app.topics.acks_enabled_for
+            unsought = [
+                tp for tp, offset in committed.items() if not (offset and offset > 0) and acks_enabled_for(tp.topic)
+            ]
+            if unsought:
+                await self._thread.seek_to_beginning(*unsought)
+            sought = [tp for tp, offset in committed.items() if offset and offset > 0]
+            self._bump(TP(tp.topic, tp.partition) for tp in [*sought, *unsought])
             return committed
 
         async def _wait_next_records(self, timeout: float) -> Any:

@@ -163,3 +163,28 @@ async def test_a_seek_back_mid_batch_reads_from_its_offset_next(broker: Embedded
     before_100 = after[: after.index(100)]
     # At most what the stream buffer held at the seek (and the event the loop was handing on).
     assert len(before_100) <= 6, f"{len(before_100)} events handed on after the seek before 100: {before_100[:8]}…"
+
+
+async def test_events_handed_on_while_flow_control_is_off_come_again_on_a_partition_never_committed(
+    broker: EmbeddedBroker,
+) -> None:
+    """As a worker's recovery ends (Faust's ``_resume_streams``): the stream partitions are
+    resumed and fetched from before the seek to the committed offsets and before flow control is
+    resumed, which clears every stream's queue. The events queued meanwhile were dropped, and on a
+    partition the group never committed aiokafka's seek to the committed offset seeks nothing: the
+    position stayed past them and they never came again. A worker restarted before its first commit
+    (CI's red held-output run: 12 turns on the broker, none processed in 180 s) lost them all."""
+    app, processed = await slow_app(broker, 120.0)  # never committed
+    async with working(app):
+        await until(functools.partial(reached, processed, 20), "20 events processed")
+        consumer: Any = app.consumer
+        tp = next(tp for tp in consumer.assignment() if tp.topic == app.conf.id)
+        app.flow_control.suspend()  # as at a rebalance's start; the consumer's own flow stays on
+        handed = len(processed)
+        # The fetch loop goes on handing events to the stream's queue, which holds them.
+        await until(lambda: (consumer._read_offset.get(tp) or 0) > handed + 50, "events queued while suspended")
+        await consumer.perform_seek()  # Faust's order in _resume_streams: seek, then resume
+        app.flow_control.resume()  # clears the queues
+        await until(lambda: set(range(EVENTS)) <= set(processed), "every event processed", must=False, seconds=30)
+    missing = sorted(set(range(EVENTS)) - set(processed))
+    assert not missing, f"{len(missing)} events never processed, from {missing[0]}"
