@@ -31,7 +31,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from memstream.identity import turn_session_key
+from memstream.identity import turn_key
 from memstream.intake.publish import publish, publish_events
 from memstream.kafka.broker import EmbeddedBroker, free_port
 from memstream.schemas import Turn, encode
@@ -112,11 +112,6 @@ def workload(
                 turns.append(turn)
             expected.append(exchange_text(question, answer))
     return turns, expected
-
-
-def turn_key(turn: Turn) -> bytes:
-    """A turn's key on the turns topic, as memstream's publishers set it."""
-    return turn_session_key(turn.session_id, turn.project, turn.user).encode()
 
 
 def compare(expected: list[str], stored: list[str]) -> tuple[int, int, int]:

@@ -29,24 +29,17 @@ from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 from memstream.bootstrap import build_providers
 from memstream.embed.base import DistanceProfile
 from memstream.embed.bundled import BundledEmbedder
-from memstream.identity import turn_session_key
+from memstream.identity import turn_key
 from memstream.intake.publish import make_turn
 from memstream.kafka import doorbell
 from memstream.kafka.broker import free_port
 from memstream.rules import decision
-from memstream.schemas import MemoryUpdated, Turn, decode, encode
+from memstream.schemas import MemoryUpdated, decode, encode
 from memstream.settings import Settings
 from memstream.telemetry import metrics
 from memstream.topics import MEMORY_UPDATED, TURNS, topic_name
 from memstream.worker import runner
 from tests.fakes.anthropic_server import FakeAnthropic
-
-
-def session_key_of(turn: Turn) -> bytes:
-    """The key memstream's own publishers give a turn (its session within its tenant): with a
-    host's bare session id the snapshot stage re-publishes every turn keyed, two hops more."""
-    return turn_session_key(turn.session_id, turn.project, turn.user).encode()
-
 
 #: One fact per assistant turn, tagged so its turn can be recognised downstream.
 _TAG = "bench-turn"
@@ -358,9 +351,9 @@ async def _drive(
                 user = make_turn(session_id=session, project=project, role="user", content=f"question {t}", ts=ts)
                 content = reply_text(s, t, sessions, replies)
                 reply = make_turn(session_id=session, project=project, role="assistant", content=content, ts=ts)
-                await producer.send(turns_topic, encode(user), key=session_key_of(user))
+                await producer.send(turns_topic, encode(user), key=turn_key(user))
                 sent[f"{s}.{t}"] = time.monotonic()
-                await producer.send(turns_topic, encode(reply), key=session_key_of(reply))
+                await producer.send(turns_topic, encode(reply), key=turn_key(reply))
         await producer.flush()
         doorbell.ring(running.bootstrap)  # as memstream's publishers do: an idle worker starts at once
         deadline = time.monotonic() + timeout
@@ -497,12 +490,12 @@ async def one_turn_at_a_time(
             session, project = session_of(name, i)
             now = datetime.now(UTC)
             question = make_turn(session_id=session, project=project, role="user", content="q", ts=now)
-            await producer.send_and_wait(turns_topic, encode(question), key=session_key_of(question))
+            await producer.send_and_wait(turns_topic, encode(question), key=turn_key(question))
             reply = make_turn(
                 session_id=session, project=project, role="assistant", content=f"a {_TAG} {name}.{i} done", ts=now
             )
             sent = time.monotonic()
-            await producer.send_and_wait(turns_topic, encode(reply), key=session_key_of(reply))
+            await producer.send_and_wait(turns_topic, encode(reply), key=turn_key(reply))
             if ring:
                 doorbell.ring(running.bootstrap)
             # The run's name is in the needle: the consumer reads from the start, earlier runs included.

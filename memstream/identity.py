@@ -10,7 +10,10 @@ import hashlib
 import os
 import re
 import uuid
-from typing import NamedTuple
+from typing import TYPE_CHECKING, NamedTuple
+
+if TYPE_CHECKING:  # the schemas import this module
+    from memstream.schemas import Turn
 
 #: Namespace of every memstream uuid5.
 _NAMESPACE = uuid.UUID("6f1d2c8e-3b6a-5e0f-9a41-1d7c5b2e8a90")
@@ -107,6 +110,11 @@ def session_id_of_key(key: str) -> str:
 def turn_session_key(session_id: str, project: str, user: str) -> str:
     """:func:`session_key` of a turn (its session id, project directory and user identity)."""
     return session_key(session_id, project_key(project), user_key(user))
+
+
+def turn_key(turn: Turn) -> bytes:
+    """A turn's key on the turns topic, as memstream's publishers set it: its :func:`turn_session_key`."""
+    return turn_session_key(turn.session_id, turn.project, turn.user).encode()
 
 
 def derived_id(*parts: str) -> str:

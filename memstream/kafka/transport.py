@@ -161,13 +161,11 @@ def transport_class(
             # commit lost every event already on the broker. It is sought to its beginning, as
             # auto_offset_reset="earliest" starts it (the tables' changelogs are left to recovery).
             committed = await super().seek_to_committed()
+            sought = [tp for tp, offset in committed.items() if offset and offset > 0]
             acks_enabled_for = self.app.topics.acks_enabled_for
-            unsought = [
-                tp for tp, offset in committed.items() if not (offset and offset > 0) and acks_enabled_for(tp.topic)
-            ]
+            unsought = [tp for tp in committed if tp not in sought and acks_enabled_for(tp.topic)]
             if unsought:
                 await self._thread.seek_to_beginning(*unsought)
-            sought = [tp for tp, offset in committed.items() if offset and offset > 0]
             self._bump(TP(tp.topic, tp.partition) for tp in [*sought, *unsought])
             return committed
 

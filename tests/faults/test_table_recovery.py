@@ -10,7 +10,8 @@ from typing import Any
 import pytest
 from aiokafka import AIOKafkaProducer
 
-from bench.chaos import external_broker, turn_key, workload
+from bench.chaos import external_broker, workload
+from memstream.identity import turn_key
 from memstream.schemas import encode
 from memstream.topics import TURNS, topic_name
 from memstream.worker import runner
