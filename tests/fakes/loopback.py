@@ -16,6 +16,7 @@ import contextlib
 import json
 import socket
 import threading
+import time
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -44,6 +45,7 @@ class ScriptedFake(Generic[R, F]):
     def __init__(self) -> None:
         # Requests, script and any state a subclass guards with it are touched by the server's threads and the test.
         self._lock = threading.Lock()
+        self._recorded = threading.Condition(self._lock)  # notified with each request recorded
         self._requests: list[R] = []
         self._script: deque[F | Delay] = deque()
 
@@ -52,6 +54,20 @@ class ScriptedFake(Generic[R, F]):
         """Every request received that the fake recorded, oldest first."""
         with self._lock:
             return list(self._requests)
+
+    async def received(self, n: int, *, within: float = 10.0) -> list[R]:
+        """The requests once at least `n` have been recorded, or those recorded when `within` seconds have passed.
+
+        A client that gave up (a timeout) has sent its request, but the fake's thread may read it only later
+        on a loaded machine: a test counting what the client sent waits here rather than reading `requests`.
+        """
+
+        def wait() -> list[R]:
+            with self._recorded:
+                self._recorded.wait_for(lambda: len(self._requests) >= n, timeout=within)
+                return list(self._requests)
+
+        return await asyncio.to_thread(wait)
 
     def delay_next(self, n: int, seconds: float) -> None:
         """Hold each of the next `n` valid requests for `seconds` before answering normally."""
@@ -72,8 +88,9 @@ class ScriptedFake(Generic[R, F]):
             return self._script.popleft() if self._script else None
 
     def _record(self, recorded: R) -> None:
-        with self._lock:
+        with self._recorded:
             self._requests.append(recorded)
+            self._recorded.notify_all()
 
     def start(self) -> None:
         raise NotImplementedError
@@ -139,6 +156,12 @@ class LoopbackFake(ScriptedFake[R, _Fail]):
         header, which the SDK obeys instead of its own backoff.
         """
         self._push(_Fail(status, retry_after), n)
+
+    def stall(self, seconds: float) -> None:
+        """Keep the server's thread busy for `seconds` from now, reading nothing: a loaded machine."""
+        if self._loop is None:
+            raise RuntimeError(f"{self.name} is not running")
+        self._loop.call_soon_threadsafe(time.sleep, seconds)
 
     # --- lifecycle ---
 

@@ -229,7 +229,7 @@ async def test_voyage_retries_a_timed_out_request(fake: FakeVoyage, make_voyage:
     vector = await make_voyage(timeout=0.3, max_retries=1).embed_query("slow")
 
     assert vector == fake_vector("slow")
-    assert len(fake.requests) == 2
+    assert len(await fake.received(2)) == 2
 
 
 async def test_voyage_surfaces_a_bad_key_without_retrying(fake: FakeVoyage, make_voyage: MakeVoyage) -> None:

@@ -9,10 +9,12 @@ from typing import Any
 import pytest
 
 from memstream.llm.base import LLMError
+from tests.fakes.loopback import LoopbackFake
 from tests.unit.llm_clients import PROVIDERS, QUESTION, Provider, closed_port
 
 MakeLLM = Callable[..., Any]
 KEYED = [p for p in PROVIDERS if p.api_key]
+ON_HTTP = [p for p in PROVIDERS if isinstance(p.fake, type) and issubclass(p.fake, LoopbackFake)]  # xAI's fake is gRPC
 
 
 @pytest.fixture(params=PROVIDERS, ids=lambda p: p.name)
@@ -86,7 +88,22 @@ async def test_delay_longer_than_the_timeout_raises_a_retryable_llm_error(
     assert time.monotonic() - started < 3.0
     assert str(caught.value).startswith(f"{case.name} {case.model}: request timeout after 0.3s per attempt")
     assert caught.value.retryable is True
-    assert len(fake.requests) == 1
+    # The fake may read the abandoned request after the client raised; give a retry, which must not come, a second.
+    assert len(await fake.received(2, within=1.0)) == 1
+
+
+@pytest.mark.parametrize("case", ON_HTTP, ids=lambda p: p.name)
+async def test_a_request_the_server_reads_only_after_the_timeout_is_counted_once(
+    case: Provider, fake: Any, make_llm: MakeLLM
+) -> None:
+    # CI's loaded worker: the fake's thread read the request after the client had given up on it.
+    fake.delay_next(1, seconds=5.0)
+    fake.stall(0.6)
+
+    with pytest.raises(LLMError, match=r"request timeout after 0\.3s per attempt"):
+        await make_llm(timeout=0.3, max_retries=0).complete(case.system, QUESTION)
+
+    assert len(await fake.received(2, within=1.0)) == 1
 
 
 async def test_a_timed_out_attempt_is_retried(case: Provider, fake: Any, make_llm: MakeLLM) -> None:
@@ -95,7 +112,7 @@ async def test_a_timed_out_attempt_is_retried(case: Provider, fake: Any, make_ll
     completion = await make_llm(timeout=0.3, max_retries=1).complete(case.system, QUESTION)
 
     assert completion.text == case.answer
-    assert len(fake.requests) == 2
+    assert len(await fake.received(2)) == 2
 
 
 @pytest.mark.parametrize("case", KEYED, ids=lambda p: p.name)
