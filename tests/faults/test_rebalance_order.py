@@ -21,6 +21,7 @@ import functools
 import time
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -72,18 +73,21 @@ def first_seen_out_of_order(processed: list[int]) -> list[tuple[int, int]]:
 
 async def slow_app(
     broker: EmbeddedBroker,
+    datadir: Path,
     commit_interval: float,
     on_event: Callable[[Any], Awaitable[None]] | None = None,
     **options: Any,
 ) -> tuple[MemstreamApp, list[int]]:
     """A worker app of the consumer memstream uses, whose one stage takes 4 ms an event (the stream
     buffer fills meanwhile), over a one-partition topic holding ``EVENTS`` events; the offsets it
-    processes, in order. ``on_event`` runs before each event's work."""
+    processes, in order. ``on_event`` runs before each event's work. Faust keeps its files in ``datadir``
+    (by default it makes one in the working directory, the project's root under pytest)."""
     name = f"order-{uuid.uuid4().hex[:8]}"
     app = MemstreamApp(
         name,
         broker=f"kafka://{broker.bootstrap}",
         store="memory://",
+        datadir=str(datadir),
         autodiscover=False,
         web_enabled=False,
         broker_commit_interval=commit_interval,
@@ -126,8 +130,10 @@ async def working(app: MemstreamApp) -> AsyncIterator[None]:
 
 
 @pytest.mark.parametrize("commit_interval", [120.0, 0.5], ids=["never-committed", "committed"])
-async def test_a_rebalance_keeps_every_event_and_their_order(broker: EmbeddedBroker, commit_interval: float) -> None:
-    app, processed = await slow_app(broker, commit_interval)
+async def test_a_rebalance_keeps_every_event_and_their_order(
+    broker: EmbeddedBroker, tmp_path: Path, commit_interval: float
+) -> None:
+    app, processed = await slow_app(broker, tmp_path, commit_interval)
     async with working(app):
         consumer: Any = app.consumer
         coordinator = consumer._thread._ensure_consumer()._coordinator
@@ -141,7 +147,7 @@ async def test_a_rebalance_keeps_every_event_and_their_order(broker: EmbeddedBro
     assert not late, f"{len(late)} events first processed after a later one: {late[:5]}"
 
 
-async def test_a_seek_back_mid_batch_reads_from_its_offset_next(broker: EmbeddedBroker) -> None:
+async def test_a_seek_back_mid_batch_reads_from_its_offset_next(broker: EmbeddedBroker, tmp_path: Path) -> None:
     """A partition sought back while Faust's fetch loop is mid-batch (waiting on a full stream
     buffer), as the consumer does to read a passed-over event again: the next events handed on are
     the ones from the seek's offset, not the rest of the batch fetched before it. Before, the loop
@@ -156,7 +162,7 @@ async def test_a_seek_back_mid_batch_reads_from_its_offset_next(broker: Embedded
             await app.consumer.seek(event.message.tp, 100)  # read 100 again, as a passed-over event is
 
     # A short stream buffer: the fetch loop waits on the stream mid-batch, as under load.
-    app, processed = await slow_app(broker, 0.5, seek_back_once, stream_buffer_maxsize=4)
+    app, processed = await slow_app(broker, tmp_path, 0.5, seek_back_once, stream_buffer_maxsize=4)
     async with working(app):
         await until(lambda: processed.count(100) >= 2 and max(processed) == EVENTS - 1, "100 read again", seconds=45)
     after = processed[sought[0] :]
@@ -167,6 +173,7 @@ async def test_a_seek_back_mid_batch_reads_from_its_offset_next(broker: Embedded
 
 async def test_events_handed_on_while_flow_control_is_off_come_again_on_a_partition_never_committed(
     broker: EmbeddedBroker,
+    tmp_path: Path,
 ) -> None:
     """As a worker's recovery ends (Faust's ``_resume_streams``): the stream partitions are
     resumed and fetched from before the seek to the committed offsets and before flow control is
@@ -174,7 +181,7 @@ async def test_events_handed_on_while_flow_control_is_off_come_again_on_a_partit
     partition the group never committed aiokafka's seek to the committed offset seeks nothing: the
     position stayed past them and they never came again. A worker restarted before its first commit
     (CI's red held-output run: 12 turns on the broker, none processed in 180 s) lost them all."""
-    app, processed = await slow_app(broker, 120.0)  # never committed
+    app, processed = await slow_app(broker, tmp_path, 120.0)  # never committed
     async with working(app):
         await until(functools.partial(reached, processed, 20), "20 events processed")
         consumer: Any = app.consumer
