@@ -6,7 +6,7 @@ import asyncio
 import functools
 import logging
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterable, AsyncIterator, Awaitable, Callable
 from datetime import UTC, datetime
 from typing import Any, TypeVar
 
@@ -104,6 +104,20 @@ def finished(event: EventT, stage: str) -> None:
         mark(event.message, stage)
 
 
+async def in_order(events: AsyncIterable[EventT], stage: str, *, ack_passed: bool) -> AsyncIterator[EventT]:
+    """The events ``stage`` may handle now: per partition in offset order, none missing between two it
+    handles (memstream.kafka.order). One it may not is passed over, and comes again if it must. A
+    ``noack`` stream's passed events are acked here (``ack_passed``); Faust acks the others."""
+    async for event in events:
+        take = getattr(event.app.consumer, "take", None)
+        if take is None or await take(event.message, stage):
+            yield event
+        elif ack_passed:
+            event.ack()
+            # Faust's sensor ends the process span on a stream ack, which noack never does.
+            trace.get_current_span().end()
+
+
 def expect(value: Any, kind: type[T] | tuple[type, ...]) -> T:
     """The event as the type this stage consumes, or a TypeError naming what arrived."""
     if not isinstance(value, kind):
@@ -121,7 +135,7 @@ async def guarded(
     processed = metrics.EVENTS_PROCESSED.labels(stage)
     failed = metrics.EVENTS_FAILED.labels(stage)
     seconds = metrics.STAGE_SECONDS.labels(stage)
-    async for event in stream.events():
+    async for event in in_order(stream.events(), stage, ack_passed=False):
         started = time.perf_counter()
         try:
             await handle(event.value, event)
@@ -253,7 +267,8 @@ async def batches(
     async def read() -> None:
         try:
             # Faust's StreamT declares no noack(), which its Stream (what an agent is given) has.
-            async for event in stream.noack().events():  # type: ignore[attr-defined]
+            events = stream.noack().events()  # type: ignore[attr-defined]
+            async for event in in_order(events, stage, ack_passed=True):
                 await waiting.put((event, trace.get_current_span()))
         except asyncio.CancelledError:
             raise
@@ -349,7 +364,7 @@ async def guarded_by_key(
 
     try:
         # Faust's StreamT declares no noack(), which its Stream (what an agent is given) has.
-        async for event in stream.noack().events():  # type: ignore[attr-defined]
+        async for event in in_order(stream.noack().events(), stage, ack_passed=True):  # type: ignore[attr-defined]
             await slots.acquire()
             in_flight.inc()
             key = event.message.key

@@ -39,7 +39,7 @@ import msgspec
 from faust.types import EventT
 from opentelemetry import trace
 
-from memstream.agents.base import DeadLetters, finished, state_table
+from memstream.agents.base import DeadLetters, finished, in_order, state_table
 from memstream.bootstrap import Providers
 from memstream.identity import derived_id, normalize_content
 from memstream.rules import phase2
@@ -293,7 +293,7 @@ def register(app: faust.App, topics: Topics, providers: Providers, sink: DeadLet
         # Acked by hand: a request only once its run succeeded, so a worker dying mid-run
         # leaves it uncommitted for the next owner of the partition. (Faust's StreamT declares no
         # noack(), which its Stream, what an agent is given, has.)
-        async for event in stream.noack().events():  # type: ignore[attr-defined]
+        async for event in in_order(stream.noack().events(), STAGE, ack_passed=True):  # type: ignore[attr-defined]
             process_span = trace.get_current_span()
             try:
                 await handle(event)

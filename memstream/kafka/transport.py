@@ -41,6 +41,7 @@ import asyncio
 import collections
 import logging
 import time
+import weakref
 from collections.abc import Iterator, Mapping
 from typing import Any
 
@@ -56,6 +57,7 @@ from memstream.kafka.commits import committable
 from memstream.kafka.doorbell import Doorbell
 from memstream.kafka.fetch_wait import FetchWait, adapt_fetch_wait
 from memstream.kafka.ledger import ForgottenLedger
+from memstream.kafka.order import Order, Take
 
 log = logging.getLogger(__name__)
 #: Commit rounds (each ``broker_commit_interval``, 2.8 s) a partition's commit is held at one
@@ -125,6 +127,10 @@ def transport_class(
         _batch_epochs: dict[TP, int]
         _handed_epochs: dict[TP, int]
         _read_offsets: ReadOffsets
+        #: Each message handed on, with its partition's epoch then: one sought since is read again.
+        _message_epochs: weakref.WeakKeyDictionary[Message, int]
+        #: Where each stage is on each partition: it takes events in offset order (:meth:`take`).
+        _order: Order
 
         def __post_init__(self) -> None:
             super().__post_init__()
@@ -138,6 +144,8 @@ def transport_class(
             self._batch_epochs = {}
             self._handed_epochs = {}
             self._read_offset = self._read_offsets = ReadOffsets(self)
+            self._message_epochs = weakref.WeakKeyDictionary()
+            self._order = Order()
 
         def _bump(self, tps: Any) -> None:
             for tp in tps:
@@ -167,6 +175,10 @@ def transport_class(
             if unsought:
                 await self._thread.seek_to_beginning(*unsought)
             self._bump(TP(tp.topic, tp.partition) for tp in [*sought, *unsought])
+            for tp in sought:
+                self._order.start(TP(tp.topic, tp.partition), committed[tp])
+            for tp in unsought:
+                self._order.start(TP(tp.topic, tp.partition), None)
             return committed
 
         async def _wait_next_records(self, timeout: float) -> Any:
@@ -184,7 +196,21 @@ def transport_class(
                 if epoch != self._batch_epochs.get(tp, 0):
                     continue
                 self._handed_epochs[tp] = epoch
+                self._message_epochs[message] = epoch
                 yield tp, message
+
+        async def take(self, message: Message, stage: str) -> bool:
+            """May ``stage`` handle ``message`` now (:mod:`memstream.kafka.order`)? If it missed the
+            offsets before it, its partition is sought back to the first it missed, and it is not."""
+            tp = message.tp
+            handed = self._message_epochs.get(message)
+            before_a_seek = handed is not None and handed != self._epochs.get(tp, 0)
+            decision = self._order.take(stage, tp, message.offset, handed_before_a_seek=before_a_seek)
+            if decision is Take.SEEK and tp in self.assignment():
+                missed = self._order.next_offset(stage, tp)
+                if missed is not None:
+                    await self.seek(tp, missed)
+            return decision is Take.TAKE
 
         def finished(self, message: Message, stage: str) -> None:
             """``stage`` is done with ``message``: its outputs are sent (the commit flushes them first)."""
@@ -308,6 +334,7 @@ def transport_class(
                 self._held.pop(tp, None)
                 self._read_again.pop(tp, None)
                 self._finished.pop(tp, None)
+            self._order.revoked(revoked)
             for key in [key for key in self._finishing if key[0] in revoked]:
                 del self._finishing[key]
             await super().on_partitions_revoked(revoked)
