@@ -476,9 +476,12 @@ async def trace_lost(bootstrap: str, prefix: str, missing: list[str]) -> str:
     consumer = AIOKafkaConsumer(bootstrap_servers=bootstrap, group_id=prefix, enable_auto_commit=False)
     await consumer.start()
     await consumer.topics()  # the metadata of every topic, the tables' changelogs too
+    # Read before the first assign: it narrows the client's metadata to the assigned topic, and
+    # every topic after the first was skipped (a lost exchange was "never in a window").
+    partitions = {topic: sorted(consumer.partitions_for_topic(topic) or []) for _, topic in path + extra}
     try:
         for label, topic in path + extra:
-            tps = [TopicPartition(topic, p) for p in sorted(consumer.partitions_for_topic(topic) or [])]
+            tps = [TopicPartition(topic, p) for p in partitions[topic]]
             if not tps:
                 continue
             ends = await offsets.end_offsets(consumer, tps)
