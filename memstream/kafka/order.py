@@ -91,6 +91,10 @@ class Order:
         log.info("%s: %s missed offsets %d to %d; reading from %d again", tp, stage, expected, offset - 1, expected)
         return Take.SEEK
 
+    def places(self, tp: TP) -> dict[str, int | None]:
+        """Per stage that took an event of ``tp``: the offset it takes next."""
+        return {stage: place.next for (stage, place_tp), place in self._places.items() if place_tp == tp}
+
     def next_offset(self, stage: str, tp: TP) -> int | None:
         place = self._places.get((stage, tp))
         return place.next if place is not None else None

@@ -68,8 +68,9 @@ def awaiting(awaitable: Any) -> list[str]:
 
 def partitions(consumer: Any) -> list[str]:
     """Per assigned partition: the consumer's read offset, the committed offset, the highwater,
-    the offsets finished past the commit, and the offset the commit is held at (with the commit
-    rounds it has been held; memstream's consumer keeps these)."""
+    the offsets finished past the commit, the offset the commit is held at (with the commit
+    rounds it has been held), and the offset each stage takes next (memstream's consumer keeps
+    these: memstream.kafka.order)."""
     try:
         assigned = sorted(consumer.assignment())
     except Exception as exc:  # not started, or stopping
@@ -78,13 +79,16 @@ def partitions(consumer: Any) -> list[str]:
     finished = getattr(consumer, "_finished", {})
     held = getattr(consumer, "_held", {})
     read = getattr(consumer, "_read_offset", {})
+    order = getattr(consumer, "_order", None)
     lines = []
     for tp in assigned:
         done = sorted(finished.get(tp, ()))
         span = f"{done[0]}..{done[-1]} ({len(done)})" if done else "-"
+        places = sorted(order.places(tp).items()) if order is not None else []
+        nexts = ", ".join(f"{stage} {offset}" for stage, offset in places) or "-"
         lines.append(
             f"{tp.topic}:{tp.partition} read {read.get(tp)} committed {committed.get(tp)} "
-            f"highwater {_highwater(consumer, tp)} finished {span} held {held.get(tp, '-')}"
+            f"highwater {_highwater(consumer, tp)} finished {span} held {held.get(tp, '-')} next {nexts}"
         )
     return lines
 

@@ -6,13 +6,12 @@ import asyncio
 import logging
 import os
 import signal
-from collections import namedtuple
 
 import pytest
+from faust.types import TP
 
+from memstream.kafka.order import Order
 from memstream.telemetry import dump
-
-TP = namedtuple("TP", "topic partition")
 
 
 class FakeConsumer:
@@ -24,6 +23,10 @@ class FakeConsumer:
         self._finished = {self.a: {14, 15, 13}}
         self._held = {self.a: (12, 3)}
         self._read_offset = {self.a: 16}
+        self._order = Order()
+        for offset in (12, 13, 14, 15):
+            self._order.take("snapshot", self.a, offset, handed_before_a_seek=False)
+        self._order.take("history", self.a, 12, handed_before_a_seek=False)
 
     def assignment(self) -> set[TP]:
         return {self.b, self.a}
@@ -35,8 +38,8 @@ class FakeConsumer:
 def test_partitions_tell_position_commit_finished_and_hold() -> None:
     lines = dump.partitions(FakeConsumer())
     assert lines == [
-        "p.turns:0 read 16 committed 12 highwater 20 finished 13..15 (3) held (12, 3)",
-        "p.turns:1 read None committed None highwater 0 finished - held -",
+        "p.turns:0 read 16 committed 12 highwater 20 finished 13..15 (3) held (12, 3) next history 13, snapshot 16",
+        "p.turns:1 read None committed None highwater 0 finished - held - next -",
     ]
 
 
