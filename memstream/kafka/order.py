@@ -58,6 +58,8 @@ class Order:
         self._places: dict[tuple[str, TP], Place] = {}
         #: Per partition, the group's committed offset it was sought to (None: to its beginning).
         self._committed: dict[TP, int | None] = {}
+        #: Per partition, the offset of its latest seek (None: its beginning): where it reads from.
+        self._position: dict[TP, int | None] = {}
 
     def take(self, stage: str, tp: TP, offset: int, *, handed_before_a_seek: bool) -> Take:
         """May ``stage`` handle the event at ``offset`` of ``tp`` now? ``handed_before_a_seek``: the
@@ -71,7 +73,7 @@ class Order:
             return Take.TAKE
         if offset < expected:
             return Take.TAKE if place.in_hole(offset) else Take.PASS
-        if handed_before_a_seek:
+        if handed_before_a_seek and self._reads_again(tp, expected):
             return Take.PASS
         if place.sought_for == expected and place.seeks >= HOLE_SEEKS:
             log.warning(
@@ -91,6 +93,16 @@ class Order:
         log.info("%s: %s missed offsets %d to %d; reading from %d again", tp, stage, expected, offset - 1, expected)
         return Take.SEEK
 
+    def _reads_again(self, tp: TP, offset: int) -> bool:
+        """Does ``tp``'s latest seek read ``offset`` again? One to its beginning does; one past it (a
+        seek for another stage ahead of this one) does not, and this stage must seek back itself."""
+        position = self._position.get(tp, offset)
+        return position is None or position <= offset
+
+    def sought(self, tp: TP, offset: int) -> None:
+        """``tp`` was sought to ``offset``: it reads from there."""
+        self._position[tp] = offset
+
     def places(self, tp: TP) -> dict[str, int | None]:
         """Per stage that took an event of ``tp``: the offset it takes next."""
         return {stage: place.next for (stage, place_tp), place in self._places.items() if place_tp == tp}
@@ -104,7 +116,7 @@ class Order:
         an assignment starts it: every event before it was finished by every stage, so a stage behind it
         goes on from it. (A seek back for one stage moves no other: one behind it may still hold events
         before it, handed on earlier, and takes them in order.)"""
-        self._committed[tp] = committed
+        self._committed[tp] = self._position[tp] = committed
         if committed is None:
             return
         for (_, place_tp), place in self._places.items():
@@ -120,3 +132,4 @@ class Order:
             del self._places[key]
         for tp in tps:
             self._committed.pop(tp, None)
+            self._position.pop(tp, None)

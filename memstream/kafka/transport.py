@@ -156,6 +156,7 @@ def transport_class(
             # arrived in between came from where the partition was before.
             tp = TP(partition.topic, partition.partition)
             self._bump([tp])
+            self._order.sought(tp, offset)
             await self._seek(tp, offset)
             self._read_offsets.sought(tp, offset if offset else None)
             self._bump([tp])

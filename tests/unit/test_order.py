@@ -38,6 +38,7 @@ def test_a_gap_is_sought_back_once_and_events_handed_on_before_the_seek_are_pass
     assert takes(order, "snapshot", [10, 11]) == [Take.TAKE, Take.TAKE]
 
     assert takes(order, "snapshot", [13]) == [Take.SEEK]  # 12 was dropped before the stage
+    order.sought(TURNS, 12)
     queued = [order.take("snapshot", TURNS, offset, handed_before_a_seek=True) for offset in (14, 15)]
     assert queued == [Take.PASS, Take.PASS]  # the seek reads them again
     assert takes(order, "snapshot", [12, 13, 14]) == [Take.TAKE] * 3
@@ -67,10 +68,22 @@ def test_a_seek_for_one_stage_moves_no_other_that_still_holds_events_before_it()
     takes(order, "fast", [10, 11, 12])
     takes(order, "slow", [10])
     assert takes(order, "fast", [14]) == [Take.SEEK]  # fast seeks the partition back to 13
+    order.sought(TURNS, 13)
 
     # slow's events 11-13 were handed on before that seek: in order, it takes them.
     slow = [order.take("slow", TURNS, offset, handed_before_a_seek=True) for offset in (11, 12, 13)]
     assert slow == [Take.TAKE] * 3
+
+
+def test_a_stage_behind_a_seek_for_another_seeks_back_itself() -> None:
+    order = Order()
+    takes(order, "slow", [10])  # slow takes 11 next
+    takes(order, "fast", [10, 11, 12, 13, 14])
+    order.sought(TURNS, 20)  # fast's seek back to 20: 11 is not read again
+    stale = order.take("slow", TURNS, 15, handed_before_a_seek=True)
+
+    assert stale == Take.SEEK
+    assert order.next_offset("slow", TURNS) == 11
 
 
 def test_a_committed_seek_moves_a_stage_behind_it_forward() -> None:
