@@ -107,6 +107,14 @@ class Order:
         """Per stage that took an event of ``tp``: the offset it takes next."""
         return {stage: place.next for (stage, place_tp), place in self._places.items() if place_tp == tp}
 
+    def awaited(self, tp: TP) -> int | None:
+        """The lowest offset a stage takes next on ``tp`` (the committed one while none took any)."""
+        nexts = [place.next for (_, place_tp), place in self._places.items() if place_tp == tp]
+        known = [offset for offset in nexts if offset is not None]
+        if known:
+            return min(known)
+        return None if nexts else self._committed.get(tp)
+
     def next_offset(self, stage: str, tp: TP) -> int | None:
         place = self._places.get((stage, tp))
         return place.next if place is not None else None

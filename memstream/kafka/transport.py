@@ -110,6 +110,9 @@ def transport_class(
         _held: dict[TP, tuple[int, int]]
         #: Per partition, the offset it was last read again from, and how many times.
         _read_again: dict[TP, tuple[int, int]]
+        #: Per partition, the offset a stage waits for while the fetch is past it: commit rounds in
+        #: a row, and how many times it was read again from there (:meth:`_read_awaited_again`).
+        _stalled: dict[TP, tuple[int, int, int]]
         #: Per partition, the offsets every stage reading its topic finished (:meth:`finished`):
         #: the only offsets a commit passes. Faust's own acks are not: an exchange was still lost
         #: with every commit fault above fixed, its turns acked though no stage had applied them.
@@ -137,6 +140,7 @@ def transport_class(
             self._floors = {}
             self._held = {}
             self._read_again = {}
+            self._stalled = {}
             self._finished = {}
             self._finishing = {}
             self._readers = {}
@@ -308,6 +312,29 @@ def transport_class(
                 self._read_again[tp] = (offset, times + 1)
                 self._held.pop(tp, None)
                 await self.seek(tp, offset)
+            busy = {tp for tp, _ in in_flight}
+            for tp in assignment:
+                await self._read_awaited_again(tp, busy)
+
+        async def _read_awaited_again(self, tp: TP, busy: set[TP]) -> None:
+            """Seek back to the offset a stage waits for (memstream.kafka.order), when the fetch has
+            handed on events at or past it for two commit rounds in which no stage took any: they
+            were dropped on the way (a stream skips events while flow control is off) and the seek
+            that was to read them again read nothing. Nothing was finished past them, so the commit
+            was never held there. The same offset waited for again waits twice as many rounds."""
+            awaited = self._order.awaited(tp)
+            read = self._read_offset.get(tp)
+            if awaited is None or read is None or read < awaited or tp in busy or tp in self._held:
+                self._stalled.pop(tp, None)
+                return
+            at, rounds, times = self._stalled.get(tp, (awaited, 0, 0))
+            rounds, times = (rounds + 1, times) if at == awaited else (1, 0)
+            if rounds < HELD_ROUNDS << min(times, 10):
+                self._stalled[tp] = (awaited, rounds, times)
+                return
+            log.warning("%s: offset %d was handed on but no stage took it; reading from it again", tp, awaited)
+            self._stalled[tp] = (awaited, 0, times + 1)
+            await self.seek(tp, awaited)
 
         async def verify_all_partitions_active(self) -> None:
             # Faust's livelock check (every 2.5 commit intervals) yields with mode's Service.sleep(0)
@@ -334,6 +361,7 @@ def transport_class(
                 self._floors.pop(tp, None)
                 self._held.pop(tp, None)
                 self._read_again.pop(tp, None)
+                self._stalled.pop(tp, None)
                 self._finished.pop(tp, None)
             self._order.revoked(revoked)
             for key in [key for key in self._finishing if key[0] in revoked]:

@@ -234,3 +234,27 @@ async def test_events_dropped_before_the_stage_are_taken_before_any_later_one(
     late = first_seen_out_of_order(processed)
     assert not late, f"{len(late)} events first processed after a later one: {late[:5]}"
     assert processed == sorted(set(processed)), "an event was processed twice"
+
+
+async def test_events_a_stream_skipped_with_nothing_after_them_come_again(
+    broker: EmbeddedBroker, tmp_path: Path
+) -> None:
+    """Events the fetch handed on and no stage took, with none after them that a stage took: a stream
+    skips every event while flow control is off, and here nothing seeks back when it resumes. Nothing
+    was finished past them, so the commit was never held and never read them again, and no later
+    event showed a stage a gap: the partition stalled (a heavy kill -9 run: facts read to 499, none
+    embedded past 252, for minutes). The consumer reads again from the offset a stage waits for once
+    the fetch has been past it for two commit rounds in which no stage took anything."""
+    app, processed = await slow_app(broker, tmp_path, 0.5)
+    async with working(app):
+        await until(functools.partial(reached, processed, 20), "20 events processed")
+        consumer: Any = app.consumer
+        tp = next(tp for tp in consumer.assignment() if tp.topic == app.conf.id)
+        app.flow_control.suspend()  # the stream skips what it is handed; the consumer's own flow stays on
+        await until(lambda: consumer._read_offset.get(tp) == EVENTS - 1, "every event handed on while suspended")
+        app.flow_control.resume()  # clears the queues; nothing seeks back
+        await until(lambda: set(range(EVENTS)) <= set(processed), "every event processed", must=False, seconds=30)
+    missing = sorted(set(range(EVENTS)) - set(processed))
+    assert not missing, f"{len(missing)} events never processed, from {missing[0]}"
+    late = first_seen_out_of_order(processed)
+    assert not late, f"{len(late)} events first processed after a later one: {late[:5]}"

@@ -126,3 +126,14 @@ def test_a_revoked_partition_forgets_the_stages_places() -> None:
     # The next owner's committed offset places it; another worker went on meanwhile.
     order.start(TURNS, 90)
     assert takes(order, "snapshot", [90]) == [Take.TAKE]
+
+
+def test_the_offset_awaited_on_a_partition_is_the_lowest_a_stage_takes_next() -> None:
+    order = Order()
+    order.start(TURNS, 30)
+    assert order.awaited(TURNS) == 30  # no stage took any yet: the committed offset
+    takes(order, "extract", [30, 31, 32])
+    takes(order, "history", [30])
+
+    assert order.awaited(TURNS) == 31
+    assert order.awaited(OTHER) is None  # never sought nor taken here
