@@ -60,6 +60,8 @@ class Order:
         self._committed: dict[TP, int | None] = {}
         #: Per partition, the offset of its latest seek (None: its beginning): where it reads from.
         self._position: dict[TP, int | None] = {}
+        #: Events taken by any stage on any partition, ever: a count that stands still while all are idle.
+        self.taken = 0
 
     def take(self, stage: str, tp: TP, offset: int, *, handed_before_a_seek: bool) -> Take:
         """May ``stage`` handle the event at ``offset`` of ``tp`` now? ``handed_before_a_seek``: the
@@ -70,6 +72,7 @@ class Order:
         expected = place.next
         if expected is None or offset == expected:
             place.next, place.sought_for, place.seeks = offset + 1, None, 0
+            self.taken += 1
             return Take.TAKE
         if offset < expected:
             return Take.TAKE if place.in_hole(offset) else Take.PASS
@@ -87,6 +90,7 @@ class Order:
             )
             place.holes.append((expected, offset - 1))
             place.next, place.sought_for, place.seeks = offset + 1, None, 0
+            self.taken += 1
             return Take.TAKE
         place.seeks = place.seeks + 1 if place.sought_for == expected else 1
         place.sought_for = expected

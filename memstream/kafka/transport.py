@@ -113,6 +113,8 @@ def transport_class(
         #: Per partition, the offset a stage waits for while the fetch is past it: commit rounds in
         #: a row, and how many times it was read again from there (:meth:`_read_awaited_again`).
         _stalled: dict[TP, tuple[int, int, int]]
+        #: ``Order.taken`` at the last commit round: stalls count only while it stands still.
+        _taken_before_round: int
         #: Per partition, the offsets every stage reading its topic finished (:meth:`finished`):
         #: the only offsets a commit passes. Faust's own acks are not: an exchange was still lost
         #: with every commit fault above fixed, its turns acked though no stage had applied them.
@@ -141,6 +143,7 @@ def transport_class(
             self._held = {}
             self._read_again = {}
             self._stalled = {}
+            self._taken_before_round = 0
             self._finished = {}
             self._finishing = {}
             self._readers = {}
@@ -312,19 +315,25 @@ def transport_class(
                 self._read_again[tp] = (offset, times + 1)
                 self._held.pop(tp, None)
                 await self.seek(tp, offset)
-            busy = {tp for tp, _ in in_flight}
+            # Only while every stage is idle: a stage busy with one partition leaves another's events
+            # waiting in its queue, handed on and not taken, and they are not lost.
+            taken = self._order.taken
+            if taken != self._taken_before_round or in_flight:
+                self._taken_before_round = taken
+                self._stalled.clear()
+                return
             for tp in assignment:
-                await self._read_awaited_again(tp, busy)
+                await self._read_awaited_again(tp)
 
-        async def _read_awaited_again(self, tp: TP, busy: set[TP]) -> None:
+        async def _read_awaited_again(self, tp: TP) -> None:
             """Seek back to the offset a stage waits for (memstream.kafka.order), when the fetch has
-            handed on events at or past it for two commit rounds in which no stage took any: they
-            were dropped on the way (a stream skips events while flow control is off) and the seek
-            that was to read them again read nothing. Nothing was finished past them, so the commit
-            was never held there. The same offset waited for again waits twice as many rounds."""
+            handed on events at or past it and no stage took any event for two commit rounds, nor
+            holds one: they were dropped on the way (a stream skips events while flow control is
+            off) and the seek that was to read them again read nothing. Nothing was finished past
+            them, so the commit was never held there. The same offset again waits twice as long."""
             awaited = self._order.awaited(tp)
             read = self._read_offset.get(tp)
-            if awaited is None or read is None or read < awaited or tp in busy or tp in self._held:
+            if awaited is None or read is None or read < awaited or tp in self._held:
                 self._stalled.pop(tp, None)
                 return
             at, rounds, times = self._stalled.get(tp, (awaited, 0, 0))

@@ -137,3 +137,4 @@ def test_the_offset_awaited_on_a_partition_is_the_lowest_a_stage_takes_next() ->
 
     assert order.awaited(TURNS) == 31
     assert order.awaited(OTHER) is None  # never sought nor taken here
+    assert order.taken == 4  # stands still while every stage is idle
