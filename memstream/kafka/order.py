@@ -55,7 +55,8 @@ class Order:
     """The places of every stage on the partitions a consumer is assigned."""
 
     def __init__(self) -> None:
-        self._places: dict[tuple[str, TP], Place] = {}
+        #: Per partition, per stage that met an event of it: where the stage is.
+        self._places: dict[TP, dict[str, Place]] = {}
         #: Per partition, the group's committed offset it was sought to (None: to its beginning).
         self._committed: dict[TP, int | None] = {}
         #: Per partition, the offset of its latest seek (None: its beginning): where it reads from.
@@ -66,9 +67,10 @@ class Order:
     def take(self, stage: str, tp: TP, offset: int, *, handed_before_a_seek: bool) -> Take:
         """May ``stage`` handle the event at ``offset`` of ``tp`` now? ``handed_before_a_seek``: the
         partition was sought after the event was handed on (the seek reads it again, or passed it)."""
-        place = self._places.get((stage, tp))
+        stages = self._places.setdefault(tp, {})
+        place = stages.get(stage)
         if place is None:
-            place = self._places[(stage, tp)] = Place(self._committed.get(tp))
+            place = stages[stage] = Place(self._committed.get(tp))
         expected = place.next
         if expected is None or offset == expected:
             place.next, place.sought_for, place.seeks = offset + 1, None, 0
@@ -109,18 +111,18 @@ class Order:
 
     def places(self, tp: TP) -> dict[str, int | None]:
         """Per stage that took an event of ``tp``: the offset it takes next."""
-        return {stage: place.next for (stage, place_tp), place in self._places.items() if place_tp == tp}
+        return {stage: place.next for stage, place in self._places.get(tp, {}).items()}
 
     def awaited(self, tp: TP) -> int | None:
         """The lowest offset a stage takes next on ``tp`` (the committed one while none took any)."""
-        nexts = [place.next for (_, place_tp), place in self._places.items() if place_tp == tp]
+        nexts = [place.next for place in self._places.get(tp, {}).values()]
         known = [offset for offset in nexts if offset is not None]
         if known:
             return min(known)
         return None if nexts else self._committed.get(tp)
 
     def next_offset(self, stage: str, tp: TP) -> int | None:
-        place = self._places.get((stage, tp))
+        place = self._places.get(tp, {}).get(stage)
         return place.next if place is not None else None
 
     def start(self, tp: TP, committed: int | None) -> None:
@@ -131,17 +133,14 @@ class Order:
         self._committed[tp] = self._position[tp] = committed
         if committed is None:
             return
-        for (_, place_tp), place in self._places.items():
-            if place_tp != tp:
-                continue
+        for place in self._places.get(tp, {}).values():
             if place.next is None or place.next < committed:
                 place.next = committed
             place.holes = [(lo, hi) for lo, hi in place.holes if hi >= committed]
 
     def revoked(self, tps: set[TP]) -> None:
         """The partitions left this consumer: the next owner's seek places its stages."""
-        for key in [key for key in self._places if key[1] in tps]:
-            del self._places[key]
         for tp in tps:
+            self._places.pop(tp, None)
             self._committed.pop(tp, None)
             self._position.pop(tp, None)

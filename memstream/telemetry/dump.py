@@ -7,8 +7,8 @@ the fact, so ``memstream up`` writes, on SIGUSR1 and without stopping anything:
   own thread): a line each, its chain of awaits;
 - every thread's Python stack (:mod:`faulthandler`);
 - per consumed partition, the consumer's view: its read offset, the committed offset, the
-  highwater, the offsets finished but not yet committed, and where the commit is held
-  (:func:`partitions`).
+  highwater, the offsets finished but not yet committed, where the commit is held, and the
+  offset each stage takes next (:func:`partitions`).
 
 Nothing here imports Faust: it reads the app it is given.
 """
