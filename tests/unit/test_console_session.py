@@ -90,7 +90,7 @@ def test_the_token_form_checks_the_token(setup: tuple[Sessions, TokenStore, str,
     sessions, _, token, token_id, _ = setup
     assert sessions.check(sessions.token_sign_in(token)).token_id == token_id
     with pytest.raises(AuthError):
-        sessions.token_sign_in(token[:-2] + "xx")
+        sessions.token_sign_in(token[:-2] + ("yy" if token.endswith("xx") else "xx"))
 
 
 def test_open_mode_sessions_need_the_open_principal(tmp_path: Path) -> None:
