@@ -226,7 +226,8 @@ async def test_voyage_gives_up_after_max_retries(fake: FakeVoyage, make_voyage: 
 async def test_voyage_retries_a_timed_out_request(fake: FakeVoyage, make_voyage: MakeVoyage) -> None:
     fake.delay_next(1, 5.0)
 
-    vector = await make_voyage(timeout=0.3, max_retries=1).embed_query("slow")
+    # The retry must be answered within the timeout: 1 s leaves the fake's thread a loaded machine's stall.
+    vector = await make_voyage(timeout=1.0, max_retries=1).embed_query("slow")
 
     assert vector == fake_vector("slow")
     assert len(await fake.received(2)) == 2

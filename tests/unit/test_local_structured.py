@@ -263,10 +263,11 @@ async def test_an_answer_cut_at_max_tokens_keeps_its_complete_memories_and_entit
 
 
 async def test_a_model_that_keeps_writing_is_never_cut_off(make_llm: Callable[..., LocalLLM]) -> None:
-    text = " ".join(f"word{i}" for i in range(30))
-    # 30 tokens at 0.05 s: 1.5 s in all, three times the wait allowed for the first token and between tokens.
+    text = " ".join(f"word{i}" for i in range(40))
+    # 40 tokens at 0.05 s: 2 s in all, twice the wait allowed for the first token and between tokens.
+    # The waits leave the fake's thread a second's stall on a loaded machine (it serves in this process).
     with FakeOpenAI(lambda body: text, token_delay=0.05) as fake:
-        completion = await make_llm(fake.base_url, timeout=0.5, idle_timeout=0.5).complete("", "write")
+        completion = await make_llm(fake.base_url, timeout=1.0, idle_timeout=1.0).complete("", "write")
 
     assert completion.text == text
 
