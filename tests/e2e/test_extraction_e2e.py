@@ -16,9 +16,9 @@ import pytest_asyncio
 from memstream.identity import project_key
 from memstream.intake.publish import make_turn, publish
 from memstream.schemas import DeadLetter, Memory
-from memstream.topics import ALL_TOPICS, DEAD_LETTERS, FACTS, PARKED, TURNS, topic_name
+from memstream.topics import ALL_TOPICS, DEAD_LETTERS, FACTS, PARKED, SNAPSHOTS, TURNS, topic_name
 from memstream.worker import runner
-from tests.e2e.conftest import eventually, read_topic, start_pipeline, values
+from tests.e2e.conftest import eventually, read_topic, read_whole, start_pipeline, values
 from tests.fakes.anthropic_server import FakeAnthropic
 from tests.fakes.openai_server import FakeOpenAI
 
@@ -199,12 +199,14 @@ async def test_explicit_requests_and_secrets(run: Run) -> None:
     assert explicit.type != "conversation"
     for request in [*run.claude.requests, *run.local.requests]:
         assert ANTHROPIC_KEY not in json.dumps(request.body) and "s3cretPassw0rd" not in json.dumps(request.body)
-    for spec in ALL_TOPICS:
-        if spec in (TURNS, DEAD_LETTERS):
-            continue
-        records = await read_topic(run.running.bootstrap, run.topic(spec), until=lambda rs: True, timeout=2)
+    derived = [run.topic(spec) for spec in ALL_TOPICS if spec not in (TURNS, DEAD_LETTERS)]
+    whole = await read_whole(run.running.bootstrap, derived)
+    assert whole[run.topic(SNAPSHOTS)] and whole[run.topic(FACTS)], "the session's words went through these"
+    for topic, records in whole.items():
         for record in records:
-            assert ANTHROPIC_KEY.encode() not in record.value and b"s3cretPassw0rd" not in record.value, spec.name
+            assert ANTHROPIC_KEY.encode() not in (record.value or b"") and b"s3cretPassw0rd" not in (
+                record.value or b""
+            ), topic
 
 
 async def test_memstream_init_command_extracts_foundational_facts(run: Run) -> None:

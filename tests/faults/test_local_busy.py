@@ -19,7 +19,7 @@ from memstream.intake.publish import make_turn, publish
 from memstream.rules import decision
 from memstream.schemas import DeadLetter, ParkedSnapshot
 from memstream.topics import DEAD_LETTERS, PARKED, topic_name
-from tests.e2e.conftest import eventually, read_topic, start_pipeline, values
+from tests.e2e.conftest import eventually, read_topic, read_whole, start_pipeline, values
 from tests.fakes.openai_server import FakeOpenAI, requested_schema
 
 pytestmark = [pytest.mark.e2e, pytest.mark.asyncio]
@@ -87,12 +87,8 @@ async def test_a_busy_local_model_queues_turns_on_the_parked_topic_and_extracts_
             assert waits and all(v.reason.startswith(BUSY_REASON) for v in waits)
             # Waiting is no failure: no attempt counted, no retry budget started.
             assert all(v.snapshot.attempt == 0 and v.snapshot.parked_since is None for v in waits)
-            letters = await read_topic(
-                running.bootstrap,
-                topic_name(running.settings.topic_prefix, DEAD_LETTERS),
-                until=lambda r: True,
-                timeout=2,
-            )
+            dead_letters = topic_name(running.settings.topic_prefix, DEAD_LETTERS)
+            letters = (await read_whole(running.bootstrap, [dead_letters]))[dead_letters]
             assert [v for v in values(letters) if isinstance(v, DeadLetter)] == []
         finally:
             await running.stop()

@@ -15,15 +15,14 @@ from pathlib import Path
 
 import pytest
 import pytest_asyncio
-from aiokafka import AIOKafkaConsumer, TopicPartition
+from aiokafka import AIOKafkaConsumer
 
 from memstream.identity import project_key, turn_session_key
 from memstream.intake.forget import forget_event
 from memstream.intake.publish import make_turn, publish, publish_events
-from memstream.kafka import offsets
 from memstream.topics import FORGOTTEN
 from memstream.worker import runner
-from tests.e2e.conftest import eventually, start_pipeline
+from tests.e2e.conftest import eventually, read_whole, start_pipeline
 
 pytestmark = [pytest.mark.e2e, pytest.mark.asyncio(loop_scope="module")]
 
@@ -49,25 +48,10 @@ async def read_everything(bootstrap: str, prefix: str) -> dict[str, list[tuple[b
     await consumer.start()
     try:
         names = sorted(t for t in await consumer.topics() if t.startswith(prefix))
-        tps = [TopicPartition(t, p) for t in names for p in sorted(consumer.partitions_for_topic(t) or [])]
-        ends = await offsets.end_offsets(consumer, tps)
-        begins = await consumer.beginning_offsets(tps)
-        consumer.assign(tps)
-        records: dict[str, list[tuple[bytes | None, bytes | None]]] = {t: [] for t in names}
-        for tp in tps:
-            consumer.seek(tp, begins[tp])
-        waiting = {tp for tp in tps if ends[tp] > begins[tp]}
-        while waiting:
-            batch = await consumer.getmany(*waiting, timeout_ms=500)
-            for tp, messages in batch.items():
-                for message in messages:
-                    if message.offset < ends[tp]:
-                        records[tp.topic].append((message.key, message.value))
-                    if message.offset >= ends[tp] - 1:
-                        waiting.discard(tp)
-        return records
     finally:
         await consumer.stop()
+    whole = await read_whole(bootstrap, names)
+    return {topic: [(r.key, r.value) for r in records] for topic, records in whole.items()}
 
 
 def documented() -> tuple[set[str], set[str]]:
