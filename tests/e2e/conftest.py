@@ -11,7 +11,7 @@ from typing import Any, TypeVar
 import pytest_asyncio
 from aiokafka import AIOKafkaConsumer, ConsumerRecord, TopicPartition
 
-from memstream.kafka import offsets
+from memstream.kafka.records import read_records
 from memstream.schemas import decode
 from memstream.worker import runner
 from tests.conftest import make_settings
@@ -59,38 +59,21 @@ async def read_topic(
 
 
 async def read_whole(bootstrap: str, topics: Iterable[str]) -> dict[str, list[ConsumerRecord[bytes, bytes]]]:
-    """Every record each topic holds now: each partition read from its beginning to the end it
-    had when the read began (a topic not created yet holds none). For checks that something is
-    nowhere: reading until a timeout may pass before the records arrive, and so prove nothing."""
+    """Every record each topic holds now, each partition read to its true end (a topic not created yet
+    holds none). For checks that something is nowhere: reading until a timeout may pass before the
+    records arrive, and so prove nothing."""
+    names = list(dict.fromkeys(topics))
     consumer = AIOKafkaConsumer(bootstrap_servers=bootstrap, enable_auto_commit=False)
     await consumer.start()
     try:
-        names = list(dict.fromkeys(topics))
         await consumer.topics()  # the cluster's metadata, for partitions_for_topic
-        tps = [TopicPartition(t, p) for t in names for p in sorted(consumer.partitions_for_topic(t) or [])]
-        records: dict[str, list[ConsumerRecord[bytes, bytes]]] = {t: [] for t in names}
-        if not tps:
-            return records
-        ends = await offsets.end_offsets(consumer, tps)
-        begins = await consumer.beginning_offsets(tps)
-        consumer.assign(tps)
-        for tp in tps:
-            consumer.seek(tp, begins[tp])
-        waiting = {tp for tp in tps if ends[tp] > begins[tp]}
-        deadline = time.monotonic() + DEADLINE_SECONDS
-        while waiting:
-            if time.monotonic() > deadline:
-                raise AssertionError(f"timed out reading to the end of {sorted(map(str, waiting))}")
-            batch = await consumer.getmany(*waiting, timeout_ms=500)
-            for tp, messages in batch.items():
-                for message in messages:
-                    if message.offset < ends[tp]:
-                        records[tp.topic].append(message)
-                    if message.offset >= ends[tp] - 1:
-                        waiting.discard(tp)
-        return records
+        wanted = {TopicPartition(t, p): None for t in names for p in sorted(consumer.partitions_for_topic(t) or [])}
     finally:
         await consumer.stop()
+    records: dict[str, list[ConsumerRecord[bytes, bytes]]] = {t: [] for t in names}
+    for record in await read_records(bootstrap, wanted):
+        records[record.topic].append(record)
+    return records
 
 
 def values(records: list[Any]) -> list[Any]:
