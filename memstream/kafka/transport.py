@@ -65,6 +65,12 @@ log = logging.getLogger(__name__)
 HELD_ROUNDS = 2
 
 
+def waited_long_enough(rounds: int, times: int) -> bool:
+    """Has a partition waited ``rounds`` commit rounds at an offset read again ``times`` times
+    from already? Two rounds the first time, twice as many each time after (at most 2**10 times)."""
+    return rounds >= HELD_ROUNDS << min(times, 10)
+
+
 def transport_class(
     fetch_max_wait_ms: int, prefetch_backoff_ms: int, idle_wait_ms: int = 0, doorbell: Doorbell | None = None
 ) -> type[driver.Transport]:
@@ -309,7 +315,7 @@ def transport_class(
             for tp, (offset, rounds) in list(self._held.items()):
                 again, times = self._read_again.get(tp, (offset, 0))
                 times = times if again == offset else 0
-                if rounds < HELD_ROUNDS << min(times, 10) or tp not in assignment or (tp, offset) in in_flight:
+                if not waited_long_enough(rounds, times) or tp not in assignment or (tp, offset) in in_flight:
                     continue
                 log.warning("%s: offset %d was passed over unprocessed; reading from it again", tp, offset)
                 self._read_again[tp] = (offset, times + 1)
@@ -338,7 +344,7 @@ def transport_class(
                 return
             at, rounds, times = self._stalled.get(tp, (awaited, 0, 0))
             rounds, times = (rounds + 1, times) if at == awaited else (1, 0)
-            if rounds < HELD_ROUNDS << min(times, 10):
+            if not waited_long_enough(rounds, times):
                 self._stalled[tp] = (awaited, rounds, times)
                 return
             log.warning("%s: offset %d was handed on but no stage took it; reading from it again", tp, awaited)
