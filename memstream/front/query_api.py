@@ -18,10 +18,11 @@ from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from typing import Any
 
-from memstream.bootstrap import Providers, build_embedder, build_graph, build_history, build_store
+from memstream.bootstrap import build_embedder, build_graph, build_history, build_store
 from memstream.front.app import create_app
 from memstream.identity import turn_session_key
 from memstream.kafka.security import client_options
+from memstream.ports import Providers
 from memstream.schemas import Fact, ForgetScope, MemoryOp, MemoryUsage, Turn, encode
 from memstream.serve.context import ApiContext
 from memstream.serve.events import EventHub, KafkaEventSource

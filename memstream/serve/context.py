@@ -34,8 +34,8 @@ from memstream.telemetry import metrics
 from memstream.telemetry.health import Status as HealthStatus
 
 if TYPE_CHECKING:
-    from memstream.bootstrap import Providers
     from memstream.ops.maintenance import Maintenance
+    from memstream.ports import Providers
 
 log = logging.getLogger(__name__)
 

@@ -20,7 +20,6 @@ from faust.contrib.opentelemetry import sdk_is_configured, setup_opentelemetry
 import memstream.agents as agents
 from memstream import limits
 from memstream.agents.base import DeadLetters
-from memstream.bootstrap import Providers
 from memstream.front.app import create_app
 from memstream.identity import turn_session_key
 from memstream.kafka.codec import register_codec
@@ -28,6 +27,7 @@ from memstream.kafka.doorbell import Doorbell
 from memstream.kafka.ledger import ForgottenLedger, ledger_of
 from memstream.kafka.security import client_options, faust_credentials
 from memstream.kafka.transport import MemstreamApp
+from memstream.ports import Providers
 from memstream.schemas import DocumentIngest, DocumentRemove, Fact, ForgetScope, MemoryOp, MemoryUsage, Turn
 from memstream.serve import context as api
 from memstream.serve.events import EventHub, KafkaEventSource

@@ -21,10 +21,11 @@ import pytest
 import pytest_asyncio
 from mcp import Client
 
-from memstream.bootstrap import Providers, build_providers
+from memstream.bootstrap import build_providers
 from memstream.front.app import create_app
 from memstream.identity import normalize_content, project_key
 from memstream.intake.remember import expected_memory_id
+from memstream.ports import Providers
 from memstream.schemas import Fact, Memory, Provenance
 from memstream.serve.context import ApiContext
 from memstream.serve.mcp_server import ApiClient, build_server

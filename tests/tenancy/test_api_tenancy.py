@@ -21,9 +21,10 @@ import pytest_asyncio
 from starlette.routing import Mount
 
 from memstream.auth import FailureLimiter, TokenStore, admin_principal, user_principal
-from memstream.bootstrap import Providers, build_providers
+from memstream.bootstrap import build_providers
 from memstream.front.app import create_app
 from memstream.identity import derived_id, memory_id, normalize_content, project_key, user_key
+from memstream.ports import Providers
 from memstream.schemas import Entity, ForgetScope, HistoryRecord, Memory, Turn
 from memstream.serve.context import ApiContext
 from memstream.serve.guard import principal_of

@@ -25,7 +25,14 @@ LAYERS: list[tuple[str, set[str]]] = [
     ("read, intake and capture", {"memstream.recall", "memstream.intake", "memstream.capture"}),
     (
         "providers and Kafka",
-        {"memstream.llm", "memstream.embed", "memstream.store", "memstream.kafka", "memstream.topics"},
+        {
+            "memstream.llm",
+            "memstream.embed",
+            "memstream.store",
+            "memstream.kafka",
+            "memstream.topics",
+            "memstream.ports",
+        },
     ),
     ("rules and telemetry", {"memstream.rules", "memstream.telemetry"}),
     (
