@@ -11,7 +11,8 @@ re-emits the snapshot it made the first time (rules.snapshot.apply_turn), so kil
 neither duplicates nor mispairs an exchange. A timer stores the user turns a session ended on: once no turn has
 arrived for ``MEMSTREAM_PHASE1_IDLE_SECONDS`` (processing time), or at once when a turn says its
 session ended (``Turn.ends_session``), they go out as a snapshot of their own, so every turn
-reaches memory; its id derives from the session and the turn count, so a redelivery or a replay stores the same memory again, not a second one.
+reaches memory; its id derives from the session and the turn count, so a redelivery or a replay
+stores the same memory again, not a second one.
 A session whose project or user was forgotten after its last turn starts its window afresh,
 so its next snapshot carries none of the forgotten words: the worker follows the ``forgotten``
 ledger itself, since this table is keyed by session, where the forget barrier (keyed by
