@@ -9,9 +9,10 @@ session id (before keys named the tenant) is adopted by the first turn of the sa
 project and user, and removed from its old key. A turn redelivered after a crash
 re-emits the snapshot it made the first time (rules.snapshot.apply_turn), so kill -9
 neither duplicates nor mispairs an exchange. A timer stores the user turns a session ended on: once no turn has
-arrived for ``MEMSTREAM_PHASE1_IDLE_SECONDS`` (processing time), they go out as a snapshot
-of their own, so every turn reaches memory; its id derives from the session and the turn
-count, so a redelivery or a replay stores the same memory again, not a second one.
+arrived for ``MEMSTREAM_PHASE1_IDLE_SECONDS`` (processing time), or at once when a turn says its
+session ended (``Turn.ends_session``), they go out as a snapshot of their own, so every turn
+reaches memory; its id derives from the session and the turn count, so a redelivery or a replay
+stores the same memory again, not a second one.
 A session whose project or user was forgotten after its last turn starts its window afresh,
 so its next snapshot carries none of the forgotten words: the worker follows the ``forgotten``
 ledger itself, since this table is keyed by session, where the forget barrier (keyed by
@@ -192,6 +193,8 @@ def register(app: faust.App, topics: Topics, providers: Providers, sink: DeadLet
                 pending_flushed=False,
                 session_id=turn.session_id,
             )
+        if turn.ends_session:
+            await flush_ended(skey)
         messages, turns = applied.messages, applied.assistant_turns
         if messages is None:
             return
@@ -292,6 +295,16 @@ def register(app: faust.App, topics: Topics, providers: Providers, sink: DeadLet
         current: SessionState | None = sessions.get(skey)
         if current is not None and current.applied == state.applied:  # no turn arrived meanwhile
             sessions[skey] = msgspec.structs.replace(current, pending_flushed=True)
+
+    async def flush_ended(skey: str) -> None:
+        """The session's host said it ended: user turns it ended on are stored now, not after the idle
+        window (a redelivered end flushes again under the same id, unless the first flush was marked)."""
+        state: SessionState | None = sessions.get(skey)
+        if state is None or state.last_ts is None:
+            return
+        messages = current_window(state, settings.snapshot_messages)
+        if pending_is_due(messages, state.last_seen, state.pending_flushed, time.time(), 0.0, ended=True):
+            await flush(skey, state)
 
     @app.agent(topics.turns, name=STAGE)
     async def snapshot(stream: faust.StreamT) -> None:

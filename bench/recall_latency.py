@@ -1,4 +1,5 @@
-"""The read path's latency at 10k memories, with and without session-aware fusion (issue 25.9):
+"""The read path's latency at 10k memories, with and without session-aware fusion (issue 25.9), and
+for a query naming a time (issue 40.2, a pool of 50):
 ``recall.search.search_scopes`` as the API, the CLI and MCP call it (query embedding by the bundled
 embedder, hybrid search on the edge store, fusion), in process, without HTTP. Target: p95 < 50 ms.
 
@@ -92,15 +93,20 @@ async def main() -> None:
                 settings=Settings.from_env({}), embedder=embedder, store=store, llm=None, history=no_history
             )
             variants = {"hybrid (session fusion off)": 0.0, "hybrid + session fusion (default)": SESSION_WEIGHT}
+            # A query naming a time (issue 40.2) widens the pool to recall.dates.TIME_POOL: its own row.
+            named = "default, query naming a time"
             queries = [" ".join(rng.choice(WORDS) for _ in range(rng.randint(3, 5))) for _ in range(args.queries)]
             for weight in variants.values():  # warm up: the model, the shard's caches
                 await search_scopes(providers, queries[0], [SCOPE], limit=10, session_weight=weight)
-            times: dict[str, list[float]] = {name: [] for name in variants}
+            times: dict[str, list[float]] = {name: [] for name in [*variants, named]}
             for query in queries:
                 for name, weight in variants.items():
                     start = time.perf_counter()
                     await search_scopes(providers, query, [SCOPE], limit=10, session_weight=weight)
                     times[name].append((time.perf_counter() - start) * 1000)
+                start = time.perf_counter()
+                await search_scopes(providers, f"{query} last May", [SCOPE], limit=10)
+                times[named].append((time.perf_counter() - start) * 1000)
             load = os.getloadavg()
             print(
                 f"search_scopes at {args.memories} memories, {args.queries} queries each, "

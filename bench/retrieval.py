@@ -33,6 +33,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+import msgspec
+
 from memstream.embed.bundled import BundledEmbedder
 from memstream.identity import memory_id, normalize_content
 from memstream.recall.rerank import rerank_top
@@ -123,11 +125,109 @@ def rrf(vector: Sequence[str], bm25: Sequence[str], k: int) -> list[str]:
     return sorted(score, key=lambda i: (-score[i], i))
 
 
+def windows(exchanges: Sequence[tuple[str, str, str]], reach: int) -> list[tuple[str, str]]:
+    """(center key, text) per exchange: the exchanges ``reach`` before and after it in its session, and
+    itself (``reach`` 1: six turns), as the window grain indexes them."""
+    by_session: dict[str, list[tuple[str, str, str]]] = {}
+    for exchange in exchanges:
+        by_session.setdefault(exchange[0].rsplit(":", 1)[0], []).append(exchange)
+    out = []
+    for turns in by_session.values():
+        for i, (key, _, _) in enumerate(turns):
+            around = turns[max(0, i - reach) : i + reach + 1]
+            out.append((key, "\n".join(f"[user] {u}\n[assistant] {a}" for _, u, a in around)))
+    return out
+
+
+async def window_grain(
+    exchanges_store: EdgeStore,
+    embedder: BundledEmbedder,
+    root: Path,
+    exchanges: Sequence[tuple[str, str, str]],
+    ids: dict[str, str],
+    questions: Sequence[dict[str, Any]],
+    queries: Sequence[Sequence[float]],
+    alpha: float,
+    weight: float,
+) -> dict[str, list[list[str]]]:
+    """Rankings with a second grain: each exchange's window in a store of its own (so neither grain's BM25
+    statistics move the other's), searched as recall searches; a window hit ranks its center exchange."""
+    store = EdgeStore(root / "windows", embedder.model, embedder.dim)
+    await store.open()
+    try:
+        grain = windows(exchanges, 1)
+        texts = [text for _, text in grain]
+        started = asyncio.get_running_loop().time()
+        vectors = await embedder.embed_documents(texts)
+        took = asyncio.get_running_loop().time() - started
+        center: dict[str, str] = {}
+        for (key, text), vector in zip(grain, vectors, strict=True):
+            memory = exchange_memory(key, text, "", embedder.model)
+            memory = msgspec.structs.replace(memory, text=text, session_id=key.rsplit(":", 1)[0])
+            center[memory.id] = ids[key]
+            await store.upsert(memory, vector)
+        print(f"window grain: {len(grain)} windows embedded in {took:.1f} s ({len(grain) / took:.1f}/s)")
+        return await _grain_rankings(exchanges_store, store, center, questions, queries, alpha, weight)
+    finally:
+        await store.close()
+
+
+async def _grain_rankings(
+    exchanges_store: EdgeStore,
+    windows_store: EdgeStore,
+    center: dict[str, str],
+    questions: Sequence[dict[str, Any]],
+    queries: Sequence[Sequence[float]],
+    alpha: float,
+    weight: float,
+) -> dict[str, list[list[str]]]:
+    out: dict[str, list[list[str]]] = {}
+    pool = max(LIMIT, SESSION_POOL)
+    per_query = []
+    for q, vector in zip(questions, queries, strict=True):
+        hits = await exchanges_store.hybrid_search(
+            q["q"], vector, [SCOPE], limit=pool, alpha=alpha, min_score=0.0, fusion="normalized"
+        )
+        window_hits = await windows_store.hybrid_search(
+            q["q"], vector, [SCOPE], limit=pool, alpha=alpha, min_score=0.0, fusion="normalized"
+        )
+        per_query.append((hits, window_hits))
+    out["exchanges only + session fusion (recall now)"] = [
+        [h.memory.id for h in session_fusion(hits, weight)] for hits, _ in per_query
+    ]
+    out["windows only (center exchange)"] = [_dedup([center[h.memory.id] for h in w]) for _, w in per_query]
+    for k in (10, 60):
+        out[f"exchange + window, RRF k={k}"] = [
+            rrf([h.memory.id for h in session_fusion(hits, weight)], [center[h.memory.id] for h in w], k)
+            for hits, w in per_query
+        ]
+    for share in (0.3, 0.5, 0.7):
+        ranked = []
+        for hits, w in per_query:
+            score: dict[str, float] = {}
+            for hit in session_fusion(hits, weight):
+                score[hit.memory.id] = score.get(hit.memory.id, 0.0) + (1 - share) * hit.score
+            for hit in w:
+                score[center[hit.memory.id]] = score.get(center[hit.memory.id], 0.0) + share * hit.score
+            ranked.append(sorted(score, key=lambda i: (-score[i], i)))
+        out[f"exchange + window, scores summed, window share {share}"] = ranked
+    return out
+
+
+def _dedup(ids: Sequence[str]) -> list[str]:
+    return list(dict.fromkeys(ids))
+
+
 async def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--alphas", default="0.3,0.4,0.5,0.6,0.7,0.8,0.9")
     parser.add_argument("--session-weights", default="0.1,0.2,0.3,0.4,0.5")
     parser.add_argument("--no-distractors", action="store_true", help="the labelled exchanges alone")
+    parser.add_argument(
+        "--grains",
+        action="store_true",
+        help="also index a window of neighbouring exchanges per exchange (issue 40.1) and compare fusions",
+    )
     args = parser.parse_args()
     alphas = [float(x) for x in args.alphas.split(",")]
     weights = [float(x) for x in args.session_weights.split(",")]
@@ -227,6 +327,11 @@ async def main() -> None:
                     rrf(v, b, k) for v, b in zip(vector_only, bm25_only, strict=True)
                 ]
             table("fusions compared, dev only (what alpha and the fusion were chosen on)", sweep, ("dev",))
+            if args.grains:
+                grained = await window_grain(
+                    store, embedder, Path(root), exchanges, ids, questions, queries, alpha, weight
+                )
+                table("window grain (issue 40.1): dev may be tuned on, test is only reported", grained, SPLITS)
         finally:
             await store.close()
             await embedder.close()

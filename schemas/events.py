@@ -66,6 +66,9 @@ class Turn(Event, tag="turn.v2", kw_only=True, frozen=True):
     provenance: Provenance | None = None
     timestamps: TurnTimestamps | None = None
     metadata: TurnMetadata | None = None
+    #: The host says the session ended with this turn (its ``SessionEnd``, the last turn of a finished
+    #: transcript): user turns left without a reply are stored at once, not after the idle window.
+    ends_session: bool = False
 
 
 class TurnV1(Event, tag="turn.v1", kw_only=True, frozen=True):

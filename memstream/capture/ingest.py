@@ -265,6 +265,10 @@ class Capture:
             turns, end, end_line = turns[:-1], held.start, held.line
         outcome = FileOutcome(path, source, status, problems=[*read.problems, *parsed.problems])
         self._decide(turns, outcome)
+        if final and outcome.new:
+            # The host's SessionEnd: a user turn the session ended on is stored at once (agents.snapshot),
+            # not after the idle window.
+            outcome.new[-1]["ends_session"] = True
         if not self.dry_run:
             done = Checkpoint(
                 path=key,

@@ -62,6 +62,7 @@ def make_turns(payloads: list[dict[str, Any]], user: str) -> list[Any]:
                 llm_source=p["llm_source"],
                 llm_model=p["llm_model"],
                 provenance=Provenance(**p["provenance"]),
+                ends_session=bool(p.get("ends_session", False)),
             )
         )
     return turns

@@ -37,6 +37,7 @@ class _TurnInput(msgspec.Struct, forbid_unknown_fields=False):
     ts: datetime | None = None
     user: str = ""
     source: str = ""
+    ends_session: bool = False
 
 
 def make_turn(
@@ -51,6 +52,7 @@ def make_turn(
     llm_source: str = "",
     llm_model: str = "",
     provenance: Provenance | None = None,
+    ends_session: bool = False,
 ) -> Turn:
     """A validated turn in seed 002's universal format (hash, timestamps, metadata, provenance)."""
     if not session_id.strip():
@@ -73,6 +75,7 @@ def make_turn(
         source=source,
         llm_source=llm_source,
         llm_model=llm_model,
+        ends_session=ends_session,
     )
     return universal_turn(
         turn,

@@ -9,12 +9,15 @@ import asyncio
 import itertools
 import logging
 from collections.abc import Collection, Sequence
+from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Protocol
 
 import msgspec
 
 from memstream.recall.answers import preview
+from memstream.recall.dates import TIME_POOL, said_then
 from memstream.recall.sessions import SESSION_WEIGHT, session_fusion
+from memstream.rules.dates import time_named
 from memstream.schemas import CONSOLIDATED, DOCUMENT_CHUNK, MEMORY_TYPES, Memory
 from memstream.schemas.memory import HybridHit
 from memstream.store.graph import GraphStore
@@ -109,6 +112,7 @@ async def search_scopes(
     reranker: Reranker | None = None,
     documents: str = "include",
     session_weight: float = SESSION_WEIGHT,
+    now: datetime | None = None,
 ) -> list[HybridHit]:
     """The memories of exactly these scopes that best match the query, best first (the API's
     scopes, decided from the caller's token). No scope, no search: never "every scope".
@@ -121,7 +125,8 @@ async def search_scopes(
     below the vector leg alone (bench/retrieval.py). When no hit clears the relevance floor
     (:func:`over_floor`), a query with nothing relevant, the search finds nothing. Session-aware fusion
     then lets the other hits of a hit's session vouch for it (``session_weight``,
-    ``recall.sessions.SESSION_WEIGHT``; 0 turns it off). The graph boost is added to the fused score when
+    ``recall.sessions.SESSION_WEIGHT``; 0 turns it off), and a query that names a time prefers what was
+    said then (``recall.dates``, as of ``now``). The graph boost is added to the fused score when
     the graph is enabled, then, when a reranker is given, its order for the top N.
     ``documents``: ``include`` searches document chunks with the memories, ``exclude`` leaves them
     out, ``only`` searches nothing else.
@@ -138,6 +143,10 @@ async def search_scopes(
         pool = max(pool, settings.reranker_top_n)
     if session_weight > 0:
         pool = max(pool, SESSION_POOL)
+    # A query naming a time ("yesterday", "last May") prefers memories said then (recall.dates).
+    span = time_named(query, now or datetime.now(UTC))
+    if span is not None:
+        pool = max(pool, TIME_POOL)
     # The graph walk needs only the query's words: it runs while the query is embedded.
     boost = (
         asyncio.create_task(graph_boost_ids(graph, query, keys, settings.graph_boost_timeout_ms / 1000))
@@ -162,6 +171,7 @@ async def search_scopes(
         raise
     hits = over_floor(hits, relevance_floor(providers), settings.recall_bm25_floor)
     hits = session_fusion(hits, session_weight)
+    hits = said_then(hits, span)
     if boost is not None:
         hits = rerank(hits, await boost, settings.graph_boost_weight, len(hits))
     if reranker is not None:

@@ -81,13 +81,17 @@ def last_exchange(messages: Sequence[Message], *, message_max_chars: int) -> str
     return format_snapshot(messages[exchange_start(messages) :], message_max_chars=message_max_chars, max_chars=10**9)
 
 
-def pending_is_due(messages: Sequence[Message], last_seen: float, flushed: bool, now: float, idle: float) -> bool:
+def pending_is_due(
+    messages: Sequence[Message], last_seen: float, flushed: bool, now: float, idle: float, *, ended: bool = False
+) -> bool:
     """Should user turns that got no reply be stored now? When the session ends on the user
-    (nothing arrived for ``idle`` seconds of processing time) and they were not stored yet.
+    (nothing arrived for ``idle`` seconds of processing time, or its host said it ``ended``)
+    and they were not stored yet.
 
     Processing time, not the turns' own timestamps: a replay of old turns must not see a
     session as idle between a user turn and its reply."""
-    return bool(messages) and messages[-1].role == "user" and not flushed and now - last_seen >= idle
+    waiting = bool(messages) and messages[-1].role == "user" and not flushed
+    return waiting and (ended or now - last_seen >= idle)
 
 
 def lineage_of(ts: datetime, role: str, content: str) -> str:

@@ -22,3 +22,9 @@ def test_unanswered_turns_are_due_after_the_idle_time_once() -> None:
     assert not pending_is_due([A0, U1], last_seen=100.0, flushed=True, now=200.0, idle=60.0)  # stored already
     assert not pending_is_due([U1, A1], last_seen=100.0, flushed=False, now=200.0, idle=60.0)  # answered
     assert not pending_is_due([], last_seen=0.0, flushed=False, now=200.0, idle=60.0)
+
+
+def test_unanswered_turns_are_due_at_once_when_the_session_ended() -> None:
+    assert pending_is_due([A0, U1], last_seen=100.0, flushed=False, now=100.0, idle=900.0, ended=True)
+    assert not pending_is_due([A0, U1], last_seen=100.0, flushed=True, now=100.0, idle=900.0, ended=True)
+    assert not pending_is_due([U1, A1], last_seen=100.0, flushed=False, now=100.0, idle=900.0, ended=True)

@@ -111,3 +111,13 @@ def test_the_exchange_names_each_source_once_oldest_first() -> None:
 def test_history_says_file_and_line() -> None:
     record = HistoryRecord(record_id="r", memory_id="m", scope_key="p", outcome="created", sources=[LINE_42], ts=TS)
     assert format_record(msgspec.to_builtins(record)).endswith(f"from {LINE_42.file}:42")
+
+
+def test_a_turn_from_before_the_session_end_flag_decodes_as_not_ending_and_the_flag_round_trips() -> None:
+    wire = json.loads(encode(make_turn(session_id="s", project="/repo", role="user", content="hi", ts=TS)))
+    del wire["ends_session"]  # turn.v2 bytes written before the field existed
+    turn = decode(json.dumps(wire).encode())
+    assert isinstance(turn, Turn) and turn.ends_session is False
+    ended = make_turn(session_id="s", project="/repo", role="user", content="bye", ts=TS, ends_session=True)
+    again = decode(encode(ended))
+    assert isinstance(again, Turn) and again.ends_session is True

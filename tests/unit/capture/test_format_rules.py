@@ -489,3 +489,19 @@ def test_claude_background_task_notification_is_the_clis_message_not_a_prompt(tm
         ("user", "run make gen-docs in the background"),
         ("assistant", "`make gen-docs` finished."),
     ]
+
+
+def test_a_session_end_marks_the_last_new_turn_so_an_unanswered_question_is_stored_at_once(tmp_path: Path) -> None:
+    from memstream.capture.spool import make_turns
+
+    path = write(
+        tmp_path / "sessions" / "aba723d5ea38e0b657ee4c05d39f2579" / "6f2c" / "wire.jsonl",
+        [HEADER, _wire("TurnBegin", {"user_input": "and the staging deploy?"}, 1)],
+    )
+    with CaptureState.open(tmp_path / "capture.db") as state:
+        stop = Capture(state, CliFormats(), project="/home/ada/orbit", dry_run=True).file(path)
+        assert [t.get("ends_session", False) for t in stop.new] == [False]
+        ended = Capture(state, CliFormats(), project="/home/ada/orbit").file(path, final=True)
+        assert [t["ends_session"] for t in ended.new] == [True]
+        (turn,) = make_turns(ended.new, user="ada")
+        assert turn.ends_session and turn.role == "user"
