@@ -102,14 +102,16 @@ async def memories_page(
         if not fresh:
             exhausted = True
             break
-        for i, m in enumerate(fresh):
+        consumed = 0
+        for m in fresh:
+            consumed += 1
             read += 1
             position = Cursor(m.updated_at, m.id)
             if keep(m):
                 shown.append(m)
                 if len(shown) == size:
                     break
-        exhausted = len(batch) < limit and i == len(fresh) - 1
+        exhausted = len(batch) < limit and consumed == len(fresh)
     if position is None or not read:
         return Page(shown, None, total, read)
     more = not exhausted
