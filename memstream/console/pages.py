@@ -301,6 +301,7 @@ def memory(
     *,
     may_act: bool,
     graph_enabled: bool = True,
+    in_block: str = "",
 ) -> Html:
     facts = render(
         '<dl class="facts"><dt>Project</dt><dd class="project">{project}</dd>'
@@ -414,12 +415,13 @@ def memory(
     if may_act and item.superseded_by is None:
         actions = _actions(item, csrf)
     return render(
-        '<article class="one"><pre class="text">{text}</pre>{chain}{facts}'
+        '<article class="one"><pre class="text">{text}</pre>{chain}{in_block}{facts}'
         "<h2>Sources</h2><ul>{sources}</ul>{turn}"
         '<h2>History</h2><ol class="timeline">{timeline}</ol>'
         "<h2>Graph neighbours</h2>{graph}{actions}</article>",
         text=item.text,
         chain=chain,
+        in_block=render('<p class="in-block">{v}</p>', v=in_block) if in_block else "",
         facts=facts,
         sources=sources or Html("<li>none recorded</li>"),
         turn=turn,
@@ -541,6 +543,94 @@ def session(session_id: str, turns: Sequence[tuple[str, str, Sequence[Memory]]])
         '<ol class="turns">{items}</ol>',
         id=session_id,
         items=items or Html("<li>No memory came from this session.</li>"),
+    )
+
+
+def session_list(project: str, projects: Sequence[tuple[str, str]], rows: Sequence[Any]) -> Html:
+    """Sessions newest first, each titled by its first prompt (``timeline.SessionRow``); across every
+    project the caller may read when none is chosen."""
+    picker = render(
+        '<form method="get" action="{base}/sessions" class="filters"><div><label for="project">Project</label>'
+        '<select id="project" name="project">{options}</select>'
+        '</div><div><button type="submit">Show</button></div></form>',
+        base=BASE,
+        options=options([("", "every project I may read"), *projects], project),
+    )
+    if not rows:
+        return join([picker, Html('<p class="empty">No session made memories here yet.</p>')])
+    items = join(
+        render(
+            '<li class="session"><p class="text"><a href="{h}">{title}</a></p>'
+            '<p class="meta"><span class="project">{project}</span> · <span class="source">{src}</span> · '
+            "{first} to {last} · {n} exchange{ns}, {m} memor{ms} · <code>{id}</code></p></li>",
+            h=url(f"{BASE}/sessions/{r.session_id}", {"project": project}),
+            title=r.title or f"session {r.session_id}",
+            project=r.project or "?",
+            src=r.source or "source not recorded",
+            first=when(r.first),
+            last=when(r.last),
+            n=r.exchanges,
+            ns="" if r.exchanges == 1 else "s",
+            m=r.memories,
+            ms="y" if r.memories == 1 else "ies",
+            id=r.session_id,
+        )
+        for r in rows
+    )
+    return join([picker, render('<ol class="memories sessions">{items}</ol>', items=items)])
+
+
+def session_timeline(session_id: str, line: Any) -> Html:
+    """One session (``timeline.Timeline``): each exchange with its own turns, then what it produced."""
+    exchanges = join(
+        render(
+            '<li class="exchange"><p class="meta">{where}</p>{turns}<ul class="made">{made}</ul></li>',
+            where=e.where,
+            turns=join(
+                render(
+                    '<div class="turn {role}"><span class="role">{label}</span><pre>{text}</pre></div>',
+                    role=role or "text",
+                    label=role or "kept text",
+                    text=text,
+                )
+                for role, text in e.turns
+            )
+            or Html('<p class="muted">(no excerpt kept)</p>'),
+            made=join(
+                render(
+                    '<li><a href="{h}">{t}</a> <span class="type">{ty}</span> <span class="status">{st}</span></li>',
+                    h=f"{BASE}/memories/{m.id}",
+                    t=_preview(m.text, 160),
+                    ty=m.type,
+                    st=status_of(m),
+                )
+                for m in e.memories
+            ),
+        )
+        for e in line.exchanges
+    )
+    forgotten = Html("")
+    if line.forgotten:
+        forgotten = render(
+            "<h2>Forgotten or marked wrong from this session</h2><ul>{items}</ul>",
+            items=join(
+                render(
+                    '<li><a href="{h}">{t}</a> <span class="status">{st}</span></li>',
+                    h=f"{BASE}/memories/{m.id}",
+                    t=_preview(m.text, 160),
+                    st=status_of(m),
+                )
+                for m in line.forgotten
+            ),
+        )
+    return render(
+        '<h2 class="session-title">{title}</h2><p class="meta">Session <code>{id}</code>: its exchanges in order, '
+        "each with its turns and the memories it produced.</p>"
+        '<ol class="timeline exchanges">{items}</ol>{forgotten}',
+        title=line.title or "(no prompt kept)",
+        id=session_id,
+        items=exchanges or Html("<li>No memory came from this session.</li>"),
+        forgotten=forgotten,
     )
 
 

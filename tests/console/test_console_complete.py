@@ -186,3 +186,34 @@ async def test_search_rows_are_in_the_order_of_the_score_shown(seeded: World) ->
     whys = await page.locator("ol.memories .why").all_inner_texts()
     assert len(whys) == len(scores) and all(w.startswith("matched by ") for w in whys)
     await page.context.close()
+
+
+async def test_sessions_are_timelines_titled_by_their_first_prompt_across_projects(seeded: World) -> None:
+    page = await seeded.page("alice")
+    await page.goto(f"{seeded.base}/console/sessions")  # no project chosen: the recent ones of every project
+    titles = await page.locator("li.session p.text").all_inner_texts()
+    assert "where are module 59's settings?" in titles
+    await page.click("li.session a >> text=where are module 59's settings?")
+    await page.wait_for_load_state()
+    assert await page.locator(".session-title").inner_text() == "where are module 59's settings?"
+    [exchange] = await page.locator("li.exchange").all()
+    roles = await exchange.locator(".role").all_inner_texts()
+    assert [r.lower() for r in roles] == ["user", "assistant"]
+    assert "Module 59 keeps its own settings file" in await exchange.locator("ul.made").inner_text()
+    await page.context.close()
+
+
+async def test_a_memory_says_whether_it_is_in_the_next_block_and_why(seeded: World) -> None:
+    store = seeded.running.providers.store
+    listed = await store.list([project_key(A)])
+    newest = next(m for m in listed if m.text == "Module 59 keeps its own settings file")
+    oldest = next(m for m in listed if m.text == "Module 0 keeps its own settings file")
+    page = await seeded.page("alice")
+    await page.goto(f"{seeded.base}/console/memories/{newest.id}")
+    assert await page.locator(".in-block").inner_text() == "in the next block: section “Tech Context”"
+    await page.goto(f"{seeded.base}/console/memories/{oldest.id}")
+    assert (
+        "not in the next block: section “Tech Context” shows its newest 10"
+        in await page.locator(".in-block").inner_text()
+    )
+    await page.context.close()
