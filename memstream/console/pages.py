@@ -34,6 +34,7 @@ def layout(title: str, main: Html, chrome: Chrome | None, *, notice: str = "", e
     if chrome is not None:
         links = [("memories", "Memories", f"{BASE}/"), ("sessions", "Sessions", f"{BASE}/sessions")]
         links += [("block", "[MEMORY] block", f"{BASE}/block"), ("live", "Live", f"{BASE}/live")]
+        links += [("stats", "Stats", f"{BASE}/stats")]
         if chrome.principal.is_admin:
             links += [("documents", "Documents", f"{BASE}/documents"), ("pipeline", "Pipeline", f"{BASE}/pipeline")]
         items = join(
@@ -771,6 +772,47 @@ def pipeline(
         report=report,
         cap=cap,
         ev=ev,
+    )
+
+
+def stats(shown: Any, capture: Mapping[str, Any]) -> Html:
+    """``shown``: ``views.Stats``. Every figure says what it counts and over what."""
+
+    def table(caption: str, head: tuple[str, ...], rows: Sequence[tuple[Any, ...]]) -> Html:
+        return render(
+            '<div class="wide"><table><caption>{c}</caption><thead><tr>{h}</tr></thead>'
+            "<tbody>{b}</tbody></table></div>",
+            c=caption,
+            h=join(render('<th scope="col">{x}</th>', x=x) for x in head),
+            b=join(render("<tr>{cells}</tr>", cells=join(render("<td>{v}</td>", v=v) for v in row)) for row in rows)
+            or render('<tr><td colspan="{n}">none</td></tr>', n=len(head)),
+        )
+
+    size = shown.storage_bytes
+    storage = "unknown" if size is None else f"{size / 1_000_000:.1f} MB"
+    return join(
+        [
+            render("<h2>Memories</h2>"),
+            table("Active memories per project", ("Project (active memories)",), [(p,) for p in shown.by_project]),
+            table("Active memories per type, in the projects you may read", ("Type", "Memories"), shown.by_type),
+            table(f"Memories made per day, among the newest {shown.sampled}", ("Day", "Memories"), shown.by_day),
+            table(f"Source CLI of the newest {shown.sampled} memories", ("CLI", "Memories"), shown.by_cli),
+            render("<h2>Injected into agents</h2>"),
+            table(
+                "Answers handed to agents by this server process since it started (memstream_injected_tokens)",
+                ("Answer", "Answers", "Tokens (estimated)"),
+                shown.injected,
+            ),
+            render("<h2>Capture on this host</h2>"),
+            render(
+                '<dl class="facts">{items}</dl>',
+                items=join(render("<dt>{k}</dt><dd>{v}</dd>", k=k, v=v) for k, v in capture.items()),
+            ),
+            render(
+                "<h2>Storage</h2><p>The data directory holds <strong>{s}</strong> (store, history, broker log).</p>",
+                s=storage,
+            ),
+        ]
     )
 
 

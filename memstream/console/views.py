@@ -186,3 +186,84 @@ class PipelineReads:
             return None
         report: dict[str, Any] = msgspec.to_builtins(await self.ctx.maintenance.tick(mode="observe"))
         return report
+
+
+# -- stats ---------------------------------------------------------------------------------------
+
+#: Memories the stats page reads, newest first, for what no index counts (days, CLIs).
+STATS_READ = 2_000
+
+
+@dataclass
+class Stats:
+    #: "path (active memories)" per project.
+    by_project: list[str]
+    by_type: list[tuple[str, int]]
+    #: (day, memories made that day) among the newest STATS_READ, newest day first.
+    by_day: list[tuple[str, int]]
+    by_cli: list[tuple[str, int]]
+    sampled: int
+    #: (answer kind, answers, tokens) handed to agents by this process since it started.
+    injected: list[tuple[str, int, int]]
+    storage_bytes: int | None
+
+
+async def stats(providers: Providers, keys: Sequence[str], projects: Sequence[tuple[str, str]]) -> Stats:
+    from collections import Counter
+
+    from memstream.console.pages import TYPES
+
+    store = providers.store
+    by_type = [(t, await reads.count(store, keys, types=[t])) for t in TYPES] if keys else []
+    listed = await store.list(keys, limit=STATS_READ) if keys else []
+    days = Counter(m.created_at.date().isoformat() for m in listed)
+    clis = Counter((m.sources[0].source_type if m.sources else "") or "not recorded" for m in listed)
+    return Stats(
+        by_project=[label for _, label in projects],
+        by_type=[(t, n) for t, n in by_type if n],
+        by_day=sorted(days.items(), reverse=True),
+        by_cli=clis.most_common(),
+        sampled=len(listed),
+        injected=injected_tokens(),
+        storage_bytes=storage_used(providers.settings.data_dir),
+    )
+
+
+def injected_tokens() -> list[tuple[str, int, int]]:
+    """Answers and tokens handed to agents (``memstream_injected_tokens``), per answer kind, this process."""
+    from memstream.telemetry import metrics
+
+    counts: dict[str, list[float]] = {}
+    for family in metrics.INJECTED_TOKENS.collect():
+        for sample in family.samples:
+            kind = sample.labels.get("answer", "") or "?"
+            if sample.name.endswith("_count"):
+                counts.setdefault(kind, [0, 0])[0] = sample.value
+            elif sample.name.endswith("_sum"):
+                counts.setdefault(kind, [0, 0])[1] = sample.value
+    return [(k, int(n), int(t)) for k, (n, t) in sorted(counts.items())]
+
+
+_storage: dict[str, tuple[float, int]] = {}
+
+
+def storage_used(data_dir: Any) -> int | None:
+    """Bytes under the data dir (the store, the history, the broker's log), reused for PROJECTS_TTL_S."""
+    import os
+    from pathlib import Path
+
+    root = Path(data_dir)
+    held = _storage.get(str(root))
+    if held is not None and time.monotonic() - held[0] < PROJECTS_TTL_S:
+        return held[1]
+    if not root.exists():
+        return None
+    total = 0
+    for folder, _, files in os.walk(root):
+        for name in files:
+            try:
+                total += (Path(folder) / name).stat().st_size
+            except OSError:  # a file removed while walking
+                continue
+    _storage[str(root)] = (time.monotonic(), total)
+    return total

@@ -217,3 +217,16 @@ async def test_a_memory_says_whether_it_is_in_the_next_block_and_why(seeded: Wor
         in await page.locator(".in-block").inner_text()
     )
     await page.context.close()
+
+
+async def test_stats_count_memories_by_project_type_day_and_cli_and_show_storage(seeded: World) -> None:
+    store = seeded.running.providers.store
+    active = await store.count([project_key(A)], include_superseded=False)
+    page = await seeded.page("alice")
+    await page.goto(f"{seeded.base}/console/stats")
+    main = await page.locator("main").inner_text()
+    assert f"{A} ({active})" in main
+    assert "tech-context" in main and "claude-code" in main and "publish" in main
+    assert re.search(r"holds [\d.]+ MB", main)
+    assert "BOB-SECRET" not in main and "/repos/beta" not in main
+    await page.context.close()
