@@ -415,6 +415,15 @@ def memory(
     actions = Html("")
     if may_act and item.superseded_by is None:
         actions = _actions(item, csrf)
+    elif may_act and (item.superseded_by or "").startswith(("forgotten:", "wrong:")):
+        actions = render(
+            '<h2>Undo</h2><form method="post" action="{base}/memories/{id}/restore" class="stack">{csrf}'
+            '<label for="restore-reason">Why restore it (optional)</label><input id="restore-reason" name="reason">'
+            '<button type="submit">Restore</button></form>',
+            base=BASE,
+            id=item.id,
+            csrf=csrf_field(csrf),
+        )
     return render(
         '<article class="one"><pre class="text">{text}</pre>{chain}{in_block}{facts}'
         "<h2>Sources</h2><ul>{sources}</ul>{turn}"

@@ -230,3 +230,23 @@ async def test_stats_count_memories_by_project_type_day_and_cli_and_show_storage
     assert re.search(r"holds [\d.]+ MB", main)
     assert "BOB-SECRET" not in main and "/repos/beta" not in main
     await page.context.close()
+
+
+async def test_a_forgotten_memory_is_restored_and_the_restore_is_in_its_history(seeded: World) -> None:
+    store = seeded.running.providers.store
+    [target] = [m for m in await store.list([project_key(A)]) if m.text == "Module 3 keeps its own settings file"]
+    page = await seeded.page("alice")
+    await page.goto(f"{seeded.base}/console/memories/{target.id}")
+    await page.fill("#forget-reason", "by mistake")
+    await page.click("form[action$='/forget'] button")
+    await page.wait_for_url(re.compile(r".*/console/\?notice=forgotten"))
+    await page.goto(f"{seeded.base}/console/memories/{target.id}")
+    await page.fill("#restore-reason", "it was right after all")
+    await page.click("form[action$='/restore'] button")
+    await page.wait_for_url(re.compile(r".*notice=restored"))
+    restored = await store.get(target.id)
+    assert restored is not None and restored.active
+    timeline = await page.locator("ol.timeline").inner_text()
+    assert "deleted" in timeline and "by mistake" in timeline
+    assert "restore: it was right after all" in timeline and "alice@example.com" in timeline
+    await page.context.close()
