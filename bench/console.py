@@ -83,16 +83,19 @@ async def pages(memories: int, requests: int) -> list[dict[str, Any]]:
             app = create_app(ApiContext(providers=providers, tokens=tokens, mcp=False))
             [some] = await store.list([scopes[0]], limit=1)
             project = scopes[0]
-            views = {
+            views: dict[str, str | None] = {
                 "memories (newest, one project)": f"/console/?project={project}",
                 "memories (newest, every project)": "/console/",
                 "memories (search)": f"/console/?q=how+is+module+m{17}+built&project={project}",
                 "memories (search, every project)": "/console/?q=module+target+built",
                 "memory": f"/console/memories/{some.id}",
                 "sessions": f"/console/sessions?project={project}",
+                "sessions (every project)": "/console/sessions",
+                "memories (page 2, every project)": None,  # the Next link of the first page, below
                 "session": f"/console/sessions/{some.session_id}?project={project}",
                 "block": f"/console/block?project={project}",
                 "live": "/console/live",
+                "stats": "/console/stats",
                 "pipeline": "/console/pipeline",
             }
             rows = []
@@ -100,7 +103,11 @@ async def pages(memories: int, requests: int) -> list[dict[str, Any]]:
             async with httpx.AsyncClient(transport=transport, base_url="http://bench") as client:
                 code = await client.post("/console/codes", headers={"Authorization": f"Bearer {token}"})
                 await client.get(code.json()["path"])
+                first_page = (await client.get("/console/")).text
+                after = first_page.split('rel="next"')[0].rsplit("after=", 1)[-1].split('"')[0].split("&")[0]
+                views["memories (page 2, every project)"] = f"/console/?after={after}"
                 for name, path in views.items():
+                    assert path is not None
                     assert (await client.get(path)).status_code == 200, name  # warm: first touch of the shard
                     times = []
                     for _ in range(requests):

@@ -145,6 +145,12 @@ async def session_timeline(providers: Providers, keys: Sequence[str], session_id
     return timeline.timeline(session_id, made) if made else None
 
 
+#: How long a project's next block is reused for the verdicts of its memories' pages (a verdict may lag
+#: a change by this much; the [MEMORY] block page itself is always built afresh).
+BLOCK_TTL_S = 10.0
+_blocks: dict[tuple[int, tuple[str, ...]], tuple[float, Any, list[Memory]]] = {}
+
+
 async def block_verdict(providers: Providers, memory: Memory, keys: Sequence[str]) -> str:
     """ "in the next block / not, and why" for a memory, over the block its project's next session gets."""
     from memstream.recall import search as recall
@@ -152,9 +158,16 @@ async def block_verdict(providers: Providers, memory: Memory, keys: Sequence[str
     if not keys:
         return ""
     budget = providers.settings.block_max_tokens
-    types = [recall.CONSOLIDATED, *(t for _, section in recall.SECTIONS for t in section)]
-    listed = await providers.store.list(keys, types=types)
-    block = recall.build_block(listed, max_tokens=budget)
+    cache_key = (id(providers.store), tuple(keys))  # one store per app: a test's, a server's
+    held = _blocks.get(cache_key)
+    if held is None or time.monotonic() - held[0] > BLOCK_TTL_S:
+        types = [recall.CONSOLIDATED, *(t for _, section in recall.SECTIONS for t in section)]
+        listed = await providers.store.list(keys, types=types)
+        held = (time.monotonic(), recall.build_block(listed, max_tokens=budget), listed)
+        if len(_blocks) > 256:
+            _blocks.clear()
+        _blocks[cache_key] = held
+    _, block, listed = held
     return str(explain.verdict(memory, block, listed, budget))
 
 
@@ -208,7 +221,23 @@ class Stats:
     storage_bytes: int | None
 
 
+_stats: dict[tuple[int, tuple[str, ...]], tuple[float, Stats]] = {}
+
+
 async def stats(providers: Providers, keys: Sequence[str], projects: Sequence[tuple[str, str]]) -> Stats:
+    """The figures of the Stats page, reused for PROJECTS_TTL_S per set of scopes."""
+    cache_key = (id(providers.store), tuple(keys))
+    held = _stats.get(cache_key)
+    if held is not None and time.monotonic() - held[0] < PROJECTS_TTL_S:
+        return held[1]
+    shown = await _read_stats(providers, keys, projects)
+    if len(_stats) > 256:
+        _stats.clear()
+    _stats[cache_key] = (time.monotonic(), shown)
+    return shown
+
+
+async def _read_stats(providers: Providers, keys: Sequence[str], projects: Sequence[tuple[str, str]]) -> Stats:
     from collections import Counter
 
     from memstream.console.pages import TYPES
