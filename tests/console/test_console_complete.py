@@ -250,3 +250,26 @@ async def test_a_forgotten_memory_is_restored_and_the_restore_is_in_its_history(
     assert "deleted" in timeline and "by mistake" in timeline
     assert "restore: it was right after all" in timeline and "alice@example.com" in timeline
     await page.context.close()
+
+
+async def test_the_theme_follows_the_system_and_the_keyboard_reaches_the_rows(seeded: World) -> None:
+    import os
+    from pathlib import Path
+
+    context = await seeded.browser.new_context(viewport={"width": 1440, "height": 900}, color_scheme="dark")
+    page = await context.new_page()
+    await page.goto(await seeded.sign_in_link("alice"))
+    await page.wait_for_url(f"{seeded.base}/console/")
+    background = await page.evaluate("getComputedStyle(document.body).backgroundColor")
+    assert background == "rgb(13, 17, 23)"
+    if os.environ.get("MEMSTREAM_CONSOLE_SCREENSHOTS"):
+        await page.screenshot(path=str(Path(os.environ["MEMSTREAM_CONSOLE_SCREENSHOTS"]) / "console-dark-1440.png"))
+    # "/" goes to the search box; "j" to the first row, then the next.
+    await page.keyboard.press("/")
+    assert await page.evaluate("document.activeElement.id") == "q"
+    await page.locator("main h1").click()
+    await page.keyboard.press("j")
+    await page.keyboard.press("j")
+    texts = await page.locator("ol.memories p.text a").all_inner_texts()
+    assert await page.evaluate("document.activeElement.textContent") == texts[1]
+    await context.close()
