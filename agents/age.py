@@ -17,8 +17,8 @@ import msgspec
 from faust.types import EventT
 
 from memstream.agents.base import DeadLetters, expect, guarded, state_table
-from memstream.bootstrap import Providers
 from memstream.identity import derived_id
+from memstream.ports import Providers
 from memstream.rules.aging import condense_prompt, stale_progress, summaries_to_condense
 from memstream.rules.extraction import CONDENSE_SYSTEM, parse_facts
 from memstream.schemas import AgeState, DeleteMemory, Fact, Memory, MemoryUpdated

@@ -18,9 +18,9 @@ from opentelemetry import trace
 
 from memstream.kafka.codec import CODEC_NAME
 from memstream.limits import DEAD_LETTER_PAYLOAD_MAX_BYTES, DEAD_LETTER_REASON_MAX_CHARS
-from memstream.ops.redrive import ATTEMPTS_HEADER, REDRIVEN_FROM_HEADER, header
 from memstream.schemas import DeadLetter
 from memstream.telemetry import metrics
+from memstream.topics.headers import ATTEMPTS_HEADER, REDRIVEN_FROM_HEADER, header
 
 log = logging.getLogger("memstream.agents")
 

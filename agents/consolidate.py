@@ -40,8 +40,8 @@ from faust.types import EventT
 from opentelemetry import trace
 
 from memstream.agents.base import DeadLetters, finished, in_order, state_table
-from memstream.bootstrap import Providers
 from memstream.identity import derived_id, normalize_content
+from memstream.ports import Providers
 from memstream.rules import phase2
 from memstream.schemas import (
     CONSOLIDATED,

@@ -19,8 +19,8 @@ import faust
 from faust.types import EventT
 
 from memstream.agents.base import DeadLetters, expect, guarded_by_key, state_table
-from memstream.bootstrap import Providers
 from memstream.identity import derived_id
+from memstream.ports import Providers
 from memstream.rules import contradiction as rules
 from memstream.schemas import ContradictionState, Memory, MemoryUpdated, SupersedeMemory
 from memstream.telemetry.tracing import stage_span

@@ -41,9 +41,9 @@ import faust
 from faust.types import EventT
 
 from memstream.agents.base import DeadLetters, delivered, expect, guarded_by_key, state_table
-from memstream.bootstrap import Providers
 from memstream.identity import NormalizedContent, derived_id, exchange_memory_id, memory_id, normalize_content
 from memstream.llm.base import LLMError
+from memstream.ports import Providers
 from memstream.rules import audit, contradiction, decision, lexical
 from memstream.rules.dedup import EXACT_ONLY_TYPES, cosine_distances, find_duplicate, remember, threshold
 from memstream.rules.modes import REASON_EXACT_DUPLICATE, REASON_UPDATE_DELETE_NOT_ALLOWED, PipelineFlags, gate

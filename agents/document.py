@@ -28,9 +28,9 @@ import faust
 from faust.types import EventT
 
 from memstream.agents.base import DeadLetters, expect, guarded_by_key
-from memstream.bootstrap import Providers
 from memstream.identity import derived_id
 from memstream.intake.documents import DocumentError, fetch_url
+from memstream.ports import Providers
 from memstream.rules import documents as rules
 from memstream.schemas import CreateMemory, DeleteMemory, Document, DocumentIngest, DocumentRemove
 from memstream.store.documents import DocumentStore

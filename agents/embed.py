@@ -22,8 +22,8 @@ import faust
 from memstream.agents.base import DeadLetters, batches, state_table
 from memstream.agents.counters import counters
 from memstream.agents.extract import park_delay
-from memstream.bootstrap import Providers
 from memstream.embed.base import EmbeddingOutage
+from memstream.ports import Providers
 from memstream.schemas import EmbeddedFact, EmbedStats, Fact
 from memstream.telemetry import metrics
 from memstream.telemetry.tracing import span_from_headers, stage_span

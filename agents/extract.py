@@ -27,9 +27,9 @@ import msgspec
 from faust.types import EventT
 
 from memstream.agents.base import DeadLetters, delivered, expect, guarded_by_key, state_table
-from memstream.bootstrap import Providers
 from memstream.identity import derived_id, normalize_content, session_key
 from memstream.llm.base import LLMError, is_busy, waiting_calls
+from memstream.ports import Providers
 from memstream.rules import audit
 from memstream.rules.explicit import guess_type
 from memstream.rules.extraction import (

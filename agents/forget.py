@@ -20,8 +20,8 @@ import faust
 from faust.types import EventT
 
 from memstream.agents.base import DeadLetters, expect, guarded
-from memstream.bootstrap import Providers
 from memstream.kafka.ledger import ledger_of
+from memstream.ports import Providers
 from memstream.schemas import ForgetScope
 from memstream.telemetry.tracing import stage_span
 from memstream.topics.binding import Topics

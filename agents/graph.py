@@ -25,7 +25,7 @@ from faust.types import EventT
 
 from memstream.agents.base import DeadLetters, expect, guarded, state_table
 from memstream.agents.store import FORGET_CAUSE
-from memstream.bootstrap import Providers
+from memstream.ports import Providers
 from memstream.schemas import GraphStats, MemoryUpdated
 from memstream.telemetry.tracing import stage_span
 from memstream.topics.binding import Topics

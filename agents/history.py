@@ -21,7 +21,7 @@ import faust
 
 from memstream.agents.base import DeadLetters, batches, state_table
 from memstream.agents.counters import counters
-from memstream.bootstrap import Providers
+from memstream.ports import Providers
 from memstream.schemas import ForgetScope, ForgottenScope, HistoryRecord, HistoryStats
 from memstream.telemetry import metrics
 from memstream.telemetry.tracing import stage_span

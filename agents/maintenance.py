@@ -21,8 +21,8 @@ import faust
 
 from memstream.agents import retention
 from memstream.agents.base import DeadLetters
-from memstream.bootstrap import Providers
 from memstream.ops.maintenance import Maintenance
+from memstream.ports import Providers
 from memstream.topics.binding import Topics
 
 STAGE = "maintenance"

@@ -17,8 +17,8 @@ import faust
 from faust.types import EventT
 
 from memstream.agents.base import DeadLetters, expect, guarded, state_table
-from memstream.bootstrap import Providers
 from memstream.identity import session_key
+from memstream.ports import Providers
 from memstream.schemas import ParkedSnapshot, ParkStats
 from memstream.telemetry import metrics
 from memstream.telemetry.tracing import stage_span

@@ -29,7 +29,7 @@ from typing import Any
 import faust
 
 from memstream.agents.base import DeadLetters
-from memstream.bootstrap import Providers
+from memstream.ports import Providers
 from memstream.rules import audit
 from memstream.rules.retention import BATCH_LIMIT, RetentionWindows, cutoffs
 from memstream.schemas import Memory

@@ -28,9 +28,9 @@ import msgspec
 from faust.types import EventT
 
 from memstream.agents.base import DeadLetters, expect, guarded, state_table
-from memstream.bootstrap import Providers
 from memstream.identity import session_id_of_key, session_key, session_user_key
 from memstream.kafka.ledger import ledger_of, stale_window
+from memstream.ports import Providers
 from memstream.rules import phase1
 from memstream.schemas import ConsolidationRequest, RolloutOutput, RolloutState, Snapshot
 from memstream.telemetry import metrics

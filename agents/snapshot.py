@@ -36,12 +36,11 @@ import msgspec
 from faust.types import EventT
 
 from memstream.agents.base import DeadLetters, delivered, expect, guarded, state_table
-from memstream.bootstrap import Providers
 from memstream.identity import derived_id, project_key, turn_session_key, user_key
 from memstream.intake.project_files import read_project_files
 from memstream.kafka.ledger import ledger_of, stale_window
 from memstream.kafka.security import client_options
-from memstream.ops.redrive import header
+from memstream.ports import Providers
 from memstream.rules.explicit import explicit_requests
 from memstream.rules.secrets import redact
 from memstream.rules.snapshot import (
@@ -62,6 +61,7 @@ from memstream.rules.snapshot import (
 from memstream.schemas import Message, SessionState, Snapshot, Turn
 from memstream.telemetry.tracing import stage_span
 from memstream.topics.binding import Topics
+from memstream.topics.headers import header
 
 STAGE = "snapshot"
 log = logging.getLogger(__name__)

@@ -26,7 +26,7 @@ from faust.types import EventT
 
 from memstream.agents.base import DeadLetters, expect, guarded, state_table
 from memstream.agents.counters import counters
-from memstream.bootstrap import Providers
+from memstream.ports import Providers
 from memstream.rules import audit, provenance
 from memstream.schemas import (
     AnyMemoryOp,

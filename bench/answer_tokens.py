@@ -173,7 +173,8 @@ async def measure(providers: Any, settings: Any, questions: Sequence[str]) -> di
     import httpx
     from mcp import Client
 
-    from memstream.serve.api import ApiContext, create_app
+    from memstream.front.app import create_app
+    from memstream.serve.context import ApiContext
     from memstream.serve.mcp_server import ApiClient, build_server
 
     ctx = ApiContext(providers=providers, mcp=False, **ApiContext.auth_from(settings))

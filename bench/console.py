@@ -1,7 +1,7 @@
 """The console's speed (issue 26, point 8), two measurements:
 
 1. ``pages``: server time of every console page at ``--memories`` synthetic memories (default 10k;
-   the issue's figure is at 100k: ``--memories 100000``). The real app (``memstream.serve.api`` with the
+   the issue's figure is at 100k: ``--memories 100000``). The real app (``memstream.front.app`` with the
    console) over an Edge store bulk-loaded as ``bench.store_scaling`` loads it (random unit vectors, real
    BM25 terms), the bundled embedder for queries, a signed-in console session; each page is requested
    ``--requests`` times in process (httpx's ASGI transport: no socket, so the time is the server's).
@@ -57,7 +57,8 @@ def _load() -> str:
 
 async def pages(memories: int, requests: int) -> list[dict[str, Any]]:
     from memstream.bootstrap import build_providers
-    from memstream.serve.api import ApiContext, create_app
+    from memstream.front.app import create_app
+    from memstream.serve.context import ApiContext
     from memstream.settings import Settings
     from memstream.store.edge import EdgeStore, _point
 

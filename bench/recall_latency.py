@@ -26,9 +26,9 @@ from typing import Any
 
 import numpy as np
 
-from memstream.bootstrap import Providers
 from memstream.embed.bundled import BundledEmbedder
 from memstream.identity import memory_id, normalize_content
+from memstream.ports import Providers
 from memstream.recall.search import search_scopes
 from memstream.recall.sessions import SESSION_WEIGHT
 from memstream.schemas import Memory

@@ -183,7 +183,7 @@ def cmd_console(args: argparse.Namespace, settings: Settings) -> int:
 
 
 def cmd_api(args: argparse.Namespace, settings: Settings) -> int:
-    from memstream.serve.query_api import QueryApiError, serve
+    from memstream.front.query_api import QueryApiError, serve
 
     logging.basicConfig(level=settings.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     try:

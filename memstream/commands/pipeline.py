@@ -149,8 +149,10 @@ def _banner(running: Any) -> str:
             f"  llm:        {llm}",
             f"  search API: {s.api_url}/search?q=…&project=DIR   {s.api_url}/block?project=DIR",
             f"  MCP:        {s.api_url}/mcp (streamable HTTP), or `memstream mcp` (stdio)",
+            f"  console:    {s.api_url}/console (`memstream console` opens it signed in)",
             f"  access:     {access_line(s)}",
             f"  data dir:   {s.data_dir.resolve()}",
+            "Port and data dir: MEMSTREAM_HTTP_PORT and MEMSTREAM_DATA_DIR (`make up PORT=9000 DATA=~/mem`).",
             "Publish turns with `memstream publish`, query with `memstream search` / `memstream block`.",
             "Press Ctrl-C to stop.",
         ]

@@ -1,4 +1,4 @@
-"""The console's routes, mounted at /console by the API app (``memstream.serve.api``).
+"""The console's routes, mounted at /console by the front door (``memstream.front.app``).
 
 The same process, port and principals as the API: the guard (``memstream.serve.guard``) lets a
 request in by its bearer token or, on the console's paths and ``/events``, by the session
@@ -35,7 +35,7 @@ from memstream.schemas import Memory
 from memstream.serve.guard import Receive, Scope, Send, client_address, principal_of
 
 if TYPE_CHECKING:
-    from memstream.serve.api import ApiContext
+    from memstream.serve.context import ApiContext
 
 BASE = pages.BASE
 STATIC = Path(__file__).parent / "static"
@@ -136,7 +136,7 @@ def _with_headers(app: Any) -> Any:
 def build(ctx: ApiContext, sessions: Sessions) -> list[BaseRoute]:
     """The console's routes (to mount beside the API's)."""
     from memstream.recall.answers import full_record
-    from memstream.serve.api import MAX_BODY_BYTES
+    from memstream.serve.context import MAX_BODY_BYTES
 
     providers = ctx.providers
     projects_cache: dict[str, Any] = {"at": 0.0, "scopes": {}}
@@ -665,7 +665,7 @@ def _signed_in(cookie: str, lifetime_s: float, *, secure: bool) -> Response:
 
 
 def _project_key(value: str) -> str:
-    from memstream.serve.api import project_param
+    from memstream.serve.context import project_param
 
     return project_param(value)
 

@@ -45,7 +45,7 @@ from memstream.topics.catalog import (
 )
 
 if TYPE_CHECKING:
-    from memstream.bootstrap import Providers
+    from memstream.ports import Providers
 
 log = logging.getLogger(__name__)
 

@@ -14,7 +14,7 @@ stages skip what they have done); recording first could lose the event. Imports 
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -26,11 +26,7 @@ from memstream.kafka.records import read_records
 from memstream.logs import quiet_payload_loggers
 from memstream.schemas import DeadLetter, DecodeError, Redriven, dead_letter_id, decode, encode
 from memstream.topics.catalog import DEAD_LETTERS, REDRIVEN, topic_name
-
-#: Kafka header of a re-driven event: times it was dead-lettered before (ASCII digits).
-ATTEMPTS_HEADER = "memstream-dead-letter-attempts"
-#: Kafka header of a re-driven event: the id of the dead letter it was re-driven from.
-REDRIVEN_FROM_HEADER = "memstream-redriven-from"
+from memstream.topics.headers import ATTEMPTS_HEADER, REDRIVEN_FROM_HEADER
 
 _DURATION = re.compile(r"^(\d+(?:\.\d+)?)([smhd])$")
 _UNIT_SECONDS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
@@ -38,17 +34,6 @@ _UNIT_SECONDS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
 
 class RedriveError(ValueError):
     """A re-drive request cannot be served; the message says why in one line."""
-
-
-def header(headers: Mapping[str, bytes] | Iterable[tuple[str, bytes]] | None, name: str) -> bytes | None:
-    """The value of one Kafka header, whichever form (mapping or pairs) the client gave."""
-    if not headers:
-        return None
-    pairs = headers.items() if isinstance(headers, Mapping) else headers
-    for key, value in pairs:
-        if key == name:
-            return value
-    return None
 
 
 def parse_since(text: str, now: datetime) -> datetime:

@@ -20,7 +20,7 @@ from memstream.schemas.memory import HybridHit
 from memstream.store.graph import GraphStore
 
 if TYPE_CHECKING:
-    from memstream.bootstrap import Providers
+    from memstream.ports import Providers
     from memstream.recall.rerank import Reranker
 
 log = logging.getLogger(__name__)

@@ -1,6 +1,6 @@
 """The documents' HTTP handlers, as plain async functions of their inputs: (status, JSON body).
 
-Whatever serves the API wraps them (``memstream.serve.api``): they take the document store and a
+Whatever serves the API wraps them (``memstream.serve.routes.admin``): they take the document store and a
 ``send`` that publishes a request on the documents topic, and read nothing else.
 
 GET    /documents?project=DIR       the project's documents, newest first (no chunk list)

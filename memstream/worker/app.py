@@ -20,15 +20,16 @@ from faust.contrib.opentelemetry import sdk_is_configured, setup_opentelemetry
 import memstream.agents as agents
 from memstream import limits
 from memstream.agents.base import DeadLetters
-from memstream.bootstrap import Providers
+from memstream.front.app import create_app
 from memstream.identity import turn_session_key
 from memstream.kafka.codec import register_codec
 from memstream.kafka.doorbell import Doorbell
 from memstream.kafka.ledger import ForgottenLedger, ledger_of
 from memstream.kafka.security import client_options, faust_credentials
 from memstream.kafka.transport import MemstreamApp
+from memstream.ports import Providers
 from memstream.schemas import DocumentIngest, DocumentRemove, Fact, ForgetScope, MemoryOp, MemoryUsage, Turn
-from memstream.serve import api
+from memstream.serve import context as api
 from memstream.serve.events import EventHub, KafkaEventSource
 from memstream.settings import Settings
 from memstream.telemetry import health
@@ -73,7 +74,7 @@ def build_app(settings: Settings, providers: Providers, bootstrap: str, *, web: 
         topic_partitions=settings.partitions,
         topic_replication_factor=settings.replication,
         **CONSUMER_OPTIONS,
-        # The API is a Starlette app (memstream.serve.api) served by uvicorn on the worker's loop, in place
+        # The API is a Starlette app (memstream.front.app) served by uvicorn on the worker's loop, in place
         # of Faust's aiohttp server: Faust starts it once tables are recovered (faust.contrib.asgi).
         web_enabled=web,
         web_host=settings.http_host,
@@ -113,7 +114,7 @@ def build_app(settings: Settings, providers: Providers, bootstrap: str, *, web: 
             events=event_hub(settings, bootstrap),
             kafka_bootstrap=bootstrap,
         )
-        app.web_server(type("MemstreamApi", (ApiService,), {"asgi_app": api.create_app(context), "faust_app": app}))
+        app.web_server(type("MemstreamApi", (ApiService,), {"asgi_app": create_app(context), "faust_app": app}))
     return Pipeline(app=app, topics=topics, providers=providers, dead_letters=dead_letters)
 
 

@@ -14,11 +14,12 @@ from typing import Any
 
 import faust
 
-from memstream.bootstrap import Providers, build_providers
+from memstream.bootstrap import build_providers
 from memstream.kafka import doorbell
 from memstream.kafka.broker import EmbeddedBroker
 from memstream.kafka.security import client_options
 from memstream.logs import quiet_payload_loggers
+from memstream.ports import Providers
 from memstream.runtime import read_runtime_file as read_runtime_file  # its old home: callers still import it here
 from memstream.runtime import remove_runtime_file, write_runtime_file
 from memstream.settings import Settings

@@ -2,7 +2,7 @@
 index, timeline follows a thread, get_memories returns several full records at once; and the MCP
 tools' fixes (user memories without a project, one-line argument errors, the server's version).
 
-The app is the real one (memstream.serve.api over the edge store and the bundled embedder) in process;
+The app is the real one (memstream.front.app over the edge store and the bundled embedder) in process;
 the MCP server calls it through httpx's ASGI transport, as ``/mcp`` does. A stand-in for the pipeline
 stores each added fact at once, so ``add_memory`` answers "stored" without Faust."""
 
@@ -21,11 +21,13 @@ import pytest
 import pytest_asyncio
 from mcp import Client
 
-from memstream.bootstrap import Providers, build_providers
+from memstream.bootstrap import build_providers
+from memstream.front.app import create_app
 from memstream.identity import normalize_content, project_key
 from memstream.intake.remember import expected_memory_id
+from memstream.ports import Providers
 from memstream.schemas import Fact, Memory, Provenance
-from memstream.serve.api import ApiContext, create_app
+from memstream.serve.context import ApiContext
 from memstream.serve.mcp_server import ApiClient, build_server
 from tests.conftest import make_settings
 

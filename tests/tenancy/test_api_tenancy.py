@@ -2,7 +2,7 @@
 user's token, another project's id, and parameter and path tricks. Each answer is 401, 403 or 400
 (or a 200 holding only the caller's own records), and no answer ever holds a foreign record.
 
-The app is the real one (memstream.serve.api over the edge store, the bundled embedder and the graph),
+The app is the real one (memstream.front.app over the edge store, the bundled embedder and the graph),
 called in process through httpx's ASGI transport; a dummy ASGI app is mounted at /mcp, where the
 MCP endpoint mounts, to show the guard covers mounted apps."""
 
@@ -21,10 +21,12 @@ import pytest_asyncio
 from starlette.routing import Mount
 
 from memstream.auth import FailureLimiter, TokenStore, admin_principal, user_principal
-from memstream.bootstrap import Providers, build_providers
+from memstream.bootstrap import build_providers
+from memstream.front.app import create_app
 from memstream.identity import derived_id, memory_id, normalize_content, project_key, user_key
+from memstream.ports import Providers
 from memstream.schemas import Entity, ForgetScope, HistoryRecord, Memory, Turn
-from memstream.serve.api import ApiContext, create_app
+from memstream.serve.context import ApiContext
 from memstream.serve.guard import principal_of
 from tests.conftest import make_settings
 

@@ -19,11 +19,13 @@ import pytest_asyncio
 
 from memstream.agents.store import apply
 from memstream.auth import Principal, TokenStore, user_principal
-from memstream.bootstrap import Providers, build_providers
+from memstream.bootstrap import build_providers
+from memstream.front.app import create_app
 from memstream.identity import memory_id, normalize_content, project_key
+from memstream.ports import Providers
 from memstream.rules.audit import store_outcome, store_record
 from memstream.schemas import Memory, MemoryOp
-from memstream.serve.api import ApiContext, create_app
+from memstream.serve.context import ApiContext
 from tests.conftest import make_settings
 
 pytestmark = pytest.mark.asyncio(loop_scope="module")

@@ -19,9 +19,9 @@ from mcp.client.streamable_http import create_mcp_http_client, streamable_http_c
 
 from memstream.auth import TokenStore, user_principal
 from memstream.bootstrap import build_providers
+from memstream.front import query_api
 from memstream.identity import memory_id, normalize_content, project_key, user_key
 from memstream.kafka.broker import EmbeddedBroker, free_port
-from memstream.serve import query_api
 from memstream.topics.admin import ensure_topics
 from tests.conftest import make_settings
 from tests.e2e.conftest import eventually

@@ -17,9 +17,9 @@ import pytest_asyncio
 
 from memstream.auth import TokenStore, admin_principal, user_principal
 from memstream.cli import main
+from memstream.front.query_api import Publisher, QueryApiError, build, check_settings, query_providers
 from memstream.identity import turn_session_key, user_key
 from memstream.schemas import decode
-from memstream.serve.query_api import Publisher, QueryApiError, build, check_settings, query_providers
 from tests.conftest import make_settings
 
 ASYNC = pytest.mark.asyncio(loop_scope="module")
@@ -35,7 +35,7 @@ class RecordingProducer:
 
 def test_the_query_api_imports_no_pipeline() -> None:
     heavy = ("faust", "mode", "aiokafka", "memstream.agents", "memstream.worker.app", "memstream.worker.runner")
-    code = f"import sys, memstream.serve.query_api\nprint(' '.join(m for m in {heavy!r} if m in sys.modules))"
+    code = f"import sys, memstream.front.query_api\nprint(' '.join(m for m in {heavy!r} if m in sys.modules))"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "", "a query-only process must not load the pipeline (nor join its group)"
 
@@ -133,8 +133,8 @@ async def test_serve_answers_over_http_and_publishes_a_forget_to_kafka(
     import dataclasses
 
     from memstream.bootstrap import build_providers
+    from memstream.front import query_api
     from memstream.kafka.broker import EmbeddedBroker, free_port
-    from memstream.serve import query_api
     from memstream.topics.admin import ensure_topics
     from memstream.topics.catalog import FORGOTTEN, topic_name
     from tests.e2e.conftest import eventually, read_topic

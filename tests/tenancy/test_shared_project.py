@@ -20,11 +20,13 @@ from memstream.agents.decide import Decider
 from memstream.agents.extract import _fact, fact_scope
 from memstream.agents.store import apply
 from memstream.auth import FailureLimiter, TokenStore, user_principal
-from memstream.bootstrap import Providers, build_providers
+from memstream.bootstrap import build_providers
+from memstream.front.app import create_app
 from memstream.identity import project_key, user_key
+from memstream.ports import Providers
 from memstream.rules.extraction import parse_facts
 from memstream.schemas import EmbeddedFact, Snapshot
-from memstream.serve.api import ApiContext, create_app
+from memstream.serve.context import ApiContext
 from tests.conftest import make_settings
 
 pytestmark = pytest.mark.asyncio(loop_scope="module")

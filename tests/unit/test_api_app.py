@@ -8,7 +8,7 @@ import sys
 
 def test_the_api_module_imports_no_faust_kafka_or_agents() -> None:
     heavy = ("faust", "aiokafka", "mode", "memstream.agents", "memstream.worker.app")
-    code = f"import sys, memstream.serve.api\nprint(' '.join(m for m in {heavy!r} if m in sys.modules))"
+    code = f"import sys, memstream.front.app\nprint(' '.join(m for m in {heavy!r} if m in sys.modules))"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == ""
 

@@ -8,7 +8,8 @@ from typing import Any
 from starlette.testclient import TestClient
 
 from memstream.auth import admin_principal
-from memstream.serve.api import ApiContext, create_app
+from memstream.front.app import create_app
+from memstream.serve.context import ApiContext
 from memstream.settings import Settings
 
 

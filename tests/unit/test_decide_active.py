@@ -13,9 +13,9 @@ from typing import Any
 import msgspec
 
 from memstream.agents.decide import REASON_EXCHANGE_EXTENDED, Decider
-from memstream.bootstrap import Providers
 from memstream.embed.base import DistanceProfile
 from memstream.identity import exchange_memory_id, memory_id, normalize_content
+from memstream.ports import Providers
 from memstream.rules.modes import REASON_EXACT_DUPLICATE
 from memstream.schemas import (
     CreateMemory,

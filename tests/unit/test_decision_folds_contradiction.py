@@ -10,9 +10,9 @@ from typing import Any
 import pytest
 
 from memstream.agents.decide import Decider
-from memstream.bootstrap import Providers
 from memstream.embed.base import DistanceProfile
 from memstream.llm.base import Completion, JsonSchema
+from memstream.ports import Providers
 from memstream.rules import contradiction
 from memstream.schemas import CreateMemory, EmbeddedFact, Fact, HybridHit, Memory, ScoredMemory
 from memstream.settings import Settings

@@ -203,8 +203,9 @@ def _free_port() -> int:
 
 
 async def test_the_route_streams_over_http_to_a_token_holder_only(tmp_path: Path) -> None:
-    from memstream.bootstrap import Providers
-    from memstream.serve.api import ApiContext, create_app
+    from memstream.front.app import create_app
+    from memstream.ports import Providers
+    from memstream.serve.context import ApiContext
     from memstream.settings import Settings
 
     source = FakeSource()

@@ -13,9 +13,9 @@ import pytest
 
 from memstream.agents import graph as graph_agent
 from memstream.agents.base import DeadLetters
-from memstream.bootstrap import Providers
 from memstream.embed.base import DistanceProfile
 from memstream.kafka.codec import register_codec
+from memstream.ports import Providers
 from memstream.recall import search as recall
 from memstream.rules.graph import GraphWrite
 from memstream.schemas import Entity, GraphStats, MemoryUpdated

@@ -16,14 +16,23 @@ ROOT = Path(__file__).resolve().parents[2]
 LAYERS: list[tuple[str, set[str]]] = [
     ("entry points", {"memstream.entry", "memstream.cli", "memstream.hooks", "memstream.commands"}),
     ("the worker", {"memstream.worker"}),
-    ("serving", {"memstream.serve", "memstream.console"}),
+    ("the front door", {"memstream.front"}),
+    ("the console", {"memstream.console"}),
+    ("serving: the API, MCP, events and the guard", {"memstream.serve"}),
     ("stream agents", {"memstream.agents"}),
     ("operations", {"memstream.ops"}),
     ("wiring of providers", {"memstream.bootstrap"}),
     ("read, intake and capture", {"memstream.recall", "memstream.intake", "memstream.capture"}),
     (
         "providers and Kafka",
-        {"memstream.llm", "memstream.embed", "memstream.store", "memstream.kafka", "memstream.topics"},
+        {
+            "memstream.llm",
+            "memstream.embed",
+            "memstream.store",
+            "memstream.kafka",
+            "memstream.topics",
+            "memstream.ports",
+        },
     ),
     ("rules and telemetry", {"memstream.rules", "memstream.telemetry"}),
     (
@@ -123,8 +132,8 @@ def test_the_check_sees_an_upward_import() -> None:
     tree = ast.parse(
         "from typing import TYPE_CHECKING\n"
         "if TYPE_CHECKING:\n    from memstream.worker.app import build_app\n"
-        "def f():\n    from memstream.serve import api\n"
+        "def f():\n    from memstream.front import app\n"
     )
     found = runtime_imports(tree, "memstream.settings", is_package=False)
-    assert found == [(5, "memstream.serve.api")]
-    assert layer_of("memstream.serve.api") < layer_of("memstream.settings")
+    assert found == [(5, "memstream.front.app")]
+    assert layer_of("memstream.front.app") < layer_of("memstream.settings")

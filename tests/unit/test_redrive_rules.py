@@ -6,17 +6,9 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from memstream.ops.redrive import (
-    ATTEMPTS_HEADER,
-    Letter,
-    RedriveError,
-    RedriveFilter,
-    RedriveReport,
-    header,
-    parse_since,
-    select,
-)
+from memstream.ops.redrive import Letter, RedriveError, RedriveFilter, RedriveReport, parse_since, select
 from memstream.schemas import DeadLetter
+from memstream.topics.headers import ATTEMPTS_HEADER, header
 
 NOW = datetime(2026, 11, 23, 12, 0, tzinfo=UTC)
 

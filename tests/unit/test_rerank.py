@@ -11,9 +11,9 @@ from typing import Any, cast
 
 import pytest
 
-from memstream.bootstrap import Providers
 from memstream.embed.base import DistanceProfile
 from memstream.llm.base import Completion, JsonSchema
+from memstream.ports import Providers
 from memstream.recall import search as recall
 from memstream.recall.rerank import LLMReranker, VoyageReranker, apply_order, build_reranker, rerank_top
 from memstream.schemas.memory import HybridHit

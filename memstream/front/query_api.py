@@ -18,11 +18,13 @@ from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from typing import Any
 
-from memstream.bootstrap import Providers, build_embedder, build_graph, build_history, build_store
+from memstream.bootstrap import build_embedder, build_graph, build_history, build_store
+from memstream.front.app import create_app
 from memstream.identity import turn_session_key
 from memstream.kafka.security import client_options
+from memstream.ports import Providers
 from memstream.schemas import Fact, ForgetScope, MemoryOp, MemoryUsage, Turn, encode
-from memstream.serve import api
+from memstream.serve.context import ApiContext
 from memstream.serve.events import EventHub, KafkaEventSource
 from memstream.settings import Settings
 from memstream.topics.catalog import (
@@ -109,7 +111,7 @@ def build(settings: Settings, providers: Providers, publisher: Publisher, **cont
     context.setdefault(
         "events", EventHub(source, client_buffer=settings.events_buffer, heartbeat_s=settings.events_heartbeat_s)
     )
-    ctx = api.ApiContext(
+    ctx = ApiContext(
         providers=providers,
         record_usage=publisher.usage,
         publish_turns=publisher.turns,
@@ -117,10 +119,10 @@ def build(settings: Settings, providers: Providers, publisher: Publisher, **cont
         send_fact=publisher.fact,
         send_memory_op=publisher.memory_op,
         kafka_bootstrap=settings.kafka_bootstrap,
-        **api.ApiContext.auth_from(settings),
+        **ApiContext.auth_from(settings),
         **context,
     )
-    return api.create_app(ctx)
+    return create_app(ctx)
 
 
 async def serve(settings: Settings) -> None:
