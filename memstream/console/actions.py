@@ -18,6 +18,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from datetime import UTC, datetime
 
+import msgspec
+
 from memstream.identity import derived_id, memory_id, normalize_content
 from memstream.rules.secrets import redact
 from memstream.schemas import CreateMemory, Memory, Provenance, SetImportance, SupersedeMemory
@@ -137,3 +139,29 @@ def correct(
         requested_by=by,
     )
     return create, supersede
+
+
+def restorable(memory: Memory) -> bool:
+    """Forgotten or marked wrong (not superseded by another memory, whose text replaced it)."""
+    return (memory.superseded_by or "").startswith((FORGOTTEN, WRONG))
+
+
+def restore(
+    memory: Memory, reason: str, vector: Sequence[float], *, by: str, now: datetime | None = None
+) -> CreateMemory:
+    """Bring back a forgotten or wrong-marked memory: the same memory stated again, now, so the store
+    agent makes it active again (a statement newer than its supersession is a creation, as for any fact
+    said again) and audits it as ``created`` with the reason ``restore: …`` and who asked."""
+    if not restorable(memory):
+        raise ActionError("only a forgotten or wrong-marked memory can be restored")
+    now = now or datetime.now(UTC)
+    given = reason_of(reason, required=False)
+    back = msgspec.structs.replace(memory, superseded_by=None, superseded_at=None, updated_at=now)
+    return CreateMemory(
+        op_id=derived_id("restore", memory.id, now.isoformat()),
+        scope_key=memory.scope_key,
+        memory=back,
+        vector=list(vector),
+        cause="restore" + (f": {given}" if given else ""),
+        requested_by=by,
+    )

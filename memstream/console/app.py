@@ -12,22 +12,20 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import time
 import urllib.parse
 from collections.abc import AsyncIterator, Mapping, Sequence
 from datetime import UTC, datetime
-from datetime import time as dtime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import msgspec
 from starlette.requests import Request
-from starlette.responses import HTMLResponse, JSONResponse, RedirectResponse, Response, StreamingResponse
+from starlette.responses import FileResponse, HTMLResponse, JSONResponse, RedirectResponse, Response, StreamingResponse
 from starlette.routing import BaseRoute, Mount, Route
 from starlette.staticfiles import StaticFiles
 
 from memstream.auth import AuthError, Principal, may_read_scope, read_scopes, token_id_of
-from memstream.console import actions, pages
+from memstream.console import actions, pages, reads, views
 from memstream.console.html import Html
 from memstream.console.session import PRE_COOKIE, SESSION_COOKIE, Session, Sessions
 from memstream.recall import search as recall
@@ -40,13 +38,6 @@ if TYPE_CHECKING:
 BASE = pages.BASE
 STATIC = Path(__file__).parent / "static"
 CODES = f"{BASE}/codes"
-#: Results a memories page shows, and memories it reads to filter without a query.
-PAGE_RESULTS = 50
-LIST_READ = 500
-#: Memories a sessions page reads from a project, newest first: it lists the sessions they came from.
-SESSION_READ = 1_000
-#: How long the list of projects (a facet over the store's scope index) is reused.
-PROJECTS_TTL_S = 30.0
 #: How long an action waits to see its outcome in the memory's history before the page says "on its way".
 ACTION_WAIT_S = 5.0
 #: The Content-Security-Policy of every console response: no inline script or style, no frames,
@@ -71,7 +62,7 @@ class ConsoleDoor:
         self.sessions = sessions
 
     def public(self, path: str) -> bool:
-        return path == f"{BASE}/signin" or path.startswith(f"{BASE}/static/")
+        return path in (f"{BASE}/signin", "/favicon.ico") or path.startswith(f"{BASE}/static/")
 
     def covers(self, path: str) -> bool:
         # /console/codes is an API call (``memstream console``): a bearer token, or open mode, as any route.
@@ -139,8 +130,8 @@ def build(ctx: ApiContext, sessions: Sessions) -> list[BaseRoute]:
     from memstream.serve.context import MAX_BODY_BYTES
 
     providers = ctx.providers
-    projects_cache: dict[str, Any] = {"at": 0.0, "scopes": {}}
-    project_paths: dict[str, str] = {}
+    known = views.Projects(providers)
+    pipeline_reads = views.PipelineReads(ctx)
 
     # -- helpers ---------------------------------------------------------------------------
 
@@ -183,31 +174,23 @@ def build(ctx: ApiContext, sessions: Sessions) -> list[BaseRoute]:
 
     async def readable(principal: Principal, memory_id: str) -> Memory | None:
         """The memory, if this caller may read it; None for one it may not, exactly as for a missing one."""
-        if not memory_id or len(memory_id) > 100:
+        checked = reads.memory_id_or_none(memory_id)
+        if checked is None:  # not an id at all: "not found", never the store's parse error
             return None
-        found = await providers.store.get(memory_id)
+        found = await providers.store.get(checked)
         if found is None or not may_read_scope(principal, found.scope_key):
             return None
         return found
 
     async def projects(principal: Principal) -> list[tuple[str, str]]:
-        """(key, label) of the projects this caller may read that hold memories."""
-        now = time.monotonic()
-        if now - projects_cache["at"] > PROJECTS_TTL_S:
-            projects_cache["scopes"] = await providers.store.scopes()
-            projects_cache["at"] = now
-        scopes: dict[str, int] = projects_cache["scopes"]
-        keys = [k for k in scopes if k.startswith("p_") and may_read_scope(principal, k)]
-        keys += [k for k in principal.projects if k not in scopes]
-        return [
-            (k, f"{project_paths.get(k, k)} ({scopes.get(k, 0)})")
-            for k in sorted(keys, key=lambda k: project_paths.get(k, k))
-        ]
+        """(key, "path (active memories)") of the projects this caller may read."""
+        held = await known.active()
+        keys = [k for k in held if may_read_scope(principal, k)]
+        keys += [k for k in principal.projects if k not in held]
+        return await known.choices(keys)
 
     def remember_paths(memories: Sequence[Memory]) -> None:
-        for m in memories:
-            if m.project and m.scope_key.startswith("p_"):
-                project_paths[m.scope_key] = m.project
+        known.remember(memories)
 
     async def scope_keys(principal: Principal, project: str) -> list[str]:
         if project:
@@ -299,27 +282,19 @@ def build(ctx: ApiContext, sessions: Sessions) -> list[BaseRoute]:
         scope_filter = params.get("scope", "")
         if scope_filter:
             keys = [k for k in keys if k.startswith("u_" if scope_filter == "user" else "p_")]
-        kind = params.get("type", "")
-        include_all = bool(params.get("all"))
-        query = params.get("q", "")[:4_000]
-        rows: list[pages.Row] = []
-        if query:
-            hits = await recall.search_scopes(providers, query, keys, limit=PAGE_RESULTS)
-            rows = [pages.Row(h.memory, h.score) for h in hits]
-            if include_all:
-                words = query.lower().split()
-                listed = await providers.store.list(
-                    keys, types=[kind] if kind else None, include_superseded=True, limit=LIST_READ
-                )
-                rows += [pages.Row(m, None) for m in listed if not m.active and all(w in m.text.lower() for w in words)]
-        elif keys:
-            listed = await providers.store.list(
-                keys, types=[kind] if kind else None, include_superseded=include_all, limit=LIST_READ
-            )
-            rows = [pages.Row(m, None) for m in listed]
-        rows = [r for r in rows if _matches(r.memory, params)][:PAGE_RESULTS]
-        remember_paths([r.memory for r in rows])
-        main = pages.memories(params, await projects(principal), rows, csrf_of(request))
+        listing = await views.memories_listing(providers, keys, params)
+        remember_paths([r.memory for r in listing.rows])
+        main = pages.memories(
+            params,
+            await projects(principal),
+            listing.rows,
+            csrf_of(request),
+            sources=await known.sources(keys),
+            total=listing.total,
+            next_cursor=listing.next_cursor,
+            problems=listing.problems,
+            filtered=listing.filtered,
+        )
         return page(request, "Memories", main, "memories", notice=params.get("notice", ""))
 
     async def memory_view(request: Request) -> Response:
@@ -352,22 +327,20 @@ def build(ctx: ApiContext, sessions: Sessions) -> list[BaseRoute]:
             predecessors,
             csrf_of(request),
             may_act=may_act(principal, found),
+            graph_enabled=providers.graph is not None,
+            in_block=await views.block_verdict(providers, found, _block_keys(principal, found)),
         )
         return page(request, "Memory", main, "memories", notice=request.query_params.get("notice", ""))
 
     async def sessions_view(request: Request) -> Response:
         principal = viewer(request)
         project = request.query_params.get("project", "").strip()
-        rows: list[pages.SessionRow] = []
-        if project:
-            try:
-                keys = read_scopes(principal, _project_key(project))
-            except (AuthError, ValueError) as exc:
-                return page(request, "Sessions", Html(""), "sessions", status=403, error=str(exc))
-            listed = await providers.store.list(keys[:1], include_superseded=True, limit=SESSION_READ)
-            remember_paths(listed[:1])
-            rows = _sessions(listed)
-        main = pages.sessions(_project_key(project) if project else "", await projects(principal), rows)
+        try:
+            keys = read_scopes(principal, _project_key(project))[:1] if project else await scope_keys(principal, "")
+        except (AuthError, ValueError) as exc:
+            return page(request, "Sessions", Html(""), "sessions", status=403, error=str(exc))
+        rows = await views.session_rows(providers, keys)
+        main = pages.session_list(_project_key(project) if project else "", await projects(principal), rows)
         return page(request, "Sessions", main, "sessions")
 
     async def session_view(request: Request) -> Response:
@@ -378,12 +351,10 @@ def build(ctx: ApiContext, sessions: Sessions) -> list[BaseRoute]:
             keys = await scope_keys(principal, project)
         except (AuthError, ValueError) as exc:
             return page(request, "Session", Html(""), "sessions", status=403, error=str(exc))
-        made = await providers.store.list(
-            keys, include_superseded=True, limit=SESSION_READ, sessions=[session_id[:200]]
-        )
-        if not made:
+        line = await views.session_timeline(providers, keys, session_id)
+        if line is None:
             return page(request, "Not found", Html("<p>No such session.</p>"), "sessions", status=404)
-        return page(request, "Session", pages.session(session_id, _turns(session_id, made)), "sessions")
+        return page(request, "Session", pages.session_timeline(session_id, line), "sessions")
 
     async def block_view(request: Request) -> Response:
         principal = viewer(request)
@@ -401,31 +372,27 @@ def build(ctx: ApiContext, sessions: Sessions) -> list[BaseRoute]:
         main = pages.block(_project_key(project) if project else "", query, await projects(principal), text, tokens)
         return page(request, "[MEMORY] block", main, "block")
 
+    async def stats_view(request: Request) -> Response:
+        principal = viewer(request)
+        keys = await scope_keys(principal, "")
+        shown = await views.stats(providers, keys, await projects(principal))
+        return page(request, "Stats", pages.stats(shown, _capture(providers.settings)), "stats")
+
     async def live_view(request: Request) -> Response:
-        viewer(request)
-        return page(request, "Live", pages.live(), "live")
+        principal = viewer(request)
+        newest = await views.newest(providers, await scope_keys(principal, ""))
+        return page(request, "Live", pages.live(newest), "live")
 
     async def pipeline_view(request: Request) -> Response:
         principal = viewer(request)
         if not principal.is_admin:
             return page(request, "Pipeline", Html("<p>For admin tokens only.</p>"), "pipeline", status=403)
         lag, processed, parked = _metrics(ctx)
-        letters = None
-        if ctx.kafka_bootstrap:
-            from memstream.ops.redrive import dead_letters, redriven
-
-            try:
-                prefix = providers.settings.topic_prefix
-                done = await redriven(ctx.kafka_bootstrap, prefix)
-                letters = [x for x in await dead_letters(ctx.kafka_bootstrap, prefix) if x.id not in done]
-            except Exception as exc:  # the page still shows the rest
-                letters = None
-                return page(
-                    request, "Pipeline", Html(""), "pipeline", status=503, error=f"cannot read dead letters: {exc}"
-                )
-        doctor = None
-        if ctx.maintenance is not None:
-            doctor = msgspec.to_builtins(await ctx.maintenance.tick(mode="observe"))
+        try:
+            letters = (await pipeline_reads.letters.get()).value
+        except Exception as exc:  # the page still says what it could not read
+            return page(request, "Pipeline", Html(""), "pipeline", status=503, error=f"cannot read dead letters: {exc}")
+        doctor = (await pipeline_reads.doctor.get()).value
         capture = _capture(providers.settings)
         events = {"clients": ctx.events.clients, "dropped as slow": ctx.events.dropped} if ctx.events else {}
         main = pages.pipeline(lag, processed, parked, letters, doctor, capture, csrf_of(request), events)
@@ -441,6 +408,7 @@ def build(ctx: ApiContext, sessions: Sessions) -> list[BaseRoute]:
         from memstream.ops.redrive import redrive as run
 
         report = await run(ctx.kafka_bootstrap, providers.settings.topic_prefix, by=f"console:{principal.name}")
+        pipeline_reads.letters.forget()
         notice = f"re-drove {len(report.selection.chosen)} dead letter(s)"
         return RedirectResponse(f"{BASE}/pipeline?" + urllib.parse.urlencode({"notice": notice}), status_code=303)
 
@@ -528,6 +496,17 @@ def build(ctx: ApiContext, sessions: Sessions) -> list[BaseRoute]:
             return page(
                 request, "Refused", Html(""), "memories", status=403, error="this token cannot change memories here"
             )
+        if action == "restore":
+            try:
+                vector = await providers.store.vector(found.id)
+                if vector is None:
+                    raise actions.ActionError("its vector is gone: it cannot be restored")
+                back = actions.restore(found, first(fields, "reason"), vector, by=principal.name)
+            except actions.ActionError as exc:
+                return _back(found.id, "", error=str(exc))
+            await ctx.send_memory_op(back)
+            await wait_for(lambda: _recorded(found.id, back.op_id))
+            return _back(found.id, "restored")
         if found.superseded_by is not None:
             return _back(found.id, "it is already superseded: nothing changed")
         by = principal.name
@@ -628,6 +607,7 @@ def build(ctx: ApiContext, sessions: Sessions) -> list[BaseRoute]:
         Route("/sessions/{session_id}", session_view),
         Route("/block", block_view),
         Route("/live", live_view),
+        Route("/stats", stats_view),
         Route("/pipeline", pipeline_view),
         Route("/pipeline/redrive", redrive, methods=["POST"]),
         Route("/documents", documents_view),
@@ -650,7 +630,18 @@ def build(ctx: ApiContext, sessions: Sessions) -> list[BaseRoute]:
     console = Starlette(
         routes=console_routes, exception_handlers={AuthError: refused, actions.ActionError: bad, ValueError: bad}
     )
-    return [Route(BASE, root), Mount(BASE, app=_with_headers(console))]
+
+    async def favicon(request: Request) -> Response:
+        return FileResponse(STATIC / "favicon.svg", media_type="image/svg+xml")
+
+    return [Route(BASE, root), Route("/favicon.ico", favicon), Mount(BASE, app=_with_headers(console))]
+
+
+def _block_keys(principal: Principal, memory: Memory) -> list[str]:
+    """The scopes of the block the memory's project's next session gets (its project and the user's)."""
+    if not memory.scope_key.startswith("p_"):
+        return []
+    return [memory.scope_key, *([principal.user_key] if principal.user else [])]
 
 
 def _signed_in(cookie: str, lifetime_s: float, *, secure: bool) -> Response:
@@ -668,59 +659,6 @@ def _project_key(value: str) -> str:
     from memstream.serve.context import project_param
 
     return project_param(value)
-
-
-def _matches(memory: Memory, params: Mapping[str, str]) -> bool:
-    """The filters the store cannot apply: session, source CLI and dates (the type and scope go to the store)."""
-    if params.get("type") and memory.type != params["type"]:
-        return False
-    session = params.get("session", "")
-    if session and memory.session_id != session and all(s.session_id != session for s in memory.sources):
-        return False
-    source = params.get("source", "")
-    if source and all(s.source_type != source for s in memory.sources):
-        return False
-    day = memory.updated_at.astimezone(UTC).date()
-    for name, keep in (("since", lambda d: day >= d), ("until", lambda d: day <= d)):
-        text = params.get(name, "")
-        if text:
-            try:
-                bound = datetime.combine(datetime.fromisoformat(text).date(), dtime(), UTC).date()
-            except ValueError:
-                continue
-            if not keep(bound):
-                return False
-    return True
-
-
-def _sessions(listed: Sequence[Memory]) -> list[pages.SessionRow]:
-    grouped: dict[str, list[Memory]] = {}
-    for m in listed:
-        for sid in {m.session_id, *(s.session_id for s in m.sources)} - {""}:
-            grouped.setdefault(sid, []).append(m)
-    rows = []
-    for sid, made in grouped.items():
-        sources = [s for m in made for s in m.sources if s.session_id == sid]
-        cli = next((s.source_type for s in sources if s.source_type), "")
-        turns = {(s.file, s.line) for s in sources} or {("", i) for i, _ in enumerate(made)}
-        rows.append(
-            pages.SessionRow(
-                sid, cli, min(m.created_at for m in made), max(m.updated_at for m in made), len(turns), len(made)
-            )
-        )
-    return sorted(rows, key=lambda r: r.last, reverse=True)
-
-
-def _turns(session_id: str, made: Sequence[Memory]) -> list[tuple[str, str, list[Memory]]]:
-    """The session's turns that produced memories (by file and line), in order, each with its memories."""
-    turns: dict[tuple[str, int], tuple[str, list[Memory]]] = {}
-    for m in sorted(made, key=lambda m: m.created_at):
-        places = [(s.file, s.line) for s in m.sources if s.session_id == session_id] or [("", 0)]
-        for place in places:
-            _, memories = turns.setdefault(place, (m.source_chunk, []))
-            memories.append(m)
-    ordered = sorted(turns.items(), key=lambda item: (item[0][0], item[0][1]))
-    return [(f"{f}:{line}" if f else "(no file recorded)", ex, ms) for (f, line), (ex, ms) in ordered]
 
 
 def _metrics(ctx: ApiContext) -> tuple[list[tuple[str, str, float]], list[tuple[str, float]], float]:

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from memstream.auth import Principal
-from memstream.console.html import Html, join, options, render, url, when
+from memstream.console.html import Html, esc, join, options, render, url, when
 from memstream.schemas import MEMORY_TYPES, HistoryRecord, Memory
 from memstream.store.graph import GraphAround
 
@@ -34,6 +34,7 @@ def layout(title: str, main: Html, chrome: Chrome | None, *, notice: str = "", e
     if chrome is not None:
         links = [("memories", "Memories", f"{BASE}/"), ("sessions", "Sessions", f"{BASE}/sessions")]
         links += [("block", "[MEMORY] block", f"{BASE}/block"), ("live", "Live", f"{BASE}/live")]
+        links += [("stats", "Stats", f"{BASE}/stats")]
         if chrome.principal.is_admin:
             links += [("documents", "Documents", f"{BASE}/documents"), ("pipeline", "Pipeline", f"{BASE}/pipeline")]
         items = join(
@@ -63,6 +64,7 @@ def layout(title: str, main: Html, chrome: Chrome | None, *, notice: str = "", e
         '<!doctype html><html lang="en"><head><meta charset="utf-8">'
         '<meta name="viewport" content="width=device-width, initial-scale=1">'
         "<title>{title} · memstream</title>"
+        '<link rel="icon" href="{base}/static/favicon.svg" type="image/svg+xml">'
         '<link rel="stylesheet" href="{base}/static/console.css">'
         '<script src="{base}/static/console.js" defer></script></head>'
         '<body><a class="skip" href="#main">Skip to content</a>'
@@ -109,9 +111,23 @@ def sign_in(csrf: str, *, open_mode: bool) -> Html:
 class Row:
     memory: Memory
     score: float | None
+    #: Why a search hit matched (vector, words, session), when the search says.
+    why: str = ""
 
 
-def filters_form(params: Mapping[str, str], projects: Sequence[tuple[str, str]]) -> Html:
+def project_of(memory: Memory, paths: Mapping[str, str] | None = None) -> str:
+    """The memory's project by its path (as stored with it), or "your user scope"."""
+    if memory.scope == "user" or memory.scope_key.startswith("u_"):
+        return "your user scope"
+    return memory.project or (paths or {}).get(memory.scope_key) or f"project {memory.scope_key}"
+
+
+def source_of(memory: Memory) -> str:
+    """The source CLI as stored (``claude-code``, ``cli``, ``publish``…)."""
+    return ", ".join(dict.fromkeys(s.source_type for s in memory.sources if s.source_type)) or "not recorded"
+
+
+def filters_form(params: Mapping[str, str], projects: Sequence[tuple[str, str]], sources: Sequence[str] = ()) -> Html:
     project_choices = [("", "every project I may read"), *[(key, label) for key, label in projects]]
     return render(
         '<form method="get" action="{base}/" class="filters" role="search">'
@@ -120,7 +136,8 @@ def filters_form(params: Mapping[str, str], projects: Sequence[tuple[str, str]])
         '<div><label for="project">Project</label><select id="project" name="project">{projects}</select></div>'
         '<div><label for="type">Type</label><select id="type" name="type">{types}</select></div>'
         '<div><label for="scope">Scope</label><select id="scope" name="scope">{scopes}</select></div>'
-        '<div><label for="session">Session</label><input id="session" name="session" value="{session}"></div>'
+        '<div><label for="session">Session (its id or the start of it)</label>'
+        '<input id="session" name="session" value="{session}"></div>'
         '<div><label for="source">Source CLI</label><select id="source" name="source">{sources}</select></div>'
         '<div><label for="since">From</label><input id="since" name="since" type="date" value="{since}"></div>'
         '<div><label for="until">To</label><input id="until" name="until" type="date" value="{until}"></div>'
@@ -134,7 +151,10 @@ def filters_form(params: Mapping[str, str], projects: Sequence[tuple[str, str]])
         scopes=options([("", "any scope"), ("project", "project"), ("user", "user")], params.get("scope", "")),
         session=params.get("session", ""),
         sources=options(
-            [("", "any source"), *[(s, s) for s in ("claude", "codex", "gemini", "kimi", "api", "mcp", "console")]],
+            [
+                ("", "any source"),
+                *[(s, s) for s in sorted({*sources, *([params["source"]] if params.get("source") else [])})],
+            ],
             params.get("source", ""),
         ),
         since=params.get("since", ""),
@@ -165,17 +185,35 @@ def origin(memory: Memory) -> str:
     return where
 
 
-def memories(params: Mapping[str, str], projects: Sequence[tuple[str, str]], rows: Sequence[Row], csrf: str) -> Html:
+def memories(
+    params: Mapping[str, str],
+    projects: Sequence[tuple[str, str]],
+    rows: Sequence[Row],
+    csrf: str,
+    *,
+    sources: Sequence[str] = (),
+    total: int | None = None,
+    next_cursor: str = "",
+    problems: Sequence[str] = (),
+    filtered: bool = False,
+) -> Html:
     if not rows:
-        listing = render('<p class="empty">{text}</p>', text="No memory matches.")
+        why = "No memory matches."
+        if problems:
+            why = "No memory matches: " + "; ".join(problems) + "."
+        elif filtered:
+            why = "No memory matches these filters (they keep only memories whose stored values equal them)."
+        listing = render('<p class="empty">{text}</p>', text=why)
     else:
         items = join(
             render(
                 '<li class="memory {status_class}"><div class="pick"><input type="checkbox" name="id" value="{id}" '
-                'id="pick-{id}" aria-label="select this memory"></div><div>'
+                'id="pick-{id}" aria-label="select this memory"></div><div class="body">'
                 '<p class="text"><a href="{href}">{text}</a></p>'
                 '<p class="meta"><span class="type">{type}</span> <span class="scope">{scope}</span> '
-                '<span class="status">{status}</span> {date}{score} <span class="origin">{origin}</span></p>'
+                '<span class="status">{status}</span> {date}{score}{why}</p>'
+                '<p class="meta where"><span class="project" title="project">{project}</span> · '
+                '<span class="source" title="source CLI">{source}</span> <span class="origin">{origin}</span></p>'
                 "</div></li>",
                 status_class=status_of(r.memory).replace(" ", "-"),
                 id=r.memory.id,
@@ -188,7 +226,10 @@ def memories(params: Mapping[str, str], projects: Sequence[tuple[str, str]], row
                 score=render(' <span class="score">score {s}</span>', s=f"{r.score:.3f}")
                 if r.score is not None
                 else "",
-                origin=origin(r.memory),
+                why=render(' <span class="why">matched by {w}</span>', w=r.why) if r.why else "",
+                project=project_of(r.memory),
+                source=source_of(r.memory),
+                origin=origin_place(r.memory),
             )
             for r in rows
         )
@@ -202,10 +243,45 @@ def memories(params: Mapping[str, str], projects: Sequence[tuple[str, str]], row
             csrf=csrf_field(csrf),
             items=items,
         )
+    counted = render('<p class="count" role="status">{n} shown</p>', n=len(rows))
+    if total is not None:
+        counted = render(
+            '<p class="count" role="status">{n} shown{start} of <strong>{total}</strong> {what}</p>',
+            n=len(rows),
+            start=" (from where the last page ended)" if params.get("after") else "",
+            total=total,
+            what="memories" + (" (before the session, source and date filters)" if filtered else ""),
+        )
+    pager = Html("")
+    if next_cursor or params.get("after"):
+        kept = {k: v for k, v in params.items() if k not in ("after", "notice")}
+        links = []
+        if params.get("after"):
+            links.append(render('<a href="{h}">Newest first</a>', h=url(f"{BASE}/", kept)))
+        if next_cursor:
+            links.append(
+                render(
+                    '<a href="{h}" rel="next">Next {n} →</a>',
+                    h=url(f"{BASE}/", {**kept, "after": next_cursor}),
+                    n=len(rows),
+                )
+            )
+        pager = render('<nav class="pager" aria-label="Pages">{links}</nav>', links=join(links, " "))
     export = render(
         '<p class="export"><a href="{href}" download>Export my memories (JSON Lines)</a></p>', href=f"{BASE}/export"
     )
-    return join([filters_form(params, projects), render("<p>{n} shown</p>", n=len(rows)), listing, export])
+    problem = join(render('<p class="error" role="alert">{p}</p>', p=p) for p in problems)
+    return join([filters_form(params, projects, sources), problem, counted, listing, pager, export])
+
+
+def origin_place(memory: Memory) -> str:
+    """Where in the source it came from: the session file and line, or the session."""
+    source = memory.sources[0] if memory.sources else None
+    if source is None:
+        return f"session {memory.session_id}" if memory.session_id else ""
+    if source.file:
+        return f"{source.file}:{source.line}" if source.line else source.file
+    return f"session {source.session_id}" if source.session_id else ""
 
 
 def _preview(text: str, limit: int = 300) -> str:
@@ -225,12 +301,18 @@ def memory(
     csrf: str,
     *,
     may_act: bool,
+    graph_enabled: bool = True,
+    in_block: str = "",
 ) -> Html:
     facts = render(
-        '<dl class="facts"><dt>Type</dt><dd>{type}</dd><dt>Scope</dt><dd>{scope} <code>{key}</code></dd>'
+        '<dl class="facts"><dt>Project</dt><dd class="project">{project}</dd>'
+        '<dt>Source CLI</dt><dd class="source">{source}</dd>'
+        "<dt>Type</dt><dd>{type}</dd><dt>Scope</dt><dd>{scope} <code>{key}</code></dd>"
         "<dt>Status</dt><dd>{status}</dd><dt>Importance</dt><dd>{importance}</dd>"
         "<dt>Created</dt><dd>{created}</dd><dt>Updated</dt><dd>{updated}</dd>"
         "<dt>Id</dt><dd><code>{id}</code></dd></dl>",
+        project=project_of(item),
+        source=source_of(item),
         type=item.type,
         scope=item.scope,
         key=item.scope_key,
@@ -287,18 +369,27 @@ def memory(
     turn = Html("")
     if item.source_chunk:
         turn = render('<h2>The turn it came from</h2><pre class="turn">{chunk}</pre>', chunk=item.source_chunk)
+    from memstream.console.reads import collapse_history
+
     timeline = join(
         render(
-            '<li><span class="outcome">{outcome}</span> {ts}{by}{reason}{link}</li>',
-            outcome=r.outcome,
-            ts=when(r.ts),
-            by=render(" by <strong>{w}</strong>", w=r.requested_by) if r.requested_by else "",
-            reason=render(' — <span class="reason">{t}</span>', t=r.reason) if r.reason else "",
-            link=_record_link(r, item.id),
+            '<li><span class="outcome">{outcome}</span>{times} {ts}{until}{by}{reason}{link}</li>',
+            outcome=c.record.outcome,
+            times=render(' <span class="times">×{n}</span>', n=c.times) if c.times > 1 else "",
+            ts=when(c.record.ts),
+            until=render(" to {t}", t=when(c.last)) if c.times > 1 else "",
+            by=render(" by <strong>{w}</strong>", w=c.record.requested_by) if c.record.requested_by else "",
+            reason=render(' — <span class="reason">{t}</span>', t=c.record.reason) if c.record.reason else "",
+            link=_record_link(c.record, item.id),
         )
-        for r in records
+        for c in collapse_history(records)
     )
-    graph = Html("<p>No graph links.</p>")
+    graph = Html("<p>No graph links: no entity of this memory is linked to another memory.</p>")
+    if not graph_enabled:
+        graph = Html(
+            '<p class="hint">The knowledge graph is off on this server, so no memory has graph links '
+            "(turn it on with <code>MEMSTREAM_GRAPH_ENABLED=1</code>).</p>"
+        )
     if around is not None and (around.entities or neighbours):
         names = {e.entity_id: e.name for e in around.entities}
         rels = join(
@@ -324,13 +415,23 @@ def memory(
     actions = Html("")
     if may_act and item.superseded_by is None:
         actions = _actions(item, csrf)
+    elif may_act and (item.superseded_by or "").startswith(("forgotten:", "wrong:")):
+        actions = render(
+            '<h2>Undo</h2><form method="post" action="{base}/memories/{id}/restore" class="stack">{csrf}'
+            '<label for="restore-reason">Why restore it (optional)</label><input id="restore-reason" name="reason">'
+            '<button type="submit">Restore</button></form>',
+            base=BASE,
+            id=item.id,
+            csrf=csrf_field(csrf),
+        )
     return render(
-        '<article class="one"><pre class="text">{text}</pre>{chain}{facts}'
+        '<article class="one"><pre class="text">{text}</pre>{chain}{in_block}{facts}'
         "<h2>Sources</h2><ul>{sources}</ul>{turn}"
         '<h2>History</h2><ol class="timeline">{timeline}</ol>'
         "<h2>Graph neighbours</h2>{graph}{actions}</article>",
         text=item.text,
         chain=chain,
+        in_block=render('<p class="in-block">{v}</p>', v=in_block) if in_block else "",
         facts=facts,
         sources=sources or Html("<li>none recorded</li>"),
         turn=turn,
@@ -377,63 +478,56 @@ def _actions(item: Memory, csrf: str) -> Html:
 # -- sessions -------------------------------------------------------------------------------
 
 
-@dataclass(frozen=True)
-class SessionRow:
-    session_id: str
-    source: str
-    first: Any
-    last: Any
-    turns: int
-    memories: int
-
-
-def sessions(project: str, projects: Sequence[tuple[str, str]], rows: Sequence[SessionRow]) -> Html:
+def session_list(project: str, projects: Sequence[tuple[str, str]], rows: Sequence[Any]) -> Html:
+    """Sessions newest first, each titled by its first prompt (``timeline.SessionRow``); across every
+    project the caller may read when none is chosen."""
     picker = render(
         '<form method="get" action="{base}/sessions" class="filters"><div><label for="project">Project</label>'
         '<select id="project" name="project">{options}</select>'
         '</div><div><button type="submit">Show</button></div></form>',
         base=BASE,
-        options=options([("", "choose a project"), *projects], project),
+        options=options([("", "every project I may read"), *projects], project),
     )
-    if not project:
-        return picker
     if not rows:
-        return join([picker, Html('<p class="empty">No session made memories in this project.</p>')])
-    body = join(
+        return join([picker, Html('<p class="empty">No session made memories here yet.</p>')])
+    items = join(
         render(
-            '<tr><td><a href="{h}">{id}</a></td><td>{src}</td>'
-            "<td>{first}</td><td>{last}</td><td>{turns}</td><td>{n}</td></tr>",
+            '<li class="session"><p class="text"><a href="{h}">{title}</a></p>'
+            '<p class="meta"><span class="project">{project}</span> · <span class="source">{src}</span> · '
+            "{first} to {last} · {n} exchange{ns}, {m} memor{ms} · <code>{id}</code></p></li>",
             h=url(f"{BASE}/sessions/{r.session_id}", {"project": project}),
-            id=r.session_id,
-            src=r.source,
+            title=r.title or f"session {r.session_id}",
+            project=r.project or "?",
+            src=r.source or "source not recorded",
             first=when(r.first),
             last=when(r.last),
-            turns=r.turns,
-            n=r.memories,
+            n=r.exchanges,
+            ns="" if r.exchanges == 1 else "s",
+            m=r.memories,
+            ms="y" if r.memories == 1 else "ies",
+            id=r.session_id,
         )
         for r in rows
     )
-    return join(
-        [
-            picker,
-            render(
-                '<div class="wide"><table><caption>Sessions, newest first</caption>'
-                '<thead><tr><th scope="col">Session</th>'
-                '<th scope="col">CLI</th><th scope="col">First</th><th scope="col">Last</th><th scope="col">Turns</th>'
-                '<th scope="col">Memories</th></tr></thead><tbody>{body}</tbody></table></div>',
-                body=body,
-            ),
-        ]
-    )
+    return join([picker, render('<ol class="memories sessions">{items}</ol>', items=items)])
 
 
-def session(session_id: str, turns: Sequence[tuple[str, str, Sequence[Memory]]]) -> Html:
-    """``turns``: (where, excerpt, memories made from it), in the session's order."""
-    items = join(
+def session_timeline(session_id: str, line: Any) -> Html:
+    """One session (``timeline.Timeline``): each exchange with its own turns, then what it produced."""
+    exchanges = join(
         render(
-            '<li><p class="meta">{where}</p><pre class="turn">{excerpt}</pre><ul>{made}</ul></li>',
-            where=where,
-            excerpt=excerpt or "(no excerpt kept)",
+            '<li class="exchange"><p class="meta">{where}</p>{turns}<ul class="made">{made}</ul></li>',
+            where=e.where,
+            turns=join(
+                render(
+                    '<div class="turn {role}"><span class="role">{label}</span><pre>{text}</pre></div>',
+                    role=role or "text",
+                    label=role or "kept text",
+                    text=text,
+                )
+                for role, text in e.turns
+            )
+            or Html('<p class="muted">(no excerpt kept)</p>'),
             made=join(
                 render(
                     '<li><a href="{h}">{t}</a> <span class="type">{ty}</span> <span class="status">{st}</span></li>',
@@ -442,16 +536,33 @@ def session(session_id: str, turns: Sequence[tuple[str, str, Sequence[Memory]]])
                     ty=m.type,
                     st=status_of(m),
                 )
-                for m in made
+                for m in e.memories
             ),
         )
-        for where, excerpt, made in turns
+        for e in line.exchanges
     )
+    forgotten = Html("")
+    if line.forgotten:
+        forgotten = render(
+            "<h2>Forgotten or marked wrong from this session</h2><ul>{items}</ul>",
+            items=join(
+                render(
+                    '<li><a href="{h}">{t}</a> <span class="status">{st}</span></li>',
+                    h=f"{BASE}/memories/{m.id}",
+                    t=_preview(m.text, 160),
+                    st=status_of(m),
+                )
+                for m in line.forgotten
+            ),
+        )
     return render(
-        "<p>Session <code>{id}</code>: the turns that produced memories, in order, with what each produced.</p>"
-        '<ol class="turns">{items}</ol>',
+        '<h2 class="session-title">{title}</h2><p class="meta">Session <code>{id}</code>: its exchanges in order, '
+        "each with its turns and the memories it produced.</p>"
+        '<ol class="timeline exchanges">{items}</ol>{forgotten}',
+        title=line.title or "(no prompt kept)",
         id=session_id,
-        items=items or Html("<li>No memory came from this session.</li>"),
+        items=exchanges or Html("<li>No memory came from this session.</li>"),
+        forgotten=forgotten,
     )
 
 
@@ -479,12 +590,50 @@ def block(project: str, query: str, projects: Sequence[tuple[str, str]], text: s
     )
 
 
-def live() -> Html:
-    return Html(
-        "<p>Memory changes as the pipeline makes them, for the scopes you may read. "
-        '<span id="live-state" role="status">connecting…</span></p>'
-        '<ol id="live" class="memories" aria-live="polite" data-stream="/events"></ol>'
+def live(newest: Sequence[Memory] = ()) -> Html:
+    """The feed: the newest memories first, then every change as the pipeline makes it (console.js)."""
+    items = join(
+        render(
+            '<li class="memory"><div class="body"><p class="text"><a href="{h}">{t}</a></p>'
+            '<p class="meta"><span class="type">{type}</span> {date} · <span class="project">{project}</span> · '
+            '<span class="source">{source}</span></p></div></li>',
+            h=f"{BASE}/memories/{m.id}",
+            t=_preview(m.text),
+            type=m.type,
+            date=when(m.updated_at),
+            project=project_of(m),
+            source=source_of(m),
+        )
+        for m in newest
     )
+    return render(
+        "<p>The newest memories, then each change as the pipeline makes it, for the scopes you may read. "
+        '<span id="live-state" role="status">connecting…</span></p>'
+        '<ol id="live" class="memories" aria-live="polite" data-stream="/events">{items}</ol>',
+        items=items,
+    )
+
+
+def readable(value: Any) -> Html:
+    """A report (the doctor's) as nested definition lists and lists, never a JSON dump."""
+    if isinstance(value, Mapping):
+        if not value:
+            return Html('<span class="muted">none</span>')
+        return render(
+            '<dl class="facts report">{items}</dl>',
+            items=join(
+                render("<dt>{k}</dt><dd>{v}</dd>", k=str(k).replace("_", " "), v=readable(v)) for k, v in value.items()
+            ),
+        )
+    if isinstance(value, list | tuple):
+        if not value:
+            return Html('<span class="muted">none</span>')
+        return render("<ul>{items}</ul>", items=join(render("<li>{v}</li>", v=readable(v)) for v in value))
+    if isinstance(value, float):
+        return esc(f"{value:.3g}")
+    if value is None:
+        return Html('<span class="muted">—</span>')
+    return esc(value)
 
 
 def pipeline(
@@ -497,7 +646,17 @@ def pipeline(
     csrf: str,
     events: Mapping[str, int],
 ) -> Html:
-    lag_rows = join(render("<tr><td>{t}</td><td>{p}</td><td>{v}</td></tr>", t=t, p=p, v=int(v)) for t, p, v in lag)
+    behind = [(t, p, v) for t, p, v in lag if v > 0]
+    lag_rows = join(render("<tr><td>{t}</td><td>{p}</td><td>{v}</td></tr>", t=t, p=p, v=int(v)) for t, p, v in behind)
+    if lag and not behind:
+        lag_rows = render('<tr><td colspan="3">all {n} partitions caught up (lag 0)</td></tr>', n=len(lag))
+    elif behind and len(behind) < len(lag):
+        lag_rows = join(
+            [
+                lag_rows,
+                render('<tr><td colspan="3">the other {n} partitions: lag 0</td></tr>', n=len(lag) - len(behind)),
+            ]
+        )
     done_rows = join(render("<tr><td>{s}</td><td>{v}</td></tr>", s=s, v=int(v)) for s, v in processed)
     if letters is None:
         dead = Html("<p>Dead letters are read from the broker: not reachable from this process.</p>")
@@ -525,9 +684,7 @@ def pipeline(
         )
     report = Html("<p>No maintenance worker runs in this process.</p>")
     if doctor is not None:
-        import json
-
-        report = render('<pre class="block">{j}</pre>', j=json.dumps(doctor, indent=2, default=str))
+        report = readable(doctor)
     cap = join(render("<dt>{k}</dt><dd>{v}</dd>", k=k, v=v) for k, v in capture.items())
     ev = join(render("<dt>{k}</dt><dd>{v}</dd>", k=k, v=v) for k, v in events.items())
     return render(
@@ -549,17 +706,61 @@ def pipeline(
     )
 
 
+def stats(shown: Any, capture: Mapping[str, Any]) -> Html:
+    """``shown``: ``views.Stats``. Every figure says what it counts and over what."""
+
+    def table(caption: str, head: tuple[str, ...], rows: Sequence[tuple[Any, ...]]) -> Html:
+        return render(
+            '<div class="wide"><table><caption>{c}</caption><thead><tr>{h}</tr></thead>'
+            "<tbody>{b}</tbody></table></div>",
+            c=caption,
+            h=join(render('<th scope="col">{x}</th>', x=x) for x in head),
+            b=join(render("<tr>{cells}</tr>", cells=join(render("<td>{v}</td>", v=v) for v in row)) for row in rows)
+            or render('<tr><td colspan="{n}">none</td></tr>', n=len(head)),
+        )
+
+    size = shown.storage_bytes
+    storage = "unknown" if size is None else f"{size / 1_000_000:.1f} MB"
+    return join(
+        [
+            render("<h2>Memories</h2>"),
+            table("Active memories per project", ("Project (active memories)",), [(p,) for p in shown.by_project]),
+            table("Active memories per type, in the projects you may read", ("Type", "Memories"), shown.by_type),
+            table(f"Memories made per day, among the newest {shown.sampled}", ("Day", "Memories"), shown.by_day),
+            table(f"Source CLI of the newest {shown.sampled} memories", ("CLI", "Memories"), shown.by_cli),
+            render("<h2>Injected into agents</h2>"),
+            table(
+                "Answers handed to agents by this server process since it started (memstream_injected_tokens)",
+                ("Answer", "Answers", "Tokens (estimated)"),
+                shown.injected,
+            ),
+            render("<h2>Capture on this host</h2>"),
+            render(
+                '<dl class="facts">{items}</dl>',
+                items=join(render("<dt>{k}</dt><dd>{v}</dd>", k=k, v=v) for k, v in capture.items()),
+            ),
+            render(
+                "<h2>Storage</h2><p>The data directory holds <strong>{s}</strong> (store, history, broker log).</p>",
+                s=storage,
+            ),
+        ]
+    )
+
+
 def documents(
     project: str, projects: Sequence[tuple[str, str]], listed: Sequence[Mapping[str, Any]], csrf: str
 ) -> Html:
     rows = join(
         render(
-            "<tr><td>{title}</td><td>{status}</td><td>{chunks}</td><td>{source}</td><td>"
-            '<form method="post" action="{base}/documents/remove">{csrf}<input type="hidden" name="id" value="{id}">'
+            "<tr><td>{title}</td><td>{status}{error}</td><td>{chunks}</td><td>{source}</td><td>"
+            '<form method="post" action="{base}/documents/remove" data-confirm="Remove {title_attr} and its chunks?">'
+            '{csrf}<input type="hidden" name="id" value="{id}">'
             '<input type="hidden" name="project" value="{project}">'
             '<button type="submit" class="danger">Remove</button></form></td></tr>',
             title=d.get("title") or d.get("id"),
+            title_attr=d.get("title") or d.get("id"),
             status=d.get("status"),
+            error=render('<p class="reason">why: {e}</p>', e=d.get("error")) if d.get("error") else "",
             chunks=d.get("chunks"),
             source=d.get("source"),
             base=BASE,

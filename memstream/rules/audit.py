@@ -23,6 +23,7 @@ CAUSE_OUTCOMES: tuple[tuple[str, str, Outcome], ...] = (
     ("superseded", "forget", "deleted"),
     # The console's actions (memstream.console.actions), each with who asked and why.
     ("created", "correct", "created"),  # the corrected text, as a new memory
+    ("created", "restore", "created"),  # a forgotten or wrong-marked memory, active again
     ("superseded", "correct", "updated"),  # the old one, superseded by it
     ("superseded", "marked wrong", "deleted"),
     ("refreshed", "pin", "pinned"),

@@ -448,9 +448,11 @@ class MemoryStore(Protocol):
         include_superseded: bool = False,
         limit: int = 1000,
         sessions: Sequence[str] | None = None,
+        before: datetime | None = None,
     ) -> list[Memory]:
         """Memories in the given scopes (None: every scope), newest ``updated_at`` first; ``sessions``:
-        only those of these sessions (a timeline's thread, a session in the console)."""
+        only those of these sessions (a timeline's thread, a session in the console); ``before``: only
+        those updated at or before it (the next page of a newest-first listing)."""
 
     async def count(self, scope_keys: Sequence[str] | None = None, *, include_superseded: bool = True) -> int: ...
 
@@ -637,8 +639,9 @@ class QdrantMemories(ABC):
         """The values of a keyword-indexed field and how many points hold each, most first."""
 
     @abstractmethod
-    async def _newest(self, select: Select, limit: int) -> list[dict[str, Any]]:
-        """Payloads of the ``limit`` memories ``select`` keeps with the newest ``updated_at``, newest first."""
+    async def _newest(self, select: Select, limit: int, before: datetime | None = None) -> list[dict[str, Any]]:
+        """Payloads of the ``limit`` memories ``select`` keeps with the newest ``updated_at`` (at or before
+        ``before`` when given), newest first."""
 
     # Last: below it, ``list`` in an annotation would name this method, not the builtin.
     async def list(
@@ -649,9 +652,10 @@ class QdrantMemories(ABC):
         include_superseded: bool = False,
         limit: int = 1000,
         sessions: Sequence[str] | None = None,
+        before: datetime | None = None,
     ) -> list[Memory]:
         select = memory_select(scope_keys, types, include_superseded, sessions=sessions)
-        payloads = await self._newest(select, limit)
+        payloads = await self._newest(select, limit, before)
         memories = [memory_from_payload(p) for p in payloads]
         # Equal times come back in any order; by id, both backends agree.
         memories.sort(key=lambda m: (m.updated_at, m.id), reverse=True)

@@ -359,8 +359,8 @@ class EdgeStore(EdgeBacked, QdrantMemories):
         # One call on the shard's thread: no write lands between the search and the read.
         return await self._run(_search_and_read)
 
-    async def _newest(self, select: Select, limit: int) -> list[dict[str, Any]]:
-        newest = OrderBy("updated_at", Direction.Desc)
+    async def _newest(self, select: Select, limit: int, before: datetime | None = None) -> list[dict[str, Any]]:
+        newest = OrderBy("updated_at", Direction.Desc, start_from=before.isoformat() if before else None)
         request = ScrollRequest(limit=limit, filter=edge_filter(select), with_payload=True, order_by=newest)
         records, _ = await self._run(lambda s: s.scroll(request))
         return [payload_of(r) for r in records]

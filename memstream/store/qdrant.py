@@ -240,12 +240,12 @@ class QdrantServerStore(ServerBacked, QdrantMemories):
         records = await self._qdrant.retrieve(self.collection, list(ids), with_payload=True, with_vectors=False)
         return {str(r.id): payload_of(r) for r in records}
 
-    async def _newest(self, select: Select, limit: int) -> list[dict[str, Any]]:
+    async def _newest(self, select: Select, limit: int, before: datetime | None = None) -> list[dict[str, Any]]:
         records, _ = await self._qdrant.scroll(
             self.collection,
             scroll_filter=server_filter(select),
             limit=limit,
-            order_by=models.OrderBy(key="updated_at", direction=models.Direction.DESC),
+            order_by=models.OrderBy(key="updated_at", direction=models.Direction.DESC, start_from=before),
             with_payload=True,
         )
         return [payload_of(r) for r in records]

@@ -238,11 +238,14 @@ async def screenshot(page: Any, path: Path) -> None:
 
 VIEWS = {
     "memories": "/console/?q=how+do+we+deploy",
+    "list": f"/console/?project={project_key(A)}",
     "memory": None,  # the Kafka memory, found below
     "sessions": f"/console/sessions?project={project_key(A)}",
+    "sessions-all": "/console/sessions",
     "session": f"/console/sessions/sess-a1?project={project_key(A)}",
     "block": f"/console/block?project={project_key(A)}",
     "live": "/console/live",
+    "stats": "/console/stats",
     "pipeline": "/console/pipeline",
     "documents": f"/console/documents?project={A}",
 }

@@ -529,6 +529,16 @@ async def test_list_is_newest_updated_first_and_filters_by_type(store: MemorySto
     assert await store.list([]) == []
 
 
+async def test_list_before_starts_at_a_time_for_the_next_page(store: MemoryStore) -> None:
+    # The console pages through every memory (issue 38, point 1): each page starts where the last ended.
+    a, b, c = memory("a", minutes=10), memory("b", minutes=20), memory("c", minutes=30)
+    for m in (a, b, c):
+        await store.upsert(m, E0)
+    assert await store.list(["p_alpha"], before=b.updated_at) == [b, a]
+    assert await store.list(["p_alpha"], before=b.updated_at - timedelta(seconds=1)) == [a]
+    assert await store.list(["p_alpha"], before=T0) == []
+
+
 async def test_list_filters_by_session(store: MemoryStore) -> None:
     # A timeline follows one session's thread (issue 25): the filter runs in the store, on both backends.
     a, b = memory("a", minutes=10), memory("b", minutes=20)

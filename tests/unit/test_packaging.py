@@ -91,6 +91,10 @@ def test_pyproject_lists_every_package_folder() -> None:
 
 
 def test_the_console_assets_ship_in_the_wheel(wheel: zipfile.ZipFile) -> None:
-    # The console fetches nothing from the network: its stylesheet and script are package data.
+    # The console fetches nothing from the network: its stylesheet, script and icon are package data.
     shipped = {n for n in wheel.namelist() if n.startswith("memstream/console/static/")}
-    assert shipped == {"memstream/console/static/console.css", "memstream/console/static/console.js"}
+    assert shipped == {
+        "memstream/console/static/console.css",
+        "memstream/console/static/console.js",
+        "memstream/console/static/favicon.svg",
+    }
