@@ -62,3 +62,12 @@ def test_every_route_is_a_module_level_function() -> None:
         handler = route.endpoint
         assert "<locals>" not in handler.__qualname__, handler.__qualname__
         assert handler.__module__.startswith("memstream.serve.routes."), handler.__module__
+
+
+def test_every_console_route_is_a_module_level_function() -> None:
+    from memstream.console.routes import console_routes
+
+    for route in console_routes():
+        assert isinstance(route, Route)
+        assert "<locals>" not in route.endpoint.__qualname__, route.endpoint.__qualname__
+        assert route.endpoint.__module__.startswith("memstream.console.routes."), route.endpoint.__module__
