@@ -19,6 +19,7 @@ within 10% of the rate without reads. The load average is printed beside every f
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import random
@@ -45,10 +46,12 @@ TARGET_MAX_MS = 1000.0
 #: How long one read may take before it counts as failed (the issue saw 43 s).
 READ_TIMEOUT_S = 120.0
 _STORED = re.compile(r'^memstream_events_processed_total\{stage="store"\} ([0-9.e+]+)$', re.MULTILINE)
-_WORDS = (
-    "deploy cache index migration token cookie session queue worker retry timeout port nginx redis postgres "
-    "kafka topic partition offset schema version release branch merge rebase lint test fixture mock build "
-    "docker image volume secret vault rotate certificate domain proxy header cors csrf login signup invoice"
+_WORDS = " ".join(
+    [
+        "deploy cache index migration token cookie session queue worker retry timeout port nginx redis postgres",
+        "kafka topic partition offset schema version release branch merge rebase lint test fixture mock build",
+        "docker image volume secret vault rotate certificate domain proxy header cors csrf login signup invoice",
+    ]
 ).split()
 QUERIES = ["which port does the staging database use", "how do we deploy", "retry timeout on the queue worker"]
 
@@ -72,7 +75,7 @@ def exchanges_file(path: Path, root: Path, count: int, sessions: int, seed: int,
 class Up:
     """A `memstream up` process from ``source``, on a fresh data dir; stopped with SIGINT."""
 
-    def __init__(self, workdir: Path, source: Path) -> None:
+    def __init__(self, workdir: Path, source: Path, extra: dict[str, str] | None = None) -> None:
         self.port = free_port()
         self.api = f"http://127.0.0.1:{self.port}"
         clean = {k: v for k, v in os.environ.items() if not k.startswith(("MEMSTREAM_", "ANTHROPIC_", "VOYAGE_"))}
@@ -85,6 +88,7 @@ class Up:
             "MEMSTREAM_API_OPEN": "true",  # the one local user, no token to pass
             "MEMSTREAM_USER": "bench@example.com",
             "MEMSTREAM_LOG_LEVEL": "warning",
+            **(extra or {}),
         }
         self.source = source
         self.log = workdir / "up.log"
@@ -141,8 +145,13 @@ class Up:
             try:
                 self.process.wait(60)
             except subprocess.TimeoutExpired:
-                os.killpg(self.process.pid, signal.SIGKILL)
-                self.process.wait()
+                self.kill()
+
+    def kill(self) -> None:
+        """SIGKILL to what is left of its session (a test that failed must leave nothing behind)."""
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(self.process.pid, signal.SIGKILL)
+        self.process.wait()
 
 
 def status(url: str) -> int | None:
@@ -295,9 +304,8 @@ def run(args: argparse.Namespace) -> dict[str, object]:
                     and max(prober.took[n]) <= TARGET_MAX_MS
                     for n in calls
                 )
-                print(
-                    f"  target p95 <= {TARGET_P95_MS:.0f} ms, max <= {TARGET_MAX_MS:.0f} ms: {'met' if within else 'MISSED'}"
-                )
+                verdict = "met" if within else "MISSED"
+                print(f"  target p95 <= {TARGET_P95_MS:.0f} ms, max <= {TARGET_MAX_MS:.0f} ms: {verdict}")
             return {"rate": rate, "idle": idle, "backlog": prober.took, "failed": prober.failed}
         finally:
             up.stop()
