@@ -130,14 +130,16 @@ class Up:
             return -1
         return int(float(found.group(1))) if found else 0
 
-    def wait_stored(self, count: int, timeout: float) -> float:
-        """Seconds until ``count`` memories are stored."""
+    def wait_stored(self, count: int, timeout: float, give_up: float = 0.0) -> int:
+        """Wait until ``count`` memories are stored, or ``give_up`` seconds (0: never); how many are."""
         began = time.monotonic()
-        while self.stored() < count:
+        while (stored := self.stored()) < count:
+            if give_up and time.monotonic() - began > give_up:
+                return stored
             if time.monotonic() - began > timeout:
-                raise SystemExit(f"{self.stored()} of {count} stored after {timeout:.0f}s")
+                raise SystemExit(f"{stored} of {count} stored after {timeout:.0f}s")
             time.sleep(0.5)
-        return time.monotonic() - began
+        return stored
 
     def stop(self) -> None:
         if self.process.poll() is None:
@@ -286,14 +288,15 @@ def run(args: argparse.Namespace) -> dict[str, object]:
             if args.interval > 0:
                 prober.start()
             accepted = up.publish(backlog)
-            up.wait_stored(20 + args.exchanges, args.timeout)
+            stored = up.wait_stored(20 + args.exchanges, args.timeout, give_up=args.max_seconds) - 20
             took = time.monotonic() - began
             prober.done.set()
             if prober.is_alive():
                 prober.join(READ_TIMEOUT_S)
-            rate = args.exchanges / took
+            rate = stored / took
             print(f"backlog of {args.exchanges} exchanges ({load()}):")
-            print(f"  published in {accepted:.1f}s; stored in {took:.1f}s: {rate:.2f} exchanges/s")
+            cut = f" (cut at --max-seconds {args.max_seconds:.0f})" if stored < args.exchanges else ""
+            print(f"  published in {accepted:.1f}s; {stored} stored in {took:.1f}s{cut}: {rate:.2f} exchanges/s")
             if args.interval > 0:
                 for name in calls:
                     print(row(name, prober.took[name], prober.failed[name]))
@@ -318,6 +321,9 @@ def main() -> None:
     parser.add_argument("--idle", type=int, default=20, help="reads of each kind while idle")
     parser.add_argument("--interval", type=float, default=0.25, help="seconds between reads during the backlog")
     parser.add_argument("--timeout", type=float, default=1200.0, help="most seconds the backlog may take")
+    parser.add_argument(
+        "--max-seconds", type=float, default=0.0, help="end the backlog phase after this long (0: when all are stored)"
+    )
     parser.add_argument("--source", type=Path, default=ROOT, help="the source tree `up` runs from")
     args = parser.parse_args()
     print(f"memstream up from {args.source}; {args.exchanges} exchanges over {args.sessions} sessions")
