@@ -79,6 +79,11 @@ class Settings:
     #: once it holds more than this and nothing is under way, `memstream up` starts it afresh, as a
     #: restart would, carrying the dead letters over (memstream.worker.recycle). 0: never.
     broker_max_mb: int = field(default=512, metadata=_env("MEMSTREAM_BROKER_MAX_MB", low=0, high=1_000_000))
+    #: MEMSTREAM_DRAIN_SECONDS: on SIGINT/SIGTERM `memstream up` stops taking turns and lets the pipeline
+    #: finish what it holds for at most this long before it cancels the rest and stops (a second
+    #: Ctrl-C stops at once); it exits non-zero when something was left (memstream.worker.drain). Every
+    #: process of memstream is gone within this plus a few seconds. 0: stop at once.
+    drain_seconds: float = field(default=30.0, metadata=_env("MEMSTREAM_DRAIN_SECONDS", low=0, high=3600))
     #: MEMSTREAM_PREFETCH_BACKOFF_MS: how long a consumer stops fetching from a broker while fetched
     #: records wait to be taken. aiokafka's 100 ms made p99 latency spikes of 300-500 ms; 10 ms
     #: costs no measurable throughput (bench, interleaved runs).

@@ -6,6 +6,7 @@ import argparse
 import asyncio
 import contextlib
 import logging
+import os
 import signal
 import socket
 import sys
@@ -30,7 +31,42 @@ from memstream.settings import Settings
 
 def cmd_up(args: argparse.Namespace, settings: Settings) -> int:
     logging.basicConfig(level=settings.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    return asyncio.run(_up(settings))
+    loop = asyncio.new_event_loop()
+    asyncio.set_event_loop(loop)
+    try:
+        status = loop.run_until_complete(_up(settings))
+    except BaseException:
+        _end(loop)
+        raise
+    _end(loop, status)
+    return status
+
+
+#: Seconds the tasks left after `up` stopped get to end once cancelled.
+LEFTOVER_SECONDS = 3.0
+
+
+def _end(loop: asyncio.AbstractEventLoop, status: int | None = None) -> None:
+    """Cancel the tasks left on the loop. asyncio.run waits for them without end, and a task of a Faust
+    service that did not stop in time (a client retrying a broker that is gone) never ends: `up` said
+    "stopped." and ran on (issue 42). One that has not ended within LEFTOVER_SECONDS is left, and the
+    process exits with ``status`` without waiting for it."""
+    left = [task for task in asyncio.all_tasks(loop) if not task.done()]
+    for task in left:
+        task.cancel()
+    if left:
+        loop.run_until_complete(asyncio.wait(left, timeout=LEFTOVER_SECONDS))
+    stuck = [task for task in left if not task.done()]
+    if stuck and status is not None:
+        logging.getLogger(__name__).warning("%d tasks did not end once cancelled; exiting without them", len(stuck))
+        logging.shutdown()
+        with contextlib.suppress(OSError, ValueError):
+            sys.stdout.flush()
+            sys.stderr.flush()
+        os._exit(status)
+    with contextlib.suppress(RuntimeError):
+        loop.run_until_complete(loop.shutdown_asyncgens())
+    loop.close()
 
 
 #: Seconds between checks that every Faust service of a running worker is alive.
@@ -42,7 +78,7 @@ EXIT_CRASHED = 70
 async def _up(settings: Settings) -> int:
     from memstream.telemetry import dump, health
     from memstream.telemetry.tracing import configure_tracing
-    from memstream.worker import runner
+    from memstream.worker import drain, runner
     from memstream.worker.recycle import Recycler
 
     if runner.read_runtime_file(settings):
@@ -50,11 +86,12 @@ async def _up(settings: Settings) -> int:
     _check_port(settings.http_host, settings.http_port)
     configure_tracing(settings.trace_exporter)
     local_token_for_up(settings)
-    # Signals first: a Ctrl-C or SIGTERM at any moment of start-up stops what has started.
-    stop = asyncio.Event()
+    # Signals first: a Ctrl-C or SIGTERM at any moment of start-up stops what has started; a second
+    # one while the pipeline drains stops at once (memstream.worker.drain).
+    stop, now = asyncio.Event(), asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):
-        loop.add_signal_handler(sig, stop.set)
+        loop.add_signal_handler(sig, lambda: now.set() if stop.is_set() else stop.set())
     _say("memstream: starting…")
     starting = asyncio.create_task(runner.start(settings))
     stopping = asyncio.create_task(stop.wait())
@@ -91,10 +128,14 @@ async def _up(settings: Settings) -> int:
                 await asyncio.wait_for(stop.wait(), WATCH_SECONDS)
     finally:
         _say("\nmemstream: stopping…")
-        await _stop_capture(capture)
-        await running.stop()
-        _say("memstream: stopped.")
-    return status
+        # However the stop goes, the process ends within the drain bound and a grace.
+        deadline = drain.Deadline(settings.drain_seconds + drain.STOP_GRACE_SECONDS, lambda: running.broker_pid)
+        deadline.start()
+        await _stop_capture(capture)  # no more turns taken in
+        drained = status == 0 and await drain.drain(running, settings.drain_seconds, _say, now)
+        await running.stop(cancel=not drained)
+        _say("memstream: stopped." if drained else "memstream: stopped (not everything was drained).")
+    return status or (0 if drained else drain.EXIT_NOT_DRAINED)
 
 
 def _check_port(host: str, port: int) -> None:

