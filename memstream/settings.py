@@ -212,6 +212,9 @@ class Settings:
     graph_boost_timeout_ms: int = field(default=500, metadata=_env("MEMSTREAM_GRAPH_BOOST_TIMEOUT_MS"))
     #: MEMSTREAM_TOMBSTONE_RETENTION_DAYS: superseded memories are hard-deleted this long after.
     tombstone_retention_days: float = field(default=30.0, metadata=_env("MEMSTREAM_TOMBSTONE_RETENTION_DAYS"))
+    #: MEMSTREAM_CITATION_GONE_DAYS: the aging stage retires a memory whose cited files have all been gone
+    #: (deleted from the work tree, no rename followed) for this many days (audited; restore undoes it). 0: never.
+    citation_gone_days: float = field(default=30.0, metadata=_env("MEMSTREAM_CITATION_GONE_DAYS"))
     #: MEMSTREAM_HISTORY_RETENTION_DAYS: audit records are purged this long after.
     history_retention_days: float = field(default=180.0, metadata=_env("MEMSTREAM_HISTORY_RETENTION_DAYS"))
     #: MEMSTREAM_RETENTION_INTERVAL: seconds between two retention sweeps.
@@ -318,6 +321,12 @@ class Settings:
     #: MEMSTREAM_BLOCK_MAX_TOKENS: token budget of the [MEMORY] block (about 4 characters a token);
     #: sections are trimmed by priority to fit (see memstream.recall.search.TRIM_ORDER).
     block_max_tokens: int = field(default=2000, metadata=_env("MEMSTREAM_BLOCK_MAX_TOKENS"))
+    #: MEMSTREAM_CHECK_CITATIONS: check recalled memories' citations (the files they speak of) against the git
+    #: work trees on this machine: a memory whose files are gone leaves the [MEMORY] block and sinks in search,
+    #: one whose code changed or moved is marked (docs/recall.md, "Citations"). On where the work trees are
+    #: (the embedded default, the hook, ``memstream mcp`` over stdio, the CLI); set false on a shared query
+    #: service, which must never read paths its clients name.
+    check_citations: bool = field(default=True, metadata=_env("MEMSTREAM_CHECK_CITATIONS"))
     #: MEMSTREAM_RECALL_ALPHA: weight of the vector leg in search's hybrid score (the BM25 leg gets 1 - alpha),
     #: both legs min-max scaled per query; 0.5 weighs them equally (bench/retrieval's dev half: 0.5-0.7 within
     #: one or two questions of each other). The decision stage keeps its own 0.7 over raw scores.

@@ -265,6 +265,8 @@ class Capture:
             turns, end, end_line = turns[:-1], held.start, held.line
         outcome = FileOutcome(path, source, status, problems=[*read.problems, *parsed.problems])
         self._decide(turns, outcome)
+        # The files each new turn's exchange read, edited or named (issue 39): on its provenance.
+        importlib.import_module("memstream.capture.citations").annotate(outcome.new, records)
         if not self.dry_run:
             done = Checkpoint(
                 path=key,
