@@ -212,9 +212,6 @@ class Settings:
     graph_boost_timeout_ms: int = field(default=500, metadata=_env("MEMSTREAM_GRAPH_BOOST_TIMEOUT_MS"))
     #: MEMSTREAM_TOMBSTONE_RETENTION_DAYS: superseded memories are hard-deleted this long after.
     tombstone_retention_days: float = field(default=30.0, metadata=_env("MEMSTREAM_TOMBSTONE_RETENTION_DAYS"))
-    #: MEMSTREAM_CITATION_GONE_DAYS: the aging stage retires a memory whose cited files have all been gone
-    #: (deleted from the work tree, no rename followed) for this many days (audited; restore undoes it). 0: never.
-    citation_gone_days: float = field(default=30.0, metadata=_env("MEMSTREAM_CITATION_GONE_DAYS"))
     #: MEMSTREAM_HISTORY_RETENTION_DAYS: audit records are purged this long after.
     history_retention_days: float = field(default=180.0, metadata=_env("MEMSTREAM_HISTORY_RETENTION_DAYS"))
     #: MEMSTREAM_RETENTION_INTERVAL: seconds between two retention sweeps.

@@ -10,7 +10,6 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 import msgspec
-import pytest
 
 from memstream.capture import adapters, citations
 from memstream.capture.ingest import turn_payload
@@ -175,15 +174,14 @@ def test_raw_records_without_json_are_skipped() -> None:
     assert citations.cited_in_records([RawRecord(1, 1, "not json"), RawRecord(2, 2, "[1, 2]")]) == []
 
 
-@pytest.mark.parametrize("memory_type", ["conversation"])
-def test_a_memory_keeps_its_sources_citations(memory_type: str) -> None:
+def test_a_memory_keeps_its_sources_citations() -> None:
     from memstream.recall.staleness import citations_of
 
     now = datetime.now(UTC)
     cite = Citation(path="a.py", repo="/r")
     sources = [Provenance(source_type="claude", line=n, citations=[cite]) for n in (1, 2)]
     memory = Memory(
-        id="m", text="t", type=memory_type, scope="project", scope_key="p", created_at=now, updated_at=now,
+        id="m", text="t", type="conversation", scope="project", scope_key="p", created_at=now, updated_at=now,
         content_hash="h", embedding_model="e", sources=sources,
     )  # fmt: skip
     assert citations_of(memory) == [cite]
