@@ -78,3 +78,12 @@ def test_aging_retires_only_when_every_cited_file_has_been_gone_long_enough() ->
     assert not gone_long_enough([old, None], NOW, 30)  # a deletion not committed may be undone
     assert not gone_long_enough([old], NOW, 0)
     assert not gone_long_enough([], NOW, 30)
+
+
+def test_the_console_memory_page_lists_the_code_a_memory_cites() -> None:
+    from memstream.console.pages import memory as memory_page
+
+    cited = Citation(path="api/auth.py", repo="/r", remote="git@x:me/r.git", commit="a" * 40, start=3, end=6)
+    html = str(memory_page(memory("m", "t", citations=[cited]), [], None, [], None, [], "csrf", may_act=False))
+    assert "<code>api/auth.py:3-6</code> @ aaaaaaaaaaaa · git@x:me/r.git" in html
+    assert "no file cited" in str(memory_page(memory("n", "t"), [], None, [], None, [], "csrf", may_act=False))
