@@ -3,8 +3,11 @@ ones are marked; facts keep the citations they name; aging retires memories whos
 
 from __future__ import annotations
 
+import argparse
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
+
+import pytest
 
 from memstream.recall.answers import search_index
 from memstream.recall.search import CODE_CHANGED, build_block
@@ -87,3 +90,35 @@ def test_the_console_memory_page_lists_the_code_a_memory_cites() -> None:
     html = str(memory_page(memory("m", "t", citations=[cited]), [], None, [], None, [], "csrf", may_act=False))
     assert "<code>api/auth.py:3-6</code> @ aaaaaaaaaaaa · git@x:me/r.git" in html
     assert "no file cited" in str(memory_page(memory("n", "t"), [], None, [], None, [], "csrf", may_act=False))
+
+
+def test_doctor_stale_lists_the_memories_whose_code_is_gone_or_changed_checked_in_the_client(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import json
+
+    from memstream.commands import stale
+    from memstream.recall.answers import full_record
+    from memstream.settings import Settings
+
+    repo = tmp_path / "r"
+    repo.mkdir()
+    for name in ("a.py", "b.py", "c.py"):
+        (repo / name).write_text(f"{name} = 1\n")
+    make_repo(repo)
+    first = commit_all(repo, "first")
+    cited = {name: cite(repo, name, first) for name in ("a.py", "b.py", "c.py")}
+    (repo / "a.py").unlink()
+    (repo / "b.py").write_text("b = 2\n")
+    commit_all(repo, "second")
+    records = [full_record(memory(f"m-{n}", f"about {n}", citations=[c])) for n, c in cited.items()]
+    monkeypatch.setattr(
+        stale,
+        "api_get",
+        lambda settings, path, params: ("application/json", json.dumps({"memories": records}, default=str)),
+    )
+    args = argparse.Namespace(project=str(repo), json=False)
+    assert stale.cmd_stale(args, Settings.from_env({}, data_dir=tmp_path / "data")) == 0
+    out = capsys.readouterr().out
+    assert out.splitlines()[0].startswith("2 stale of 3 memories citing code")
+    assert "gone     m-a.py" in out and "changed  m-b.py" in out and "m-c.py" not in out
