@@ -31,6 +31,7 @@ from memstream.identity import derived_id, normalize_content, session_key
 from memstream.llm.base import LLMError, is_busy, waiting_calls
 from memstream.ports import Providers
 from memstream.rules import audit
+from memstream.rules.citations import fact_sources
 from memstream.rules.explicit import guess_type
 from memstream.rules.extraction import (
     PROMPT_VERSION,
@@ -247,7 +248,8 @@ def _fact(
         origin=snapshot.snapshot_id,
         confidence=fact.confidence,
         entities=entities,
-        sources=snapshot.sources,
+        # A fact keeps the exchange's citations it names; the exchange itself (raw mode) keeps them all.
+        sources=fact_sources(snapshot.sources, fact.text, raw=raw and fact.type == "conversation"),
         # The exchange itself (raw mode) keeps one memory as it goes on; facts drawn from it, and
         # whatever a model calls a conversation, do not.
         exchange_id=snapshot.exchange_id if raw and fact.type == "conversation" else "",

@@ -280,6 +280,12 @@ def _parser() -> argparse.ArgumentParser:
     )
     doctor.add_argument("--execute", action="store_true", help="run the recommended repairs once, then measure again")
     doctor.add_argument("--json", action="store_true", help="print the raw JSON report")
+    doctor.add_argument(
+        "--stale",
+        action="store_true",
+        help="list this project's memories whose cited code changed, moved or is gone (checked here, with git)",
+    )
+    doctor.add_argument("--project", default="", help="with --stale: the project directory (default: the current one)")
     doctor.set_defaults(run="workers:cmd_doctor")
 
     redrive = sub.add_parser(

@@ -323,6 +323,12 @@ class Settings:
     #: MEMSTREAM_BLOCK_MAX_TOKENS: token budget of the [MEMORY] block (about 4 characters a token);
     #: sections are trimmed by priority to fit (see memstream.recall.search.TRIM_ORDER).
     block_max_tokens: int = field(default=2000, metadata=_env("MEMSTREAM_BLOCK_MAX_TOKENS"))
+    #: MEMSTREAM_CHECK_CITATIONS: check recalled memories' citations (the files they speak of) against the git
+    #: work trees on this machine: a memory whose files are gone leaves the [MEMORY] block and sinks in search,
+    #: one whose code changed or moved is marked (docs/recall.md, "Citations"). On where the work trees are
+    #: (the embedded default, the hook, ``memstream mcp`` over stdio, the CLI); set false on a shared query
+    #: service, which must never read paths its clients name.
+    check_citations: bool = field(default=True, metadata=_env("MEMSTREAM_CHECK_CITATIONS"))
     #: MEMSTREAM_RECALL_ALPHA: weight of the vector leg in search's hybrid score (the BM25 leg gets 1 - alpha),
     #: both legs min-max scaled per query; 0.5 weighs them equally (bench/retrieval's dev half: 0.5-0.7 within
     #: one or two questions of each other). The decision stage keeps its own 0.7 over raw scores.

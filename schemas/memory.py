@@ -52,6 +52,25 @@ Scope = Literal["project", "user"]
 FORGOTTEN_MARK: Final = "forgotten:"
 
 
+class Citation(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
+    """A file a piece of memory speaks of, as it was when the turn was captured (issue 39).
+
+    ``path`` is relative to ``repo`` (the git work tree's root) when the file is in one, else absolute.
+    ``commit`` is the HEAD checked out when the turn was captured, ``dirty`` whether the tree had
+    uncommitted changes then. ``start``/``end`` are the cited lines (1-based, inclusive; 0 for the whole
+    file). ``fingerprint`` is a short hash of the cited region's text at capture ("" if it could not be read).
+    """
+
+    path: str
+    repo: str = ""
+    remote: str = ""
+    commit: str = ""
+    dirty: bool = False
+    start: int = 0
+    end: int = 0
+    fingerprint: str = ""
+
+
 class Provenance(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
     """Where a piece of memory came from (seed 002): the source, and the file and line for a session file.
 
@@ -63,6 +82,8 @@ class Provenance(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
     session_id: str = ""
     file: str = ""
     line: int = 0
+    #: The code the message spoke of: files its tool calls read or edited, paths its text named (issue 39).
+    citations: list[Citation] = []
 
 
 class Memory(msgspec.Struct, tag="memory.v1", tag_field="schema", kw_only=True, frozen=True):
@@ -127,3 +148,6 @@ class HybridHit(msgspec.Struct, frozen=True):
     score: float
     vector_score: float | None
     bm25_score: float | None
+    #: What became of the code the memory cites, where recall checked it: "" (current, or not checked),
+    #: ``changed``, ``moved`` or ``gone`` (memstream.recall.staleness).
+    code: str = ""

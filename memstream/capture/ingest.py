@@ -269,6 +269,8 @@ class Capture:
             # The host's SessionEnd: a user turn the session ended on is stored at once (agents.snapshot),
             # not after the idle window.
             outcome.new[-1]["ends_session"] = True
+        # The files each new turn's exchange read, edited or named (issue 39): on its provenance.
+        importlib.import_module("memstream.capture.citations").annotate(outcome.new, records)
         if not self.dry_run:
             done = Checkpoint(
                 path=key,

@@ -45,6 +45,8 @@ def flush_lock(settings: Settings, *, wait: bool) -> Iterator[bool]:
 
 def make_turns(payloads: list[dict[str, Any]], user: str) -> list[Any]:
     """Spooled payloads as validated ``turn.v2`` events."""
+    import msgspec
+
     from memstream.intake.publish import make_turn
     from memstream.schemas import Provenance
 
@@ -61,7 +63,7 @@ def make_turns(payloads: list[dict[str, Any]], user: str) -> list[Any]:
                 source=p["source"],
                 llm_source=p["llm_source"],
                 llm_model=p["llm_model"],
-                provenance=Provenance(**p["provenance"]),
+                provenance=msgspec.convert(p["provenance"], Provenance),
                 ends_session=bool(p.get("ends_session", False)),
             )
         )

@@ -153,9 +153,28 @@ def cmd_get(args: argparse.Namespace, settings: Settings) -> int:
     found = json.loads(body)
     for record in found["memories"]:
         print(format_hit({**record, "score": None}))
+        print_citations(record, settings)
     for missing in found["missing"]:
         print(f"memstream: no memory {missing}", file=sys.stderr)
     return 1 if found["missing"] else 0
+
+
+def print_citations(record: dict[str, Any], settings: Settings) -> None:
+    """The code a memory cites, each checked here against the work tree (issue 39) unless
+    ``MEMSTREAM_CHECK_CITATIONS`` is off."""
+    if not record.get("citations"):
+        return
+    from memstream.recall.staleness import check_record, checker_for, describe
+
+    checker = checker_for(settings)
+    if checker is None:
+        for item in record["citations"]:
+            print(f"    cites {item['path']}")
+        return
+    status, checked = check_record(record, checker)
+    print(f"    code: {status or 'not checked here'}")
+    for one in checked:
+        print(f"    cites {describe(one)}")
 
 
 def _minute(ts: str) -> str:

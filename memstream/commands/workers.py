@@ -120,6 +120,11 @@ def cmd_doc_remove(args: argparse.Namespace, settings: Settings) -> int:
 def cmd_doctor(args: argparse.Namespace, settings: Settings) -> int:
     from memstream.ops.maintenance import render
 
+    if getattr(args, "stale", False):
+        from memstream.commands.stale import cmd_stale
+
+        return cmd_stale(args, settings)
+
     method = "POST" if args.execute else "GET"
     _, body = api_request(settings, method, "/maintenance", {}, timeout=DOCTOR_TIMEOUT_S)
     print(body if args.json else render(json.loads(body)))

@@ -13,6 +13,7 @@ from typing import Any
 
 from memstream.auth import Principal
 from memstream.console.html import Html, esc, join, options, render, url, when
+from memstream.recall.staleness import citations_of
 from memstream.schemas import MEMORY_TYPES, HistoryRecord, Memory
 from memstream.store.graph import GraphAround
 
@@ -366,6 +367,15 @@ def memory(
         )
         for s in item.sources
     )
+    cites = join(
+        render(
+            "<li><code>{where}</code>{at}{repo}</li>",
+            where=f"{c.path}:{c.start}-{c.end}" if c.start else c.path,
+            at=f" @ {c.commit[:12]}{'+dirty' if c.dirty else ''}" if c.commit else "",
+            repo=f" · {c.remote or c.repo}" if c.repo else "",
+        )
+        for c in citations_of(item)
+    )
     turn = Html("")
     if item.source_chunk:
         turn = render('<h2>The turn it came from</h2><pre class="turn">{chunk}</pre>', chunk=item.source_chunk)
@@ -426,7 +436,8 @@ def memory(
         )
     return render(
         '<article class="one"><pre class="text">{text}</pre>{chain}{in_block}{facts}'
-        "<h2>Sources</h2><ul>{sources}</ul>{turn}"
+        "<h2>Sources</h2><ul>{sources}</ul>"
+        '<h2>Code it cites</h2><ul class="citations">{cites}</ul>{turn}'
         '<h2>History</h2><ol class="timeline">{timeline}</ol>'
         "<h2>Graph neighbours</h2>{graph}{actions}</article>",
         text=item.text,
@@ -434,6 +445,7 @@ def memory(
         in_block=render('<p class="in-block">{v}</p>', v=in_block) if in_block else "",
         facts=facts,
         sources=sources or Html("<li>none recorded</li>"),
+        cites=cites or Html("<li>no file cited</li>"),
         turn=turn,
         timeline=timeline or Html("<li>no record yet</li>"),
         graph=graph,

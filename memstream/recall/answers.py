@@ -17,6 +17,7 @@ from typing import Any, Literal
 
 import msgspec
 
+from memstream.recall.staleness import citations_of
 from memstream.schemas import Memory, Provenance
 from memstream.schemas.memory import HybridHit
 
@@ -29,7 +30,9 @@ INDEX_ROW_CHARS = 190
 #: What ten rows plus the index's header come to at most: the budget of a default search.
 INDEX_CHARS = 2_000
 #: The columns of a search index, in row order.
-SEARCH_FIELDS: tuple[str, ...] = ("id", "type", "scope", "date", "session", "score", "preview")
+#: ``code`` is what became of the code the memory cites, where recall checked it: "" (current, or nothing
+#: checked), ``changed``, ``moved`` or ``gone`` (docs/recall.md, "Citations").
+SEARCH_FIELDS: tuple[str, ...] = ("id", "type", "scope", "date", "session", "score", "preview", "code")
 #: The columns of a timeline: a search's without the score (a timeline ranks nothing).
 TIMELINE_FIELDS: tuple[str, ...] = ("id", "type", "scope", "date", "session", "preview")
 
@@ -64,19 +67,23 @@ def _encoded_len(value: Any) -> int:
     return len(msgspec.json.encode(value).decode())
 
 
-def index_row(memory: Memory, *, score: float | None = None, with_score: bool = True) -> list[Any]:
-    """One memory as a row of the index, within :data:`INDEX_ROW_CHARS` of JSON."""
+def index_row(
+    memory: Memory, *, score: float | None = None, with_score: bool = True, code: str | None = None
+) -> list[Any]:
+    """One memory as a row of the index, within :data:`INDEX_ROW_CHARS` of JSON; ``code`` (a search's
+    last column) is given for search rows."""
     row: list[Any] = [memory.id, memory.type, memory.scope, memory.created_at.date().isoformat(), memory.session_id]
     if with_score:
         row.append(None if score is None else round(score, 3))
-    fixed = _encoded_len([*row, ""])
+    tail = [] if code is None else [code]
+    fixed = _encoded_len([*row, "", *tail])
     width = max(MIN_PREVIEW_CHARS, min(PREVIEW_CHARS, INDEX_ROW_CHARS - fixed))
     shown = preview(memory.text, width)
     # JSON escapes (quotes, backslashes, control characters) lengthen a row past its count of characters.
     while width > MIN_PREVIEW_CHARS and fixed + _encoded_len(shown) - 2 > INDEX_ROW_CHARS:
         width -= max(1, fixed + _encoded_len(shown) - 2 - INDEX_ROW_CHARS)
         shown = preview(memory.text, max(MIN_PREVIEW_CHARS, width))
-    return [*row, shown]
+    return [*row, shown, *tail]
 
 
 def search_index(hits: Sequence[HybridHit], score: ScoreKind = "fused") -> dict[str, Any]:
@@ -84,7 +91,7 @@ def search_index(hits: Sequence[HybridHit], score: ScoreKind = "fused") -> dict[
     return {
         "score": score,
         "fields": list(SEARCH_FIELDS),
-        "hits": [index_row(hit.memory, score=shown_score(hit, score)) for hit in hits],
+        "hits": [index_row(hit.memory, score=shown_score(hit, score), code=hit.code) for hit in hits],
     }
 
 
@@ -148,13 +155,23 @@ def full_record(memory: Memory) -> dict[str, Any]:
     if memory.document_id:
         record["document_id"] = memory.document_id
         record["title"] = memory.title
+    cited = citations(memory)
+    if cited:
+        record["citations"] = cited
     return dict(msgspec.to_builtins(record))
+
+
+def citations(memory: Memory) -> list[dict[str, Any]]:
+    """The code the memory cites, each file once, as stored (``Citation``'s fields): a client where the
+    work tree is at hand checks them itself (``memstream.recall.staleness``)."""
+    return [msgspec.to_builtins(c) for c in citations_of(memory)]
 
 
 def full_hit(hit: HybridHit, score: ScoreKind = "fused") -> dict[str, Any]:
     """A search hit's full record: which score it shows and each leg's, beside the memory's fields."""
     return {
         **full_record(hit.memory),
+        **({"code": hit.code} if hit.code else {}),
         "score": _rounded(shown_score(hit, score)),
         "score_kind": score,
         "vector_score": _rounded(hit.vector_score),

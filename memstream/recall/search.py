@@ -8,12 +8,13 @@ from __future__ import annotations
 import asyncio
 import itertools
 import logging
-from collections.abc import Collection, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Protocol
 
 import msgspec
 
+from memstream.recall import staleness
 from memstream.recall.answers import preview
 from memstream.recall.dates import TIME_POOL, said_then
 from memstream.recall.sessions import SESSION_WEIGHT, session_fusion
@@ -180,6 +181,8 @@ async def search_scopes(
         hits = await rerank_top(
             query, hits, reranker, top_n=settings.reranker_top_n, timeout_s=settings.reranker_timeout_ms / 1000
         )
+    # Memories whose cited code is gone sink below the rest; changed or moved ones say so (issue 39).
+    hits = staleness.marked(hits[: limit * 2], staleness.checker_for(settings)) + list(hits[limit * 2 :])
     return hits[:limit]
 
 
@@ -297,23 +300,39 @@ def repeated(memories: Sequence[Memory]) -> set[str]:
     }
 
 
-def _entry(memory: Memory, tagged: bool = False) -> str:
+#: Said after a block entry whose cited code changed or moved since the memory was captured.
+CODE_CHANGED = " (code changed since)"
+#: The code statuses a block entry is marked for (a ``gone`` one is not shown at all).
+STALE_SHOWN = frozenset({"changed", "moved"})
+
+
+def _entry(memory: Memory, tagged: bool = False, changed: bool = False) -> str:
     text = memory.text
     if memory.type in RAW_TYPES:
         text = preview(text, ENTRY_CHARS)
+    if changed:
+        text += CODE_CHANGED
     return f"- [{memory.type}] {text}" if tagged else f"- {text}"
 
 
 def build_block(
-    memories: Sequence[Memory], relevant: Sequence[Relevant] = (), *, max_tokens: int | None = None
+    memories: Sequence[Memory],
+    relevant: Sequence[Relevant] = (),
+    *,
+    max_tokens: int | None = None,
+    code: Mapping[str, str] | None = None,
 ) -> Block:
     """The [MEMORY] block: Phase 2's consolidated summary, then one section per seed 001 row
     that has memories, then the search results; trimmed by ``TRIM_ORDER`` to fit ``max_tokens``.
 
     Each memory is shown once: a repeat of another's text, or the start of a longer one, is left out
     (:func:`repeated`), and a memory two sections want goes to the one first in ``CLAIM_ORDER``. Raw
-    entries are cut to ``ENTRY_CHARS``."""
-    active = [m for m in memories if m.superseded_by is None]
+    entries are cut to ``ENTRY_CHARS``.
+
+    ``code`` is what became of each cited memory's code (by id, ``memstream.recall.staleness``): a memory
+    whose code is ``gone`` is left out; a ``changed`` or ``moved`` one ends with :data:`CODE_CHANGED`."""
+    code = code or {}
+    active = [m for m in memories if m.superseded_by is None and code.get(m.id) != "gone"]
     candidates: dict[str, list[Memory]] = {}
     consolidated = sorted((m for m in active if m.type == CONSOLIDATED), key=lambda m: m.updated_at, reverse=True)
     if consolidated:
@@ -325,7 +344,7 @@ def build_block(
             members = [m for m in members if m.scope == "user"] or members
         members.sort(key=lambda m: m.updated_at, reverse=True)
         candidates[title] = members[: limits.get(title, SECTION_LIMIT) * CANDIDATE_FACTOR]
-    hits = [hit.memory for hit in relevant if hit.memory.superseded_by is None]
+    hits = [hit.memory for hit in relevant if hit.memory.superseded_by is None and code.get(hit.memory.id) != "gone"]
     candidates[RELEVANT] = hits[: RELEVANT_LIMIT * CANDIDATE_FACTOR]
     dropped = repeated([m for members in candidates.values() for m in members])
     chosen: dict[str, list[Memory]] = {}
@@ -336,7 +355,11 @@ def build_block(
         claimed.update(m.id for m in chosen[title])
     order = [CONSOLIDATED_TITLE, *(title for title, _ in SECTIONS), RELEVANT]
     sections = [
-        _Section(title, [_entry(m, tagged=title == RELEVANT) for m in chosen[title]], list(chosen[title]))
+        _Section(
+            title,
+            [_entry(m, tagged=title == RELEVANT, changed=code.get(m.id) in STALE_SHOWN) for m in chosen[title]],
+            list(chosen[title]),
+        )
         for title in order
         if chosen.get(title)
     ]
@@ -399,7 +422,8 @@ async def block_scopes(
     types = [CONSOLIDATED, *(t for _, section in SECTIONS for t in section)]
     memories = await providers.store.list(keys, types=types)
     relevant = await search_scopes(providers, query, keys, limit=RELEVANT_LIMIT) if query else []
-    return build_block(memories, relevant, max_tokens=budget)
+    code = staleness.statuses([*memories, *(hit.memory for hit in relevant)], staleness.checker_for(providers.settings))
+    return build_block(memories, relevant, max_tokens=budget, code=code)
 
 
 async def block(providers: Providers, project_key: str, user_key: str = "", query: str = "") -> str:

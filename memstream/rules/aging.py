@@ -7,6 +7,7 @@ Progress: only the latest progress memory survives. Session summaries: above the
 from __future__ import annotations
 
 from collections.abc import Sequence
+from datetime import datetime
 
 from memstream.schemas import Memory
 
@@ -29,3 +30,12 @@ def summaries_to_condense(summaries: Sequence[Memory], cap: int) -> list[Memory]
 
 def condense_prompt(summary: Memory) -> str:
     return f"Session summary to condense:\n{summary.text}\n\nReturn the JSON array now."
+
+
+def gone_long_enough(gone_since: Sequence[datetime | None], now: datetime, days: float) -> bool:
+    """Whether a memory whose every cited file is gone has been so for ``days`` (issue 39): each file's
+    deleting commit is at least that old. A file whose deletion git cannot date (not committed yet, or
+    unknown) is not old enough: a file deleted in the work tree may come back. ``days`` 0: never."""
+    if days <= 0 or not gone_since:
+        return False
+    return all(when is not None and (now - when).total_seconds() >= days * 86_400 for when in gone_since)

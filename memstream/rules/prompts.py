@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import json
 
-PROMPT_VERSION = "extract.v3"
+PROMPT_VERSION = "extract.v4"
 
 #: The most memories and entities one answer holds, per mode. Each prompt says so, the JSON Schema
 #: sent to a local model bounds its lists with them, and the answer's max_tokens is sized for them:
@@ -100,6 +100,8 @@ Types:
 {TYPE_GUIDE}
 Confidence is how sure you are the fact is true and lasting (0.9+ stated outright, 0.5 inferred).
 Skip greetings, ephemeral details (what is being typed right now), secrets and anything obvious from code.
+When a memory is about particular files of the project, name each by its path in the memory
+(e.g. `src/auth/cookies.ts`): the memory is checked against that code when it is recalled.
 If the user explicitly asks to remember something ("remember that…", "note that…", "save this:…"),
 always include it with confidence 1.0.
 If nothing is worth keeping, return {{"memories": [], "entities": []}}.

@@ -55,7 +55,7 @@ def test_ten_long_hits_fit_two_thousand_characters_of_compact_json() -> None:
     encoded = msgspec.json.encode(index).decode()
     assert len(encoded) <= INDEX_CHARS, len(encoded)
     assert "\n" not in encoded and ": " not in encoded.replace('": "', "")
-    assert index["fields"] == ["id", "type", "scope", "date", "session", "score", "preview"]
+    assert index["fields"] == ["id", "type", "scope", "date", "session", "score", "preview", "code"]
     assert index["score"] == "fused"
     for row in index["hits"]:
         assert len(msgspec.json.encode(row).decode()) <= INDEX_ROW_CHARS
@@ -67,7 +67,7 @@ def test_ten_long_hits_fit_two_thousand_characters_of_compact_json() -> None:
 def test_a_short_memory_is_shown_whole_and_a_timeline_has_no_score() -> None:
     short = memory("m1", "preference", "Prefers tabs over spaces", session_id="s1")
     assert search_index([HybridHit(short, 0.5, 0.5, None)])["hits"] == [
-        ["m1", "preference", "project", "2025-01-01", "s1", 0.5, "Prefers tabs over spaces"]
+        ["m1", "preference", "project", "2025-01-01", "s1", 0.5, "Prefers tabs over spaces", ""]
     ]
     assert timeline_index([short], anchor="m1") == {
         "fields": ["id", "type", "scope", "date", "session", "preview"],

@@ -1,0 +1,289 @@
+"""Is the code a memory speaks of still as it was? Each citation checked against the work tree (issue 39).
+
+A citation (:class:`~memstream.schemas.memory.Citation`) names a file, the commit checked out when it was
+captured, the cited lines and a fingerprint of their text then. Against the work tree it is:
+
+- ``current``: the cited region's text is in the file at its path (at the same lines, or shifted by
+  edits elsewhere in the file: the new first line is said);
+- ``changed``: the file is at its path but the cited text is not; how much is said as the lines added
+  and removed in the file since the cited commit (``git diff --numstat``);
+- ``moved``: the path is gone and git follows a rename since the cited commit
+  (``git diff --name-status -M <commit> HEAD``): the new path is said;
+- ``gone``: the path is gone and git follows no rename: deleted, by the commit git names
+  (``git log --diff-filter=D``), or not yet committed;
+- ``unknown``: the work tree is not at hand (the repository is not on this machine).
+
+Only where the work tree is at hand: the hook, ``memstream mcp`` over stdio, the CLI and the console
+of the embedded default call this; a remote server never reads its clients' disks. Answers are cached
+per repository HEAD (git's answers) and per file version on disk (the file's text), so a warm check
+costs a ``stat`` and a dictionary look-up per citation.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from functools import lru_cache
+from typing import Any, Final, Literal
+
+import msgspec
+
+from memstream.recall import git
+from memstream.schemas.memory import Citation, HybridHit, Memory
+from memstream.settings import Settings
+
+Status = Literal["current", "changed", "moved", "gone", "unknown"]
+STATUSES: Final[tuple[str, ...]] = Status.__args__  # type: ignore[attr-defined]
+#: The statuses that make a memory stale: shown as such, listed by ``memstream doctor --stale``.
+STALE: Final = frozenset({"changed", "moved", "gone"})
+#: How much a search hit's score is multiplied by when the code it speaks of is gone (it also ranks last).
+GONE_SCORE_FACTOR: Final = 0.5
+#: How many citation answers a checker keeps before it starts again (a long-lived MCP process).
+RESULTS_KEPT: Final = 20_000
+
+
+@dataclass(frozen=True, slots=True)
+class Checked:
+    """One citation's status, with what the status can say: the new path or first line, the deleting
+    commit, the lines added and removed in the file since the cited commit."""
+
+    citation: Citation
+    status: Status
+    path: str = ""  # moved: the new path; current: the path
+    start: int = 0  # current: where the cited region starts now (0: the whole file, or unknown)
+    commit: str = ""  # gone: the commit that deleted the file ("" if git does not know, or not committed)
+    added: int = 0
+    removed: int = 0
+
+    @property
+    def note(self) -> str:
+        """A few words for a person: ``changed (+3 −1 lines)``, ``moved to a/b.py``, ``gone (deleted in 1a2b3c4)``."""
+        if self.status == "changed":
+            return f"changed (+{self.added} −{self.removed} lines)" if self.added or self.removed else "changed"
+        if self.status == "moved":
+            return f"moved to {self.path}"
+        if self.status == "gone":
+            return f"gone (deleted in {self.commit[:7]})" if self.commit else "gone (deleted)"
+        return self.status
+
+
+@dataclass(slots=True)
+class Checker:
+    """Checks citations, keeping git's answers per (repository, HEAD) and file texts per version on disk."""
+
+    _renames: dict[tuple[str, str, str], dict[str, str] | None] = field(default_factory=dict)
+    _deleted: dict[tuple[str, str, str], str] = field(default_factory=dict)
+    _numstat: dict[tuple[str, str, str, int, int], tuple[int, int]] = field(default_factory=dict)
+    _heads: dict[str, str] = field(default_factory=dict)
+    _results: dict[tuple[Citation, str, int, int], Checked] = field(default_factory=dict)
+
+    def check(self, citation: Citation) -> Checked:
+        """The citation's status against the work tree now."""
+        return self.check_all([citation])[0]
+
+    def _cached(self, citation: Citation) -> Checked:
+        # Cached per HEAD and version of the file on disk: a warm check is a stat and a look-up.
+        head = ""
+        if citation.repo:
+            head = self._heads.get(citation.repo) or ""
+            if not head:
+                head = self._heads[citation.repo] = git.read_head(citation.repo)
+        try:
+            stat = os.stat(os.path.join(citation.repo, citation.path) if citation.repo else citation.path)
+            version = (stat.st_mtime_ns, stat.st_size)
+        except OSError:
+            version = (-1, -1)
+        key = (citation, head, *version)
+        answer = self._results.get(key)
+        if answer is None:
+            if len(self._results) >= RESULTS_KEPT:
+                self._results.clear()
+            answer = self._results[key] = self._check(citation)
+        return answer
+
+    def _check(self, citation: Citation) -> Checked:
+        if citation.repo:
+            if not os.path.isdir(citation.repo):
+                return Checked(citation, "unknown")
+            head = self._heads.get(citation.repo)
+            if head is None:
+                head = self._heads[citation.repo] = git.read_head(citation.repo)
+            absolute = os.path.join(citation.repo, citation.path)
+        else:
+            head, absolute = "", citation.path
+        lines = git.file_lines(absolute)
+        if lines is not None:
+            return self._present(citation, head, absolute, lines)
+        if citation.repo and citation.commit:
+            renamed = self._renamed(citation.repo, citation.commit, head).get(citation.path)
+            if renamed and os.path.isfile(os.path.join(citation.repo, renamed)):
+                return Checked(citation, "moved", path=renamed)
+            return Checked(citation, "gone", commit=self._deleting(citation.repo, citation.path, citation.commit, head))
+        return Checked(citation, "gone")
+
+    def check_all(self, citations: Iterable[Citation]) -> list[Checked]:
+        """Every citation's status: HEAD is read once per repository for the whole call."""
+        self._heads.clear()
+        try:
+            return [self._cached(citation) for citation in citations]
+        finally:
+            self._heads.clear()
+
+    def _present(self, citation: Citation, head: str, absolute: str, lines: tuple[str, ...]) -> Checked:
+        if citation.fingerprint:
+            start = _find(lines, citation)
+            if start is not None:
+                return Checked(citation, "current", path=citation.path, start=start)
+        elif not citation.repo or not citation.commit:
+            return Checked(citation, "unknown")
+        added, removed = self._changes(citation, head, absolute)
+        if not citation.fingerprint and not added and not removed:
+            return Checked(citation, "current", path=citation.path)
+        return Checked(citation, "changed", path=citation.path, added=added, removed=removed)
+
+    def _changes(self, citation: Citation, head: str, absolute: str) -> tuple[int, int]:
+        if not citation.repo or not citation.commit:
+            return 0, 0
+        try:
+            stat = os.stat(absolute)
+        except OSError:
+            return 0, 0
+        key = (citation.repo, citation.commit, citation.path, stat.st_mtime_ns, stat.st_size)
+        if key not in self._numstat:
+            out = git.git(citation.repo, "diff", "--numstat", "--no-renames", citation.commit, "--", citation.path)
+            self._numstat[key] = _numstat(out)
+        del head
+        return self._numstat[key]
+
+    def _renamed(self, repo: str, commit: str, head: str) -> dict[str, str]:
+        key = (repo, commit, head)
+        if key not in self._renames:
+            out = git.git(repo, "diff", "--name-status", "-M", "--diff-filter=R", commit, head or "HEAD")
+            self._renames[key] = _renames(out) if out is not None else None
+        return self._renames[key] or {}
+
+    def _deleting(self, repo: str, path: str, commit: str, head: str) -> str:
+        key = (repo, path, head)
+        if key not in self._deleted:
+            out = git.git(repo, "log", "-1", "--format=%H", "--diff-filter=D", head or "HEAD", "--", path)
+            self._deleted[key] = (out or "").strip()
+        del commit
+        return self._deleted[key]
+
+
+def _find(lines: tuple[str, ...], citation: Citation) -> int | None:
+    """Where the cited region's text is in ``lines`` now (its first line; 0 for a whole file), or None."""
+    if citation.start <= 0:
+        return 0 if git.fingerprint(list(lines)) == citation.fingerprint else None
+    size = max(1, citation.end - citation.start + 1)
+    if git.fingerprint(git.region(lines, citation.start, citation.end)) == citation.fingerprint:
+        return citation.start
+    # Edits above the region shift it: look for its text at every other first line, nearest first.
+    for first in sorted(range(1, max(1, len(lines) - size + 2)), key=lambda n: abs(n - citation.start)):
+        if git.fingerprint(list(lines[first - 1 : first - 1 + size])) == citation.fingerprint:
+            return first
+    return None
+
+
+def _numstat(out: str | None) -> tuple[int, int]:
+    added = removed = 0
+    for line in (out or "").splitlines():
+        parts = line.split("\t")
+        if len(parts) >= 3 and parts[0].isdigit() and parts[1].isdigit():
+            added, removed = added + int(parts[0]), removed + int(parts[1])
+    return added, removed
+
+
+def _renames(out: str) -> dict[str, str]:
+    found: dict[str, str] = {}
+    for line in out.splitlines():
+        parts = line.split("\t")
+        if len(parts) == 3 and parts[0].startswith("R"):
+            found[parts[1]] = parts[2]
+    return found
+
+
+def citations_of(memory: Memory) -> list[Citation]:
+    """The distinct citations of a memory: those of every source its text came from, first seen first."""
+    out: list[Citation] = []
+    keys: set[tuple[str, str, int, int]] = set()
+    for source in memory.sources:
+        for citation in source.citations:
+            key = (citation.repo, citation.path, citation.start, citation.end)
+            if key not in keys:
+                keys.add(key)
+                out.append(citation)
+    return out
+
+
+def memory_status(checked: Sequence[Checked]) -> str:
+    """One status for a memory from its citations' ("" when none could be checked): ``gone`` when every
+    checked file is gone, ``changed`` when any changed or some are gone, else ``moved`` or ``current``."""
+    known = [c.status for c in checked if c.status != "unknown"]
+    if not known:
+        return ""
+    if all(status == "gone" for status in known):
+        return "gone"
+    if "changed" in known or "gone" in known:
+        return "changed"
+    return "moved" if "moved" in known else "current"
+
+
+@lru_cache(maxsize=1)
+def shared_checker() -> Checker:
+    """This process's checker: its caches serve every recall the process answers."""
+    return Checker()
+
+
+def checker_for(settings: Settings) -> Checker | None:
+    """The process's checker when ``MEMSTREAM_CHECK_CITATIONS`` allows reading work trees here, else None."""
+    return shared_checker() if settings.check_citations else None
+
+
+def statuses(memories: Iterable[Memory], checker: Checker | None) -> dict[str, str]:
+    """Each cited memory's status by id (:func:`memory_status`); memories with no checkable citation are left out."""
+    if checker is None:
+        return {}
+    out: dict[str, str] = {}
+    for memory in memories:
+        cited = citations_of(memory)
+        if cited and memory.id not in out:
+            status = memory_status(checker.check_all(cited))
+            if status:
+                out[memory.id] = status
+    return out
+
+
+def marked(hits: Sequence[HybridHit], checker: Checker | None) -> list[HybridHit]:
+    """Search hits with their code status (``HybridHit.code``, "" for current); those whose code is gone
+    are scored :data:`GONE_SCORE_FACTOR` times lower and ranked after every other hit (whose order,
+    the reranker's included, is kept)."""
+    found = statuses((hit.memory for hit in hits), checker)
+    if not found:
+        return list(hits)
+    out = []
+    for hit in hits:
+        status = found.get(hit.memory.id, "")
+        code = "" if status == "current" else status
+        score = hit.score * GONE_SCORE_FACTOR if code == "gone" else hit.score
+        out.append(msgspec.structs.replace(hit, code=code, score=score))
+    out.sort(key=lambda hit: hit.code == "gone")  # stable
+    return out
+
+
+def check_record(record: Mapping[str, Any], checker: Checker) -> tuple[str, list[Checked]]:
+    """A memory's status and its citations' from its ``get`` record (``answers.full_record``): how a
+    client where the work tree is at hand (the CLI, ``memstream mcp`` over stdio) checks what a server sent."""
+    raw = record.get("citations") or []
+    cited = [msgspec.convert(item, Citation) for item in raw if isinstance(item, dict)]
+    checked = checker.check_all(cited)
+    return memory_status(checked), checked
+
+
+def describe(checked: Checked) -> str:
+    """One line for a person: the cited file and lines, the commit, and what became of it."""
+    c = checked.citation
+    where = f"{c.path}:{c.start}-{c.end}" if c.start else c.path
+    at = f" @ {c.commit[:7]}{'+dirty' if c.dirty else ''}" if c.commit else ""
+    return f"{where}{at}: {checked.note}"
