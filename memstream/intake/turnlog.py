@@ -55,9 +55,8 @@ CREATE TABLE IF NOT EXISTS turns (
 );
 CREATE INDEX IF NOT EXISTS turns_unfinished ON turns (seq) WHERE done = 0;
 CREATE INDEX IF NOT EXISTS turns_session ON turns (session, seq);
-CREATE INDEX IF NOT EXISTS turns_user ON turns (user_key);
-CREATE INDEX IF NOT EXISTS turns_project ON turns (project_key);
 """
+# No index on user_key or project_key: each would cost every append; ``forget`` (rare) scans instead.
 
 
 @dataclass(frozen=True)
