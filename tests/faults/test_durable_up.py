@@ -6,7 +6,7 @@ exchanges published with ``memstream publish --file`` (which exits 0 once they a
 then up's whole process group -- the broker with it -- is killed (SIGKILL) or interrupted (SIGINT)
 at a random instant, and ``up`` is started again on the same data dir: every exchange becomes its
 memory, exactly once. Before the durable turn log, most were lost (the broker's memory was the only
-copy). ``python -m bench.durable`` is the heavy version (10 runs of each).
+copy): with ``MEMSTREAM_TURN_LOG=off`` this test stored 0 of 300.
 """
 
 from __future__ import annotations
