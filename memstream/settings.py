@@ -84,6 +84,16 @@ class Settings:
     #: Ctrl-C stops at once); it exits non-zero when something was left (memstream.worker.drain). Every
     #: process of memstream is gone within this plus a few seconds. 0: stop at once.
     drain_seconds: float = field(default=30.0, metadata=_env("MEMSTREAM_DRAIN_SECONDS", low=0, high=3600))
+    #: MEMSTREAM_TURN_LOG: the durable turn log in the data dir (memstream.intake.turnlog), where every
+    #: accepted turn is written (fsync'd) before it is published, kept until its memory is stored, and
+    #: republished by the next `up`. ``auto``: on with the embedded broker (its topics live in memory
+    #: only), off with MEMSTREAM_KAFKA_BOOTSTRAP (the topic is the durable copy); ``on``; ``off``.
+    turn_log: str = field(default="auto", metadata=_env("MEMSTREAM_TURN_LOG", choices=("auto", "on", "off")))
+    #: MEMSTREAM_TURN_LOG_RETENTION_DAYS: how long the turn log keeps a turn once its memory is stored,
+    #: so `memstream replay` can reprocess it; unfinished turns are kept until stored.
+    turn_log_retention_days: float = field(
+        default=90.0, metadata=_env("MEMSTREAM_TURN_LOG_RETENTION_DAYS", low=0.0, high=36_500.0)
+    )
     #: MEMSTREAM_PREFETCH_BACKOFF_MS: how long a consumer stops fetching from a broker while fetched
     #: records wait to be taken. aiokafka's 100 ms made p99 latency spikes of 300-500 ms; 10 ms
     #: costs no measurable throughput (bench, interleaved runs).

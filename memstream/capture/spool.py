@@ -80,6 +80,7 @@ async def flush(
 ) -> int:
     """Send every spooled turn; returns how many were sent. Raises if the broker cannot be reached."""
     from memstream.intake.publish import open_producer, send_turns
+    from memstream.intake.turnlog import TurnLog
     from memstream.kafka import doorbell
 
     if not settings.capture_db.exists():
@@ -92,10 +93,12 @@ async def flush(
             if state.spool_size() == 0:
                 return 0
             sent = 0
+            log = TurnLog.for_settings(settings)  # on the embedded default: the copy that outlives the broker
             producer = await open_producer(bootstrap, settings.topic_prefix)
             try:
                 while batch := state.spooled(BATCH):
-                    await send_turns(producer, settings.topic_prefix, make_turns([s.payload for s in batch], identity))
+                    turns = make_turns([s.payload for s in batch], identity)
+                    await send_turns(producer, settings.topic_prefix, turns, log=log)
                     doorbell.ring(bootstrap)  # an idle worker on the embedded broker takes them at once
                     state.unspool(s.seq for s in batch)
                     sent += len(batch)
@@ -103,6 +106,8 @@ async def flush(
                         progress(len(batch))
             finally:
                 await producer.stop()
+                if log is not None:
+                    log.close()
             if sent:  # `memstream install --check` reads when the spool was last sent from this file's mtime
                 (settings.data_dir / SENT_MARKER).touch()
             return sent

@@ -93,7 +93,12 @@ async def _up(settings: Settings) -> int:
     for sig in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(sig, lambda: now.set() if stop.is_set() else stop.set())
     _say("memstream: starting…")
-    starting = asyncio.create_task(runner.start(settings))
+    from memstream.worker import durable
+
+    async def recover(bootstrap: str) -> None:  # the turn log's unfinished turns, before any new one
+        await durable.recover(settings, bootstrap)
+
+    starting = asyncio.create_task(runner.start(settings, before_worker=recover))
     stopping = asyncio.create_task(stop.wait())
     await asyncio.wait({starting, stopping}, return_when=asyncio.FIRST_COMPLETED)
     if not starting.done():
@@ -110,6 +115,7 @@ async def _up(settings: Settings) -> int:
 
     capture = start_capture(settings, running.bootstrap)
     recycler = Recycler(settings.broker_max_mb)
+    sweep = durable.DoneSweep(settings)  # marks the turn log's turns done once stored
     status = 0
     try:
         while not stop.is_set():
@@ -124,6 +130,7 @@ async def _up(settings: Settings) -> int:
                 running = await recycler.recycle(running)
                 capture = start_capture(settings, running.bootstrap)
                 _say(f"memstream: the embedded broker was started afresh on {running.bootstrap}.")
+            await sweep.tick(running.pipeline.app, running.bootstrap)
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(stop.wait(), WATCH_SECONDS)
     finally:
@@ -133,6 +140,7 @@ async def _up(settings: Settings) -> int:
         deadline.start()
         await _stop_capture(capture)  # no more turns taken in
         drained = status == 0 and await drain.drain(running, settings.drain_seconds, _say, now)
+        await sweep.close()
         await running.stop(cancel=not drained)
         _say("memstream: stopped." if drained else "memstream: stopped (not everything was drained).")
     return status or (0 if drained else drain.EXIT_NOT_DRAINED)
@@ -232,7 +240,16 @@ def cmd_publish(args: argparse.Namespace, settings: Settings) -> int:
     turns = [msgspec.structs.replace(t, project=str(Path(t.project).resolve())) for t in turns]
     bootstrap = _bootstrap(settings)  # "not running" first: starting `up` also makes the local token
     turns = as_principal(settings, turns)
-    count = asyncio.run(publish(bootstrap, settings.topic_prefix, turns, security=kafka_security(settings)))
+    from memstream.intake.turnlog import TurnLog
+
+    log = TurnLog.for_settings(settings)  # on the embedded default: "published" means it survives a crash
+    try:
+        count = asyncio.run(
+            publish(bootstrap, settings.topic_prefix, turns, security=kafka_security(settings), log=log)
+        )
+    finally:
+        if log is not None:
+            log.close()
     print(f"published {count} turn{'s' if count != 1 else ''} to {settings.topic_prefix}.turns")
     return 0
 

@@ -17,7 +17,7 @@ from memstream.console.pages import Row
 from memstream.schemas import Memory
 
 if TYPE_CHECKING:
-    from memstream.bootstrap import Providers
+    from memstream.ports import Providers
 
 #: How long the list of projects (paths and active counts) and the stored source values are reused.
 PROJECTS_TTL_S = 30.0

@@ -14,6 +14,7 @@ import msgspec
 from aiokafka import AIOKafkaProducer
 
 from memstream.identity import turn_session_key
+from memstream.intake.turnlog import TurnLog
 from memstream.kafka import doorbell
 from memstream.limits import RECORD_MAX_BYTES, TURN_CONTENT_MAX_CHARS
 from memstream.logs import quiet_payload_loggers
@@ -108,17 +109,26 @@ def read_jsonl(path: Path) -> list[Turn]:
 
 
 async def publish(
-    bootstrap: str, prefix: str, turns: Sequence[Turn], *, security: Mapping[str, Any] | None = None
+    bootstrap: str,
+    prefix: str,
+    turns: Sequence[Turn],
+    *,
+    security: Mapping[str, Any] | None = None,
+    log: TurnLog | None = None,
 ) -> int:
     """Send turns keyed by session (memstream.identity.session_key), in order, and wait until
-    the broker has them all."""
-    return await publish_events(
+    the broker has them all; written to the durable turn ``log`` first, where there is one."""
+    seqs = log.append(turns) if log is not None else []
+    sent = await publish_events(
         bootstrap,
         prefix,
         TURNS,
         [(turn_session_key(turn.session_id, turn.project, turn.user), turn) for turn in turns],
         security=security,
     )
+    if log is not None:
+        log.published(seqs)
+    return sent
 
 
 async def open_producer(bootstrap: str, prefix: str) -> AIOKafkaProducer:
@@ -135,11 +145,15 @@ async def open_producer(bootstrap: str, prefix: str) -> AIOKafkaProducer:
     return producer
 
 
-async def send_turns(producer: AIOKafkaProducer, prefix: str, turns: Sequence[Turn]) -> int:
-    """Send turns keyed by session without waiting for each, then wait until the broker has them all.
+async def send_turns(
+    producer: AIOKafkaProducer, prefix: str, turns: Sequence[Turn], *, log: TurnLog | None = None
+) -> int:
+    """Send turns keyed by session without waiting for each, then wait until the broker has them all;
+    written to the durable turn ``log`` first, where there is one.
 
     aiokafka keeps one request in flight per broker, so turns of one session (one partition) stay in order.
     """
+    seqs = log.append(turns) if log is not None else []
     topic = topic_name(prefix, TURNS)
     with stage_span("memstream.intake.publish.batch", topic=topic, size=len(turns)):
         futures = [
@@ -150,6 +164,8 @@ async def send_turns(producer: AIOKafkaProducer, prefix: str, turns: Sequence[Tu
         ]
         for future in futures:
             await future
+    if log is not None:
+        log.published(seqs)
     return len(turns)
 
 

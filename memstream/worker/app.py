@@ -22,6 +22,7 @@ from memstream import limits
 from memstream.agents.base import DeadLetters
 from memstream.front.app import create_app
 from memstream.identity import turn_session_key
+from memstream.intake.turnlog import TurnLog
 from memstream.kafka.codec import register_codec
 from memstream.kafka.doorbell import Doorbell
 from memstream.kafka.ledger import ForgottenLedger, ledger_of
@@ -103,7 +104,7 @@ def build_app(settings: Settings, providers: Providers, bootstrap: str, *, web: 
             providers=providers,
             record_usage=_usage_sink(topics),
             update_lag=lambda: update_lag(app),
-            publish_turns=_turn_sink(topics),
+            publish_turns=_turn_sink(topics, TurnLog.for_settings(settings)),
             publish_forget=_forget_sink(topics, ledger_of(app)),
             **api.ApiContext.auth_from(settings),
             health=lambda: _health(app),
@@ -162,10 +163,20 @@ def _usage_sink(topics: Topics) -> api.UsageSink:
     return send
 
 
-def _turn_sink(topics: Topics) -> api.TurnSink:
+def _turn_sink(topics: Topics, log: TurnLog | None) -> api.TurnSink:
+    """POST /turns: written to the durable turn log first (embedded default), then sent; the caller
+    hears "ok" once the broker has them."""
+
     async def send(turns: Sequence[Turn]) -> None:
-        for turn in turns:
+        seqs = await asyncio.to_thread(log.append, turns) if log is not None else []
+        sent = [
             await topics.turns.send(key=turn_session_key(turn.session_id, turn.project, turn.user).encode(), value=turn)
+            for turn in turns
+        ]
+        if log is not None:
+            for delivery in sent:
+                await delivery
+            await asyncio.to_thread(log.published, seqs)
 
     return send
 

@@ -1,4 +1,5 @@
-"""Replay: reprocess history from the turns topic into a shadow collection.
+"""Replay: reprocess history from the turns topic (on the embedded default: the durable turn log,
+memstream.intake.turnlog, from the first turn it keeps) into a shadow collection.
 
 The live pipeline is left alone. A shadow pipeline (its own topics, consumer group and
 collection: ``<prefix>.replay-<name>.*`` and ``<collection>__<name>``) runs in this process
@@ -26,6 +27,8 @@ from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 
 from memstream.bootstrap import active_collection, build_embedder, build_providers, build_store
 from memstream.identity import project_key, user_key
+from memstream.intake import turnlog
+from memstream.intake.turnlog import TurnLog
 from memstream.kafka import offsets
 from memstream.kafka.security import client_options
 from memstream.logs import quiet_payload_loggers
@@ -238,6 +241,51 @@ async def copy_turns(
         await producer.stop()
 
 
+async def copy_logged_turns(
+    settings: Settings,
+    bootstrap: str,
+    target: str,
+    start: Start,
+    report: Callable[[int, int], None],
+    forgotten: Mapping[str, datetime] | None = None,
+    security: Mapping[str, Any] | None = None,
+) -> int:
+    """Copy the durable turn log's turns (memstream.intake.turnlog), from its first or from
+    ``start.timestamp``, into ``target``, in log order (each session's), leaving out (or taking the
+    user off) the turns of forgotten scopes: on the embedded default the log holds every turn ever
+    accepted (within MEMSTREAM_TURN_LOG_RETENTION_DAYS), the topic only those since `up` started."""
+    producer = AIOKafkaProducer(bootstrap_servers=bootstrap, linger_ms=5, **(security or {}))
+    await producer.start()
+    copied, after = 0, 0
+    try:
+        with TurnLog(turnlog.path_of(settings)) as log:
+            total = await asyncio.to_thread(log.count)
+            report(copied, total)
+            while batch := await asyncio.to_thread(log.all, after):
+                after = batch[-1].seq
+                for item in batch:
+                    turn = decode(item.event)
+                    if not isinstance(turn, Turn):
+                        continue
+                    if start.timestamp is not None and turn.ts < start.timestamp:
+                        continue
+                    kept = replayable(turn, forgotten) if forgotten else turn
+                    if kept is None:
+                        continue
+                    await producer.send(target, item.event if kept is turn else encode(kept), key=item.key.encode())
+                    copied += 1
+                report(copied, total)
+        await producer.flush()
+        return copied
+    finally:
+        await producer.stop()
+
+
+def reads_log(settings: Settings, start: Start) -> bool:
+    """Does a replay read the durable turn log (the embedded default, unless it starts at an offset)?"""
+    return start.offset is None and turnlog.enabled(settings) and turnlog.path_of(settings).exists()
+
+
 async def _first_offsets(
     consumer: AIOKafkaConsumer, tps: list[TopicPartition], begins: dict[Any, int], ends: dict[Any, int], start: Start
 ) -> dict[Any, int]:
@@ -326,15 +374,27 @@ async def replay(
     # `up` must not start its embedded broker afresh under a replay (memstream.worker.recycle).
     write_process_file(replay_file(shadow.data_dir), {"name": name})
     try:
-        copied = await copy_turns(
-            bootstrap,
-            topic_name(settings.topic_prefix, TURNS),
-            topic_name(shadow.topic_prefix, TURNS),
-            start,
-            lambda done, total: report("copying turns", done, total),
-            await read_forgotten(bootstrap, topic_name(settings.topic_prefix, FORGOTTEN), security=security),
-            security,
-        )
+        forgotten = await read_forgotten(bootstrap, topic_name(settings.topic_prefix, FORGOTTEN), security=security)
+        if reads_log(settings, start):
+            copied = await copy_logged_turns(
+                settings,
+                bootstrap,
+                topic_name(shadow.topic_prefix, TURNS),
+                start,
+                lambda done, total: report("copying turns", done, total),
+                forgotten,
+                security,
+            )
+        else:
+            copied = await copy_turns(
+                bootstrap,
+                topic_name(settings.topic_prefix, TURNS),
+                topic_name(shadow.topic_prefix, TURNS),
+                start,
+                lambda done, total: report("copying turns", done, total),
+                forgotten,
+                security,
+            )
         await drained(running, copied, lambda done, total: report("reprocessing", done, total), timeout)
         shadow_memories = await providers.store.list(None, include_superseded=True, limit=1_000_000)
     finally:

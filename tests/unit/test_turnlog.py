@@ -1,0 +1,127 @@
+"""The durable turn log (memstream.intake.turnlog): order, fsync, done, retention, forget, several writers."""
+
+from __future__ import annotations
+
+import dataclasses
+import multiprocessing
+import sqlite3
+import time
+from datetime import UTC, datetime
+from pathlib import Path
+
+import pytest
+
+from memstream.identity import project_key, turn_session_key, user_key
+from memstream.intake.forget import forget_event
+from memstream.intake.turnlog import Logged, TurnLog, enabled, forget_logged, path_of
+from memstream.schemas import Turn, decode
+from memstream.settings import Settings
+
+
+def turn(session: str, role: str, content: str, *, project: str = "/p", user: str = "u@x") -> Turn:
+    return Turn(session_id=session, project=project, role=role, content=content, ts=datetime.now(UTC), user=user)  # type: ignore[arg-type]
+
+
+def contents(items: list[Logged]) -> list[str]:
+    turns = [decode(item.event) for item in items]
+    return [t.content for t in turns if isinstance(t, Turn)]
+
+
+def test_appends_in_order_with_their_session_key(tmp_path: Path) -> None:
+    with TurnLog(tmp_path / "log.db") as log:
+        first = log.append([turn("a", "user", "q1"), turn("b", "user", "q2")])
+        second = log.append([turn("a", "assistant", "a1")])
+        assert first == [1, 2] and second == [3]
+        items = list(log.unfinished())
+    assert contents(items) == ["q1", "q2", "a1"]
+    assert items[0].key == turn_session_key("a", "/p", "u@x")
+
+
+def test_every_append_is_fsynced(tmp_path: Path) -> None:
+    with TurnLog(tmp_path / "log.db") as log:
+        assert log._db.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+        assert log._db.execute("PRAGMA synchronous").fetchone()[0] == 2  # FULL: the WAL is fsynced per commit
+        log.append([turn("a", "user", "q")])
+        log.published([1])
+        assert log._db.execute("PRAGMA synchronous").fetchone()[0] == 2  # back to FULL for the next append
+    # A reader that is not this process sees it (it is on disk, not in a cache).
+    with sqlite3.connect(tmp_path / "log.db") as other:
+        assert other.execute("SELECT COUNT(*) FROM turns").fetchone()[0] == 1
+
+
+def test_done_needs_published_and_waits_for_a_sessions_answer(tmp_path: Path) -> None:
+    with TurnLog(tmp_path / "log.db") as log:
+        log.append([turn("a", "user", "q1"), turn("a", "assistant", "a1"), turn("a", "user", "q2")])
+        log.append([turn("b", "user", "q3")])
+        assert log.mark_done(4, open_before=0) == 0  # nothing acknowledged by the broker yet
+        log.published([1, 2, 3])
+        assert log.last_published() == 3
+        # q2 waits in its session's window for an answer; q3 was never published.
+        assert log.mark_done(4, open_before=0) == 2
+        assert contents(list(log.unfinished())) == ["q2", "q3"]
+        # Past the idle timer, a question left alone was stored by the snapshot stage's timer.
+        assert log.mark_done(4, open_before=time.time() + 1) == 1
+        assert contents(list(log.unfinished())) == ["q3"]
+
+
+def test_retention_deletes_only_done_turns(tmp_path: Path) -> None:
+    with TurnLog(tmp_path / "log.db") as log:
+        log.append([turn("a", "user", "q1"), turn("a", "assistant", "a1"), turn("b", "user", "q2")])
+        log.published([1, 2])
+        log.mark_done(2, open_before=0)
+        assert log.expire(time.time() + 1) == 2
+        assert contents(log.all()) == ["q2"]  # unfinished: kept until stored
+
+
+def test_forget_removes_a_users_or_a_projects_turns(tmp_path: Path) -> None:
+    with TurnLog(tmp_path / "log.db") as log:
+        log.append([turn("a", "user", "mine", user="me@x"), turn("b", "user", "theirs", user="them@x")])
+        log.append([turn("c", "user", "elsewhere", project="/q", user="them@x")])
+        assert log.forget(user_key=user_key("me@x")) == 1
+        assert log.forget(project_key=project_key("/q")) == 1
+        assert log.forget(project_key=project_key("/p"), before=time.time() - 3600) == 0  # said after it
+        assert contents(log.all()) == ["theirs"]
+
+
+def test_forget_logged_follows_the_forget_event(tmp_path: Path) -> None:
+    settings = Settings(data_dir=tmp_path)
+    with TurnLog(path_of(settings)) as log:
+        log.append([turn("a", "user", "mine", user="me@x"), turn("b", "user", "theirs", user="them@x")])
+    assert forget_logged(settings, forget_event(user="me@x")) == 1
+    with TurnLog(path_of(settings)) as log:
+        assert contents(log.all()) == ["theirs"]
+
+
+def test_on_by_default_only_with_the_embedded_broker(tmp_path: Path) -> None:
+    assert enabled(Settings(data_dir=tmp_path))
+    external = Settings(data_dir=tmp_path, kafka_bootstrap="kafka:9092")
+    assert not enabled(external)
+    assert enabled(dataclasses.replace(external, turn_log="on"))
+    assert not enabled(Settings(data_dir=tmp_path, turn_log="off"))
+    assert TurnLog.for_settings(external) is None
+
+
+def _append_many(path: str, writer: int, count: int) -> None:
+    with TurnLog(Path(path)) as log:
+        for i in range(count):
+            log.append([turn(f"w{writer}", "user", f"{writer}-{i}"), turn(f"w{writer}", "assistant", f"{writer}-{i}!")])
+
+
+@pytest.mark.timeout(120)
+def test_several_processes_append_at_once(tmp_path: Path) -> None:
+    path = str(tmp_path / "log.db")
+    TurnLog(Path(path)).close()
+    context = multiprocessing.get_context("spawn")
+    writers = [context.Process(target=_append_many, args=(path, w, 40)) for w in range(3)]
+    for process in writers:
+        process.start()
+    for process in writers:
+        process.join(timeout=100)
+        assert process.exitcode == 0
+    with TurnLog(Path(path)) as log:
+        items = log.all()
+    assert len(items) == 3 * 40 * 2
+    for w in range(3):  # each writer's turns, and each append's pair, in its order
+        mine = [c for c in contents(items) if c.startswith(f"{w}-")]
+        assert mine == [c for i in range(40) for c in (f"{w}-{i}", f"{w}-{i}!")]
+    assert [item.seq for item in items] == sorted(item.seq for item in items)
