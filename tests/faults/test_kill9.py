@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from bench.chaos import kill_run
+from tests.support.chaos import kill_run
 
 pytestmark = [pytest.mark.e2e, pytest.mark.asyncio]
 

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from aiokafka import AIOKafkaProducer
 
-from bench.chaos import normalized, workload
+from tests.support.chaos import normalized, workload
 from memstream.identity import turn_session_key
 from memstream.schemas import encode
 from memstream.topics import TURNS, topic_name

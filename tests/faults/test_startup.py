@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from bench.chaos import ROOT, worker_env
+from tests.support.chaos import ROOT, worker_env
 from memstream.kafka.broker import free_port
 
 pytestmark = [pytest.mark.e2e]

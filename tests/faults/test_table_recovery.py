@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 from aiokafka import AIOKafkaProducer
 
-from bench.chaos import external_broker, workload
+from tests.support.chaos import external_broker, workload
 from memstream.identity import turn_key
 from memstream.schemas import encode
 from memstream.topics import TURNS, topic_name

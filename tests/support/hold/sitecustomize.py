@@ -1,4 +1,4 @@
-"""Fault injection for ``bench.chaos.hold_run``: records of one topic accepted but never sent.
+"""Fault injection for ``tests.support.chaos.hold_run``: records of one topic accepted but never sent.
 
 Python imports ``sitecustomize`` at start-up from the first directory on its path that has
 one; the harness puts this directory first on a worker's ``PYTHONPATH`` with ``CHAOS_HOLD_TOPIC``
