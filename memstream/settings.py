@@ -189,7 +189,7 @@ class Settings:
     #: batch. 0: embed the facts that have arrived at once (batches still grow under load).
     embed_batch_window: float = field(default=0.0, metadata=_env("MEMSTREAM_EMBED_BATCH_WINDOW"))
     #: MEMSTREAM_EMBED_THREADS: the bundled embedder's OpenMP threads. 0: one per core, the engine's
-    #: default (bench/raw_ingest.py measures the choice on a machine).
+    #: default (bench/perf/raw_ingest.py measures the choice on a machine).
     embed_threads: int = field(default=0, metadata=_env("MEMSTREAM_EMBED_THREADS"))
 
     # --- memory lifecycle (seed 003) ------------------------------------------------------
@@ -319,7 +319,7 @@ class Settings:
     #: sections are trimmed by priority to fit (see memstream.recall.search.TRIM_ORDER).
     block_max_tokens: int = field(default=2000, metadata=_env("MEMSTREAM_BLOCK_MAX_TOKENS"))
     #: MEMSTREAM_RECALL_ALPHA: weight of the vector leg in search's hybrid score (the BM25 leg gets 1 - alpha),
-    #: both legs min-max scaled per query; 0.5 weighs them equally (bench/retrieval's dev half: 0.5-0.7 within
+    #: both legs min-max scaled per query; 0.5 weighs them equally (bench/quality/retrieval's dev half: 0.5-0.7 within
     #: one or two questions of each other). The decision stage keeps its own 0.7 over raw scores.
     recall_alpha: float = field(default=0.5, metadata=_env("MEMSTREAM_RECALL_ALPHA"))
     #: MEMSTREAM_RECALL_FLOOR: search's relevance floor. A search returns nothing unless one of its hits has a

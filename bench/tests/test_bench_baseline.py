@@ -1,4 +1,4 @@
-"""bench.baseline unpacks an old tree from the clone's history and measures it in a process of its own."""
+"""bench.perf.baseline unpacks an old tree from the clone's history and measures it in a process of its own."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from bench import baseline
+from bench.perf import baseline
 
 
 def test_checkout_unpacks_the_tree_of_a_revision_and_removes_it_after() -> None:

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import pytest
 
-from bench import client_hop, light, llm_calls, pipeline
-from bench import floor as bench_floor
-from bench import hops as bench_hops
+from bench.compare import llm_calls
+from bench.perf import client_hop, light, pipeline
+from bench.perf import floor as bench_floor
+from bench.perf import hops as bench_hops
 
 pytestmark = [pytest.mark.e2e, pytest.mark.asyncio]
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 
-from bench.capture import FIDELITY_TARGET, REAL, fidelity, labelled_files, score
+from bench.perf.capture import FIDELITY_TARGET, REAL, fidelity, labelled_files, score
 
 
 def test_every_real_file_has_its_labels_and_its_origin() -> None:

@@ -1,10 +1,10 @@
-"""bench.light's arithmetic: the soak's slope and the rows it prints."""
+"""bench.perf.light's arithmetic: the soak's slope and the rows it prints."""
 
 from __future__ import annotations
 
 import pytest
 
-from bench import light
+from bench.perf import light
 
 
 def test_slope_is_least_squares_over_the_points() -> None:

@@ -17,7 +17,7 @@ if "MEM0_DIR" not in os.environ:
 
 pytest.importorskip("mem0")
 
-from bench.mem0_side_by_side import mem0_responder, run_mem0, synthetic_turns
+from bench.compare.mem0_side_by_side import mem0_responder, run_mem0, synthetic_turns
 
 
 def test_responder_answers_the_additive_extraction_prompt_with_one_fact() -> None:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from bench.store_scaling import format_index, format_table, measure, measure_index
+from bench.perf.store_scaling import format_index, format_table, measure, measure_index
 
 TIMED = ("upsert_per_s", "upsert_p50_ms", "upsert_p95_ms", "search_p50_ms", "search_p95_ms", "search_p99_ms")
 

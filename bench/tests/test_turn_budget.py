@@ -1,8 +1,8 @@
-"""bench.turn_budget groups py-spy's sampled stacks into a turn's CPU budget."""
+"""bench.perf.turn_budget groups py-spy's sampled stacks into a turn's CPU budget."""
 
 from __future__ import annotations
 
-from bench.turn_budget import budget, group
+from bench.perf.turn_budget import budget, group
 
 LOOP = "<module> (bench.py:1);run_until_complete (asyncio/base_events.py:640)"
 THREAD = "_bootstrap (threading.py:995);_worker (concurrent/futures/thread.py:83)"
@@ -18,7 +18,7 @@ def test_each_sample_goes_to_the_first_group_that_claims_it() -> None:
         "stage code: decide"
     )
     assert group(f"{THREAD};<lambda> (memstream/store/edge.py:188)") == "store calls on the shard thread"
-    assert group(f"{LOOP};_drive (bench/pipeline.py:300);send (aiokafka/producer/producer.py:1)") == (
+    assert group(f"{LOOP};_drive (bench/perf/pipeline.py:300);send (aiokafka/producer/producer.py:1)") == (
         "bench driver (publish, follow memory-updated)"
     )
     assert group(f"{LOOP};_fetcher (faust/transport/consumer.py:1200)") == (

@@ -23,8 +23,8 @@ def bench_imports(source: str) -> list[str]:
 
 
 def test_the_check_sees_every_form_of_import() -> None:
-    assert bench_imports("import bench.chaos\nfrom bench import light\nfrom bench.perf.hops import PATH\n") == [
-        "bench.chaos",
+    assert bench_imports("import bench.faults.chaos\nfrom bench import light\nfrom bench.perf.hops import PATH\n") == [
+        "bench.faults.chaos",
         "bench",
         "bench.perf.hops",
     ]
