@@ -560,12 +560,9 @@ class Settings:
     @property
     def capture_roots(self) -> dict[str, Path]:
         """Each coding CLI's home folder (``~`` expanded), by its ``llm_source`` name."""
-        return {
-            "claude": self.claude_dir.expanduser(),
-            "codex": self.codex_dir.expanduser(),
-            "gemini": self.gemini_dir.expanduser(),
-            "kimi": self.kimi_dir.expanduser(),
-        }
+        from memstream import hosts
+
+        return {host.llm_source: Path(getattr(self, host.session_root)).expanduser() for host in hosts.HOSTS}
 
     @property
     def api_url(self) -> str:

@@ -11,6 +11,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from memstream import hosts
 from memstream.auth import Principal
 from memstream.console.html import Html, join, options, render, url, when
 from memstream.schemas import MEMORY_TYPES, HistoryRecord, Memory
@@ -134,7 +135,7 @@ def filters_form(params: Mapping[str, str], projects: Sequence[tuple[str, str]])
         scopes=options([("", "any scope"), ("project", "project"), ("user", "user")], params.get("scope", "")),
         session=params.get("session", ""),
         sources=options(
-            [("", "any source"), *[(s, s) for s in ("claude", "codex", "gemini", "kimi", "api", "mcp", "console")]],
+            [("", "any source"), *[(s, s) for s in (*hosts.LLM_SOURCES, "api", "mcp", "console")]],
             params.get("source", ""),
         ),
         since=params.get("since", ""),
