@@ -16,7 +16,7 @@ def test_checkout_unpacks_the_tree_of_a_revision_and_removes_it_after() -> None:
         pytest.skip("not a git clone")
     with baseline.checkout("HEAD") as tree:
         assert (tree / "pyproject.toml").is_file()
-        assert (tree / "bench" / "baseline.py").read_text() == (baseline.ROOT / "bench" / "baseline.py").read_text()
+        assert (tree / "bench" / "perf" / "baseline.py").read_text() == Path(baseline.__file__).read_text()
     assert not tree.exists()
 
 
