@@ -49,7 +49,7 @@ bench: $(TEST_STAMP)
 
 ## Fault injection, heavy: 10,000 records, 10 kill -9 of the worker; prints lost/duplicated/mispaired.
 chaos: $(TEST_STAMP)
-	$(VENV)/bin/python -m bench.chaos --sessions 500 --exchanges 10 --kills 10 --poison 10000 --outage 300
+	$(VENV)/bin/python -m bench.faults.chaos --sessions 500 --exchanges 10 --kills 10 --poison 10000 --outage 300
 
 clean:
 	rm -rf $(VENV) .memstream *.egg-info

@@ -11,16 +11,16 @@ d. store at scale: filtered search before and after the HNSW build, 100k in one 
 e. side by side: mem0 with the same fake LLM, embedder and a local Qdrant
 f. the floor: what one Faust hop costs doing nothing, times the hops a turn takes
 g. LLM calls per turn on the e2e session
-h. idle: the worker's and the embedded broker's CPU over a minute without turns (bench.light)
+h. idle: the worker's and the embedded broker's CPU over a minute without turns (bench.perf.light)
 i. footprint: RSS of the worker and the broker, and its slope over a soak at a developer's pace
-j. the Kafka client alone per hop, aiokafka against librdkafka (bench.client_hop, a prototype)
+j. the Kafka client alone per hop, aiokafka against librdkafka (bench.perf.client_hop, a prototype)
 
-Issue 29's "before" (``bench.light.BEFORE``) is measured in the same run too, interleaved: the idle
+Issue 29's "before" (``bench.perf.light.BEFORE``) is measured in the same run too, interleaved: the idle
 CPU, the latency after a quiet spell, the soak and the CPU per turn.
 
-Issue 18's "before" is measured in the same run: ``bench.baseline`` runs the tree the issue
+Issue 18's "before" is measured in the same run: ``bench.perf.baseline`` runs the tree the issue
 was opened on (``a1adcc9``) beside the current one for the overhead run and the LLM calls,
-and ``bench.embedder`` embeds the same texts as the embedder did before and does now.
+and ``bench.perf.embedder`` embeds the same texts as the embedder did before and does now.
 """
 
 from __future__ import annotations
@@ -39,9 +39,10 @@ from operator import attrgetter
 from pathlib import Path
 from typing import Any, TypeVar
 
-from bench import baseline, client_hop, light, llm_calls, pipeline, raw_ingest
-from bench import embedder as embedder_bench
-from bench import floor as bench_floor
+from bench.compare import llm_calls
+from bench.perf import baseline, client_hop, light, pipeline, raw_ingest
+from bench.perf import embedder as embedder_bench
+from bench.perf import floor as bench_floor
 from memstream.settings import Settings
 
 T = TypeVar("T")
@@ -93,7 +94,7 @@ async def main(quick: bool, skip_mem0: bool, skip_store: bool, repeat: int) -> N
         sequential = await _measure(rows, limits, quick, skip_store, repeat, old, why, light_old, light_why)
         if not skip_mem0:
             try:
-                from bench import mem0_side_by_side
+                from bench.compare import mem0_side_by_side
             except ImportError as exc:  # the bench extra is not installed
                 rows.append(("e. mem0 side by side", "skipped", f"install the bench extra: {exc}"))
             else:
@@ -197,7 +198,7 @@ async def _measure(
         (
             "f. one Faust hop, doing nothing",
             f"{floor.cpu_us_per_hop:.0f} µs CPU{_spread(floors, attrgetter('cpu_us_per_hop'), '{:.0f}')}",
-            "pass-through agents on the embedded broker (bench.floor)",
+            "pass-through agents on the embedded broker (bench.perf.floor)",
         )
     )
     rows.append(
@@ -238,7 +239,7 @@ async def _measure(
             (
                 "j. Kafka client alone, per hop",
                 f"aiokafka {aio:.0f} µs, librdkafka {rd:.0f} µs CPU",
-                f"prototype (bench.client_hop): a C client would take ~{aio - rd:.0f} µs off each of the "
+                f"prototype (bench.perf.client_hop): a C client would take ~{aio - rd:.0f} µs off each of the "
                 f"{floor.cpu_us_per_hop:.0f} µs of a Faust hop",
             )
         )
@@ -283,7 +284,7 @@ async def _measure(
     )
 
     # Issue 29: idle CPU, the latency after a quiet spell and the footprint, each beside the tree the
-    # issue was opened on (bench.light; interleaved in this run).
+    # issue was opened on (bench.perf.light; interleaved in this run).
     measured = await light.measure(quick, light_old)
     for name, figure, limit, note in light.rows(measured):
         rows.append((name, figure, note))
@@ -311,14 +312,16 @@ async def _measure(
 
     projects = 1 if quick else 3
     calls = await llm_calls.memstream_run(projects)
-    rows.append(("g. LLM calls per turn, e2e session", _calls(calls), "target ≤ 2 (bench.llm_calls; haiku-4-5 prices)"))
+    rows.append(
+        ("g. LLM calls per turn, e2e session", _calls(calls), "target ≤ 2 (bench.compare.llm_calls; haiku-4-5 prices)")
+    )
     if old is None:
         rows.append((f"g. … before ({baseline.BASELINE})", "not measured", why))
     else:
         old_calls = baseline.llm_calls(old, projects=projects)
         rows.append((f"g. … before ({baseline.BASELINE})", _calls(old_calls), "the same session, the same model"))
 
-    # bench.embedder drives its embedder on an event loop of its own: in a thread, beside this one.
+    # bench.perf.embedder drives its embedder on an event loop of its own: in a thread, beside this one.
     described, rates = await asyncio.to_thread(
         embedder_bench.measure, 8 if quick else 32, Settings().embed_batch, repeat
     )
@@ -327,15 +330,15 @@ async def _measure(
         (
             "a. bundled embedder alone, before → after",
             f"{old_rate:,.2f} → {new_rate:,.2f} passages/s (×{new_rate / old_rate:.2f})",
-            f"whole texts vs cut at 512 tokens (bench.embedder); {described.split(';')[0]}",
+            f"whole texts vs cut at 512 tokens (bench.perf.embedder); {described.split(';')[0]}",
         )
     )
 
     if not skip_store:
-        from bench import store_scaling
+        from bench.perf import store_scaling
 
         # Each scenario on a fresh shard: the same searches before and after the index build,
-        # with a writer upserting all through the build (bench.store_scaling --index).
+        # with a writer upserting all through the build (bench.perf.store_scaling --index).
         for size, projects in ((2_000, 1),) if quick else store_scaling.INDEX_SCENARIOS:
             row = await store_scaling.measure_index(size, projects, searches=50 if quick else 200)
             rows.extend(_store_rows(row))
@@ -358,7 +361,7 @@ def _befores(
 
 
 def _store_rows(row: dict[str, Any]) -> list[tuple[str, str, str]]:
-    """One ``bench.store_scaling.measure_index`` scenario: searches before and after, the build, the footprint."""
+    """One ``bench.perf.store_scaling.measure_index`` scenario: searches before and after, the build, the footprint."""
     name = f"d. store, {row['size']:,} memories in {row['projects']:,} project{'s' * (row['projects'] > 1)}"
 
     def searches(when: str) -> str:
@@ -386,7 +389,7 @@ def _store_rows(row: dict[str, Any]) -> list[tuple[str, str, str]]:
 
 
 def _calls(calls: dict[str, float]) -> str:
-    """LLM calls per turn by stage, tokens and cost, from ``bench.llm_calls.memstream_run``."""
+    """LLM calls per turn by stage, tokens and cost, from ``bench.compare.llm_calls.memstream_run``."""
     stages = {k: v for k, v in calls.items() if k not in ("input", "output")}
     return (
         f"{sum(stages.values()):.2f} ("

@@ -15,14 +15,15 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from memstream import hosts
 from memstream.commands import CliError
 from memstream.settings import Settings, SettingsError
 
 __all__ = ["CliError", "main"]
 
 #: The coding CLIs capture reads, by their seed 002 ``llm_source`` name, and the hosts whose hooks it serves.
-LLM_SOURCES = ("claude", "codex", "gemini", "kimi")
-HOSTS = ("claude-code", "codex", "gemini", "kimi")
+LLM_SOURCES = hosts.LLM_SOURCES
+HOSTS = hosts.NAMES
 
 
 def main(argv: list[str] | None = None) -> int:

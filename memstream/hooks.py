@@ -15,8 +15,10 @@ import sys
 from pathlib import Path
 from typing import IO, Any
 
+from memstream import hosts
+
 #: The hosts, as ``memstream hook`` and ``memstream install`` name them.
-HOSTS = ("claude-code", "codex", "gemini", "kimi")
+HOSTS = hosts.NAMES
 #: Events that start a session: answered with memory, not captured.
 SESSION_START = "SessionStart"
 

@@ -204,7 +204,7 @@ class Settings:
     #: batch. 0: embed the facts that have arrived at once (batches still grow under load).
     embed_batch_window: float = field(default=0.0, metadata=_env("MEMSTREAM_EMBED_BATCH_WINDOW"))
     #: MEMSTREAM_EMBED_THREADS: the bundled embedder's OpenMP threads. 0: one per core, the engine's
-    #: default (bench/raw_ingest.py measures the choice on a machine).
+    #: default (bench/perf/raw_ingest.py measures the choice on a machine).
     embed_threads: int = field(default=0, metadata=_env("MEMSTREAM_EMBED_THREADS"))
 
     # --- memory lifecycle (seed 003) ------------------------------------------------------
@@ -340,7 +340,7 @@ class Settings:
     #: service, which must never read paths its clients name.
     check_citations: bool = field(default=True, metadata=_env("MEMSTREAM_CHECK_CITATIONS"))
     #: MEMSTREAM_RECALL_ALPHA: weight of the vector leg in search's hybrid score (the BM25 leg gets 1 - alpha),
-    #: both legs min-max scaled per query; 0.5 weighs them equally (bench/retrieval's dev half: 0.5-0.7 within
+    #: both legs min-max scaled per query; 0.5 weighs them equally (bench/quality/retrieval's dev half: 0.5-0.7 within
     #: one or two questions of each other). The decision stage keeps its own 0.7 over raw scores.
     recall_alpha: float = field(default=0.5, metadata=_env("MEMSTREAM_RECALL_ALPHA"))
     #: MEMSTREAM_RECALL_FLOOR: search's relevance floor. A search returns nothing unless one of its hits has a
@@ -581,12 +581,9 @@ class Settings:
     @property
     def capture_roots(self) -> dict[str, Path]:
         """Each coding CLI's home folder (``~`` expanded), by its ``llm_source`` name."""
-        return {
-            "claude": self.claude_dir.expanduser(),
-            "codex": self.codex_dir.expanduser(),
-            "gemini": self.gemini_dir.expanduser(),
-            "kimi": self.kimi_dir.expanduser(),
-        }
+        from memstream import hosts
+
+        return {host.llm_source: Path(getattr(self, host.session_root)).expanduser() for host in hosts.HOSTS}
 
     @property
     def api_url(self) -> str:

@@ -30,16 +30,12 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from memstream import hosts
 from memstream.capture.model import Source
 from memstream.settings import Settings
 
 #: The hosts ``memstream hook`` serves, and the session format each writes.
-HOSTS: dict[str, Source] = {
-    "claude-code": Source.CLAUDE,
-    "codex": Source.CODEX,
-    "gemini": Source.GEMINI,
-    "kimi": Source.KIMI,
-}
+HOSTS: dict[str, Source] = {host.name: Source(host.llm_source) for host in hosts.HOSTS}
 #: Events after which the session file is complete: its last line is read even without a newline.
 FINAL_EVENTS = frozenset({"SessionEnd"})
 

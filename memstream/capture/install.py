@@ -44,18 +44,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from memstream import hosts
 from memstream.capture import settings_files as sf
 from memstream.capture.handoff import hook_script
 from memstream.capture.install_record import InstallRecord, record_path
 from memstream.settings import Settings
 
 #: The events memstream's hook command is registered for, per host: capture events, then SessionStart.
-EVENTS: dict[str, tuple[str, ...]] = {
-    "claude-code": ("Stop", "SessionEnd", "SessionStart"),
-    "codex": ("Stop", "SessionStart"),
-    "gemini": ("AfterAgent", "SessionEnd", "SessionStart"),
-    "kimi": ("Stop", "SessionEnd"),
-}
+EVENTS: dict[str, tuple[str, ...]] = {host.name: host.events for host in hosts.HOSTS}
 #: Per-event ``timeout`` declared in the host's unit, where the host's default is too short for a hook.
 #: Claude Code gives SessionEnd hooks a shared 1.5 s budget unless one declares a longer timeout (then up
 #: to 60 s); the SessionEnd hook releases the session's last reply and was measured at 1.07 s under load.
@@ -170,8 +166,8 @@ def plan(
     """The changes ``install`` (or, with ``remove``, ``uninstall``) makes for ``host``."""
     if host not in EVENTS:
         raise InstallError(f"unknown host {host!r} (expected one of: {', '.join(EVENTS)})")
-    if host == "kimi" and project is not None:
-        raise InstallError("Kimi CLI reads hooks from its user config only: use --user")
+    if project is not None and "project" not in hosts.BY_NAME[host].install_scopes:
+        raise InstallError(f"{host} reads its hooks from its user config only: use --user")
     record = InstallRecord.load(record_path(home))
     exe = executable or (ON_PATH if remove else memstream_executable())
     data_dir = settings.data_dir.expanduser().resolve()

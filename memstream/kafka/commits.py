@@ -18,7 +18,7 @@ again, and whatever it would have become is lost with nothing dead-lettered:
 3. A hole in the fetched offsets is recorded as a "gap" that counts as acked. The holes come
    from Faust's own read offsets, which race with seeks: ``perform_seek`` sets them back to the
    committed offset after the seek began, so events delivered (and skipped) meanwhile look like a
-   hole once the next batch arrives (``bench.chaos`` traced 51 lost exchanges to one such "gap" of
+   hole once the next batch arrives (``bench.faults.chaos`` traced 51 lost exchanges to one such "gap" of
    280 offsets on a turns partition, committed past).
 
 :func:`committable` is the rule memstream applies instead: the commit moves only over a run

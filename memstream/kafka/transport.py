@@ -8,7 +8,7 @@ consumer saw a median 656 ms per message at 1500 ms and 3.7 ms at 100 ms).
 aiokafka's fetcher also stops fetching from a broker for up to ``prefetch_backoff``
 (0.1 s, no setting in aiokafka's consumer nor in Faust) while any partition it serves
 has records the application has not taken yet. With one broker, one busy stage holds
-every other stage's next fetch: the ~100 ms spikes ``bench.hops`` shows on every hop,
+every other stage's next fetch: the ~100 ms spikes ``bench.perf.hops`` shows on every hop,
 and one-turn latencies of 300-500 ms among 80 ms ones. memstream's default is 10 ms.
 
 Tansu 0.6's fetch handler (``tansu-storage/src/service/fetch.rs``) sleeps out the wait

@@ -65,7 +65,7 @@ BOOST_GRACE_S = 0.25
 
 
 #: Candidates search ranks at least when session-aware fusion is on: enough for a session's other
-#: exchanges to be among them (bench/retrieval.py, dev half: 20 with weight 0.2 beat 12 with any weight).
+#: exchanges to be among them (bench/quality/retrieval.py, dev half: 20 with weight 0.2 beat 12 with any weight).
 SESSION_POOL = 20
 
 
@@ -123,7 +123,7 @@ async def search_scopes(
     over each leg's scores min-max scaled to this query's candidates (``fusion="normalized"``): the
     decision stage keeps the raw scores because its calibrated minimum score must mean "similar
     enough", which a per-query scale cannot; recall only needs the order, and the raw sum ranked
-    below the vector leg alone (bench/retrieval.py). When no hit clears the relevance floor
+    below the vector leg alone (bench/quality/retrieval.py). When no hit clears the relevance floor
     (:func:`over_floor`), a query with nothing relevant, the search finds nothing. Session-aware fusion
     then lets the other hits of a hit's session vouch for it (``session_weight``,
     ``recall.sessions.SESSION_WEIGHT``; 0 turns it off), and a query that names a time prefers what was
@@ -198,7 +198,7 @@ def over_floor(hits: Sequence[HybridHit], vector_floor: float, bm25_floor: float
     query's own candidates, so the best of unrelated memories scores high.
 
     A gate, not a filter: when one hit clears the floor every hit is kept in its rank, so a relevant
-    query's recall is what it was (bench/relevance_floor.py: filtering hit by hit dropped answers a
+    query's recall is what it was (bench/quality/relevance_floor.py: filtering hit by hit dropped answers a
     paraphrase finds with a low cosine). A ``vector_floor`` of 0 keeps every hit."""
     if vector_floor <= 0:
         return list(hits)

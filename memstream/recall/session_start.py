@@ -25,23 +25,16 @@ import urllib.parse
 from collections.abc import Callable
 from typing import Any
 
+from memstream import hosts
 from memstream.runtime import api_url, auth_headers, user_identity
 from memstream.settings import Settings
 
-#: Host names ``memstream hook`` accepts, and the format family each speaks.
+#: Host names (and aliases) whose SessionStart gets the block, and the host each names (memstream.hosts).
 HOSTS: dict[str, str] = {
-    "claude-code": "claude-code",
-    "claude": "claude-code",
-    "codex": "codex",
-    "gemini": "gemini",
-    "gemini-cli": "gemini",
+    name: host.name for host in hosts.HOSTS if host.session_start for name in (host.name, *host.aliases)
 }
 #: The SessionStart sources each host sends that should get the block.
-SOURCES: dict[str, frozenset[str]] = {
-    "claude-code": frozenset({"startup", "resume", "clear", "compact"}),
-    "codex": frozenset({"startup", "resume", "clear", "compact"}),
-    "gemini": frozenset({"startup", "resume", "clear"}),
-}
+SOURCES: dict[str, frozenset[str]] = {host.name: host.session_start for host in hosts.HOSTS if host.session_start}
 #: Connecting to a running memstream on loopback takes well under this; a closed port fails at once.
 CONNECT_TIMEOUT_S = 0.15
 #: How long a running memstream may take to build the block before the session starts without it.

@@ -15,7 +15,7 @@ from typing import Final
 
 from memstream.schemas.memory import HybridHit
 
-#: How much the best other hit of a session adds to a hit's score: chosen on bench/retrieval.py's dev
+#: How much the best other hit of a session adds to a hit's score: chosen on bench/quality/retrieval.py's dev
 #: half (0.05-0.3 within one question of each other at recall@5; 0.2 with a pool of 20 the best at 10).
 SESSION_WEIGHT: Final = 0.2
 

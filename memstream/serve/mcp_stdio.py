@@ -75,6 +75,6 @@ def main(serve: Callable[[bytes, Any], None]) -> None:
 
     Everything else waits for the handshake's answer: the settings, the identity (it may run git),
     the token and the SDK's import, which holds the GIL (a thread importing it meanwhile made the
-    answer slower, not faster: bench/mcp_startup.py)."""
+    answer slower, not faster: bench/read/mcp_startup.py)."""
     first, answered = handshake(sys.stdin.buffer, sys.stdout.buffer)
     serve(first, answered)

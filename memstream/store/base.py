@@ -48,7 +48,7 @@ AVG_MEMORY_TERMS: Final = 12.0
 HYBRID_POOL_FACTOR: Final = 4
 
 #: The least each leg fetches under ``fusion="normalized"``: the pool's lowest score is the
-#: leg's 0, so it must sit well below the top ``limit`` (bench/retrieval.py, dev half).
+#: leg's 0, so it must sit well below the top ``limit`` (bench/quality/retrieval.py, dev half).
 NORMALIZED_POOL: Final = 50
 
 #: How hybrid search turns the two legs' scores into one (see :func:`fuse` and :func:`fuse_normalized`).
@@ -232,7 +232,7 @@ def fuse_normalized(
     the bundled e5 puts every passage's cosine within ~0.79–0.93 of a query, while BM25's
     ``|s| / (1 + |s|)`` spreads over 0–0.97, so a raw weighted sum is decided by whichever keyword
     overlap there is and the single-score rule lets an unmatched memory outrank a matched one
-    (bench/retrieval.py). Scaled, both legs span [0, 1] for every query and ``alpha`` means what it
+    (bench/quality/retrieval.py). Scaled, both legs span [0, 1] for every query and ``alpha`` means what it
     says. The hits keep their raw ``vector_score`` and ``bm25_score``; ``score`` is the fused one,
     relative to this query's candidates, so ``min_score`` here is no absolute similarity bar.
     Ties go by id.

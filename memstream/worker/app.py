@@ -44,7 +44,7 @@ REBALANCE_TIMEOUT = 3.0
 SESSION_TIMEOUT = 6.0
 HEARTBEAT_INTERVAL = 1.0
 #: How a memstream Faust app joins its group and starts reading: the pipeline's, and the
-#: pass-through agents of ``bench.floor``, which must cost what the pipeline's hops cost.
+#: pass-through agents of ``bench.perf.floor``, which must cost what the pipeline's hops cost.
 CONSUMER_OPTIONS: dict[str, Any] = {
     "topic_disable_leader": True,
     "consumer_auto_offset_reset": "earliest",

@@ -14,10 +14,10 @@ from pathlib import Path
 
 import pytest
 
-from bench.chaos import ROOT, worker_env
 from memstream.kafka.broker import free_port
 from memstream.worker.recycle import CHECK_SECONDS
 from tests.faults.test_startup import health, tansu_children
+from tests.support.chaos import ROOT, worker_env
 
 pytestmark = [pytest.mark.e2e]
 

@@ -21,7 +21,7 @@ from pathlib import Path
 
 import pytest
 
-from bench.chaos import Worker, external_broker, worker_env
+from tests.support.chaos import Worker, external_broker, worker_env
 
 pytestmark = [pytest.mark.e2e]
 

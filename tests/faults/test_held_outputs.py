@@ -5,8 +5,8 @@ table, the changelog record reached the broker, the output did not (it waited be
 request, or was being retried). After the restart the event comes again (its offset was never
 committed: the commit waits for the producer), and a stage whose table says it is done skips
 it -- extract's done snapshots, decide's recent memories -- so the exchange never becomes a
-memory. ``bench.chaos.hold_run`` makes the window certain by holding one topic's batches in
-the worker's producer until the kill (:mod:`bench.hold`).
+memory. ``tests.support.chaos.hold_run`` makes the window certain by holding one topic's batches in
+the worker's producer until the kill (``tests/support/hold``).
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from bench.chaos import hold_run
+from tests.support.chaos import hold_run
 
 pytestmark = [pytest.mark.e2e, pytest.mark.asyncio]
 

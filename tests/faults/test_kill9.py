@@ -5,7 +5,7 @@ kill, as a crashed worker's broker would), raw mode, killed and restarted on its
 its memories are compared with the exact set the exchanges must make. The second case kills
 at random instants over the whole turn path -- while the restarted worker recovers, joins
 its group and takes its first batches -- with sessions sharing projects and turns carrying
-their user, as the CLI's do; ``python -m bench.chaos --kill-every`` is its heavy version.
+their user, as the CLI's do; ``python -m bench.faults.chaos --kill-every`` is its heavy version.
 The faults these find by chance are pinned case by case: the consumer's commit rule in
 tests/unit/test_commits.py, the state tables' partitioning in tests/faults/test_state_partitions.py,
 a seek undone by the batch before it in tests/faults/test_rebalance_order.py.
@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from bench.chaos import kill_run
+from tests.support.chaos import kill_run
 
 pytestmark = [pytest.mark.e2e, pytest.mark.asyncio]
 

@@ -9,12 +9,12 @@ from pathlib import Path
 import pytest
 from aiokafka import AIOKafkaProducer
 
-from bench.chaos import normalized, workload
 from memstream.identity import turn_session_key
 from memstream.schemas import encode
 from memstream.topics import TURNS, topic_name
 from memstream.worker.replay import replay
 from tests.e2e.conftest import eventually, start_pipeline
+from tests.support.chaos import normalized, workload
 
 pytestmark = [pytest.mark.e2e, pytest.mark.asyncio]
 

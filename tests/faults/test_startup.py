@@ -14,8 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from bench.chaos import ROOT, worker_env
 from memstream.kafka.broker import free_port
+from tests.support.chaos import ROOT, worker_env
 
 pytestmark = [pytest.mark.e2e]
 

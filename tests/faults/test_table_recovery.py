@@ -10,13 +10,13 @@ from typing import Any
 import pytest
 from aiokafka import AIOKafkaProducer
 
-from bench.chaos import external_broker, workload
 from memstream.identity import turn_key
 from memstream.schemas import encode
 from memstream.topics import TURNS, topic_name
 from memstream.worker import runner
 from tests.conftest import make_settings
 from tests.e2e.conftest import eventually
+from tests.support.chaos import external_broker, workload
 
 pytestmark = [pytest.mark.e2e, pytest.mark.asyncio]
 

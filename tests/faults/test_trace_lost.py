@@ -14,9 +14,9 @@ import pytest
 from aiokafka import AIOKafkaProducer
 from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 
-from bench.chaos import exchange_text, trace_lost
 from memstream.kafka.broker import EmbeddedBroker
 from memstream.topics import SNAPSHOTS, TURNS, topic_name
+from tests.support.chaos import exchange_text, trace_lost
 
 pytestmark = [pytest.mark.e2e]
 

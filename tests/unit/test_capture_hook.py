@@ -129,7 +129,7 @@ def test_the_hook_command_exits_0_fast_with_memstream_down(tmp_path: Path) -> No
         cwd=tmp_path,
     )
     assert (done.returncode, done.stdout) == (0, "")
-    assert time.monotonic() - began < 60  # bounded; the figure itself is bench/capture.py's
+    assert time.monotonic() - began < 60  # bounded; the figure itself is bench/perf/capture.py's
 
 
 def test_the_hook_imports_no_faust_kafka_or_sdk(tmp_path: Path) -> None:

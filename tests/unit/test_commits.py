@@ -88,7 +88,7 @@ def test_an_event_of_a_topic_two_stages_read_counts_once_both_finished_it(consum
 async def test_a_hole_in_the_fetched_offsets_is_not_counted_as_processed(consumer: Any) -> None:
     # Faust records a gap when an offset arrives beyond the last one read. Its read offsets race
     # with a seek: events delivered (and skipped) while perform_seek ran made a "gap" of 734-1014
-    # on a turns partition, and the commit passed 51 exchanges no stage had seen (bench.chaos).
+    # on a turns partition, and the commit passed 51 exchanges no stage had seen (bench.faults.chaos).
     consumer._committed_offset[TP0] = 3
     await consumer._add_gap(TP0, 4, 7)
     consumer._finished[TP0] = {3, 8}

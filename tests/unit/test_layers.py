@@ -47,6 +47,8 @@ LAYERS: list[tuple[str, set[str]]] = [
             "memstream.schemas",
             # TLS/SASL checks of the settings: a leaf (stdlib only), which Settings.validate calls.
             "memstream.kafka.security",
+            # The supported coding CLIs: a leaf (stdlib only), which the hook, install, capture and recall read.
+            "memstream.hosts",
             "memstream",
         },
     ),

@@ -333,7 +333,7 @@ def test_a_turn_passed_over_and_read_again_after_later_turns_is_applied() -> Non
     """A rebalance skips the events Faust fetched before it, and the same worker may apply later
     turns of the session before the partition is read again from its committed offset. The
     skipped turns then arrive below the last offset applied: they were taken for redeliveries,
-    acked without a snapshot and committed past (bench.chaos: 84 of 1,000 exchanges lost so)."""
+    acked without a snapshot and committed past (bench.faults.chaos: 84 of 1,000 exchanges lost so)."""
 
     def read(state: SessionState, offset: int, role: Role, content: str) -> Applied:
         return apply_turn(state, partition=1, offset=offset, role=role, content=content, size=8, message_max_chars=4000)
@@ -353,7 +353,7 @@ def test_a_turn_passed_over_and_read_again_after_later_turns_is_applied() -> Non
 def test_a_sessions_first_exchange_passed_over_and_read_again_is_applied() -> None:
     """The first exchange of a session passed over in a rebalance comes again below every turn the
     session keeps: it is not a forgotten redelivery, since nothing was applied before the session's
-    first turn (bench.chaos lost such first exchanges to the 'too old to tell' rule)."""
+    first turn (bench.faults.chaos lost such first exchanges to the 'too old to tell' rule)."""
 
     def read(state: SessionState, offset: int, role: Role, content: str) -> Applied:
         return apply_turn(state, partition=0, offset=offset, role=role, content=content, size=8, message_max_chars=4000)

@@ -1,0 +1,91 @@
+"""What the durable turn log costs where turns are accepted (issue 35): turns/s and CPU per turn.
+
+``python -m bench.perf.durable_cost [--turns 2000] [--rounds 3]`` starts an embedded broker and accepts the
+same turns through the two ways every entry point goes through -- ``publish`` (``memstream publish``,
+one acknowledged send per turn) and ``send_turns`` (the spool's flush behind hooks, ``ingest`` and
+``watch``: batches of 2,000) -- without and with the log, interleaved round by round on the same
+machine, and prints turns/s and this process's CPU per turn for each.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import tempfile
+import time
+import uuid
+from datetime import UTC, datetime
+from pathlib import Path
+
+from memstream.intake.publish import open_producer, publish, send_turns
+from memstream.intake.turnlog import TurnLog
+from memstream.kafka.broker import EmbeddedBroker
+from memstream.schemas import Turn
+from memstream.topics.admin import ensure_topics
+
+
+def turns(count: int) -> list[Turn]:
+    now = datetime.now(UTC)
+    return [
+        Turn(
+            session_id=f"s{i % 60}",
+            project=f"/p{i % 7}",
+            role="user" if i % 2 == 0 else "assistant",
+            content=f"turn {i} " + "some words of a conversation " * 12,
+            ts=now,
+            user="dev@example.com",
+        )
+        for i in range(count)
+    ]
+
+
+async def accept(how: str, bootstrap: str, prefix: str, batch: list[Turn], log: TurnLog | None) -> tuple[float, float]:
+    wall, cpu = time.perf_counter(), time.process_time()
+    if how == "publish":
+        await publish(bootstrap, prefix, batch, log=log)
+    else:
+        producer = await open_producer(bootstrap, prefix)
+        try:
+            await send_turns(producer, prefix, batch, log=log)
+        finally:
+            await producer.stop()
+    return time.perf_counter() - wall, time.process_time() - cpu
+
+
+async def run(count: int, rounds: int) -> None:
+    batch = turns(count)
+    with EmbeddedBroker() as broker, tempfile.TemporaryDirectory(dir=Path.cwd()) as tmp:
+        prefix = f"cost-{uuid.uuid4().hex[:6]}"
+        await ensure_topics(broker.bootstrap, prefix, partitions=2, replication=1)
+        print(f"load {os.getloadavg()[0]:.1f}; {count} turns per round, {rounds} rounds, interleaved")
+        results: dict[tuple[str, bool], list[tuple[float, float]]] = {}
+        for r in range(rounds):
+            for how in ("publish", "send_turns"):
+                for logged in (False, True):
+                    log = TurnLog(Path(tmp) / f"log-{r}-{how}.db") if logged else None
+                    results.setdefault((how, logged), []).append(
+                        await accept(how, broker.bootstrap, prefix, batch, log)
+                    )
+                    if log is not None:
+                        log.close()
+        for (how, logged), runs in results.items():
+            wall = sum(w for w, _ in runs)
+            cpu = sum(c for _, c in runs)
+            n = count * len(runs)
+            print(
+                f"{how:10} {'with log' if logged else 'no log  '}: {n / wall:7.0f} turns/s accepted, "
+                f"{cpu / n * 1e6:6.0f} µs CPU per turn"
+            )
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--turns", type=int, default=2000)
+    parser.add_argument("--rounds", type=int, default=3)
+    args = parser.parse_args()
+    asyncio.run(run(args.turns, args.rounds))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,341 @@
+"""Recall@5 and @10 on memstream's own labelled retrieval set (bench/quality/retrieval/conversations.json):
+vector only, BM25 only, hybrid as recall ranked before issue 25 (seed 003's weighted sum over per-query
+min-max scaled legs, MEMSTREAM_RECALL_ALPHA), hybrid + session-aware fusion as recall ranks now
+(``SESSION_WEIGHT`` in memstream.recall.sessions), hybrid + rerank, and the seed's raw-score
+fusion for comparison.
+
+Every exchange (a user turn and the reply) is stored as raw mode stores it, one conversation memory,
+all in one project, its session the conversation it belongs to. The haystack is every exchange of the
+labelled set plus ChatterBot's English dialogue corpus (chatterbot-corpus 1.3.3, BSD-3-Clause, read
+from the installed package) as unlabelled distractors. A question counts as found at k when one of
+the exchanges that answer it is among the top k; by session, when an exchange of a session that
+answers it is (the measure of the public benchmark issue 25 cites).
+
+The questions are split: ``dev`` may be tuned on (the alpha and session-weight sweeps and other fusions
+are printed for it alone); ``test`` is only reported. The embedder is the bundled one
+(multilingual-e5-small), the store Qdrant Edge, searched through the same ``store.search`` and
+``store.hybrid_search`` that recall uses, with the candidate pool recall asks for. The reranker is a
+deterministic fake (query-term overlap) through the same ``rerank_top`` (top 20) as the real ones: it
+measures the plumbing, not a model.
+
+    .venv/bin/python -m bench.quality.retrieval [--alphas 0.3,...,0.9] [--session-weights 0.1,...] [--no-distractors]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import re
+import tempfile
+from collections.abc import Sequence
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import msgspec
+
+from memstream.embed.bundled import BundledEmbedder
+from memstream.identity import memory_id, normalize_content
+from memstream.recall.rerank import rerank_top
+from memstream.recall.search import SESSION_POOL
+from memstream.recall.sessions import SESSION_WEIGHT, session_fusion
+from memstream.schemas import Memory
+from memstream.settings import Settings
+from memstream.store.base import Fusion
+from memstream.store.edge import EdgeStore
+
+SET = Path(__file__).parent / "retrieval" / "conversations.json"
+SCOPE = "p_retrieval"
+KS = (5, 10)
+#: Results a search returns (the API's default), and how many of them the reranker reorders.
+LIMIT = 10
+RERANK_TOP_N = 20
+SPLITS = ("dev", "test")
+_WORD = re.compile(r"[a-z0-9_]{3,}")
+
+
+class OverlapReranker:
+    """Deterministic stand-in for a reranker: more distinct query words in the text ranks higher."""
+
+    name = "fake/overlap"
+
+    async def rerank(self, query: str, documents: Sequence[str]) -> list[int]:
+        words = set(_WORD.findall(query.lower()))
+        overlap = [len(words & set(_WORD.findall(doc.lower()))) for doc in documents]
+        return sorted(range(len(documents)), key=lambda i: -overlap[i])  # stable: ties keep the search order
+
+    async def close(self) -> None:
+        return None
+
+
+def distractors() -> list[tuple[str, str, str]]:
+    """ChatterBot's English corpus as (key, user, reply) exchanges: each conversation's turns paired in order.
+
+    The key is ``chatterbot-<file>-<conversation>:<exchange>``: each conversation is a session."""
+    import chatterbot_corpus
+    import yaml
+
+    root = Path(chatterbot_corpus.__file__).parent / "data" / "english"
+    out: list[tuple[str, str, str]] = []
+    for path in sorted(root.glob("*.yml")):
+        data = yaml.safe_load(path.read_text(encoding="utf-8"))
+        turns = [[str(t) for t in conversation] for conversation in data["conversations"]]
+        for c, conversation in enumerate(turns):
+            pairs = [(conversation[i], conversation[i + 1]) for i in range(0, len(conversation) - 1, 2)]
+            out.extend((f"chatterbot-{path.stem}-{c}:{n}", user, reply) for n, (user, reply) in enumerate(pairs))
+    return out
+
+
+def exchange_memory(key: str, user: str, assistant: str, model: str) -> Memory:
+    text = f"[user] {user}\n[assistant] {assistant}"
+    content = normalize_content(text)
+    now = datetime.now(UTC)
+    return Memory(
+        id=memory_id(SCOPE, content.content_hash),
+        text=content.storage,
+        type="conversation",
+        scope="project",
+        scope_key=SCOPE,
+        created_at=now,
+        updated_at=now,
+        content_hash=content.content_hash,
+        embedding_model=model,
+        # The session is the conversation (``name:index`` keys): session-aware fusion reads it.
+        session_id=key.rsplit(":", 1)[0],
+    )
+
+
+def recall_at(ranked: Sequence[Sequence[str]], answers: Sequence[set[str]], k: int) -> float:
+    return sum(1 for ids, good in zip(ranked, answers, strict=True) if good & set(ids[:k])) / len(answers)
+
+
+def sessions_of(ranked: Sequence[Sequence[str]], session: dict[str, str]) -> list[list[str]]:
+    """Each ranking as the sessions of its hits, in order: session recall counts a question found when
+    an exchange of a session that answers it is among the top k (as the held-out benchmark of issue 25)."""
+    return [[session[i] for i in ids] for ids in ranked]
+
+
+def rrf(vector: Sequence[str], bm25: Sequence[str], k: int) -> list[str]:
+    """Reciprocal rank fusion of two ranked id lists."""
+    score: dict[str, float] = {}
+    for ranking in (vector, bm25):
+        for rank, memory in enumerate(ranking):
+            score[memory] = score.get(memory, 0.0) + 1 / (k + rank + 1)
+    return sorted(score, key=lambda i: (-score[i], i))
+
+
+def windows(exchanges: Sequence[tuple[str, str, str]], reach: int) -> list[tuple[str, str]]:
+    """(center key, text) per exchange: the exchanges ``reach`` before and after it in its session, and
+    itself (``reach`` 1: six turns), as the window grain indexes them."""
+    by_session: dict[str, list[tuple[str, str, str]]] = {}
+    for exchange in exchanges:
+        by_session.setdefault(exchange[0].rsplit(":", 1)[0], []).append(exchange)
+    out = []
+    for turns in by_session.values():
+        for i, (key, _, _) in enumerate(turns):
+            around = turns[max(0, i - reach) : i + reach + 1]
+            out.append((key, "\n".join(f"[user] {u}\n[assistant] {a}" for _, u, a in around)))
+    return out
+
+
+async def window_grain(
+    exchanges_store: EdgeStore,
+    embedder: BundledEmbedder,
+    root: Path,
+    exchanges: Sequence[tuple[str, str, str]],
+    ids: dict[str, str],
+    questions: Sequence[dict[str, Any]],
+    queries: Sequence[Sequence[float]],
+    alpha: float,
+    weight: float,
+) -> dict[str, list[list[str]]]:
+    """Rankings with a second grain: each exchange's window in a store of its own (so neither grain's BM25
+    statistics move the other's), searched as recall searches; a window hit ranks its center exchange."""
+    store = EdgeStore(root / "windows", embedder.model, embedder.dim)
+    await store.open()
+    try:
+        grain = windows(exchanges, 1)
+        texts = [text for _, text in grain]
+        started = asyncio.get_running_loop().time()
+        vectors = await embedder.embed_documents(texts)
+        took = asyncio.get_running_loop().time() - started
+        center: dict[str, str] = {}
+        for (key, text), vector in zip(grain, vectors, strict=True):
+            memory = exchange_memory(key, text, "", embedder.model)
+            memory = msgspec.structs.replace(memory, text=text, session_id=key.rsplit(":", 1)[0])
+            center[memory.id] = ids[key]
+            await store.upsert(memory, vector)
+        print(f"window grain: {len(grain)} windows embedded in {took:.1f} s ({len(grain) / took:.1f}/s)")
+        return await _grain_rankings(exchanges_store, store, center, questions, queries, alpha, weight)
+    finally:
+        await store.close()
+
+
+async def _grain_rankings(
+    exchanges_store: EdgeStore,
+    windows_store: EdgeStore,
+    center: dict[str, str],
+    questions: Sequence[dict[str, Any]],
+    queries: Sequence[Sequence[float]],
+    alpha: float,
+    weight: float,
+) -> dict[str, list[list[str]]]:
+    out: dict[str, list[list[str]]] = {}
+    pool = max(LIMIT, SESSION_POOL)
+    per_query = []
+    for q, vector in zip(questions, queries, strict=True):
+        hits = await exchanges_store.hybrid_search(
+            q["q"], vector, [SCOPE], limit=pool, alpha=alpha, min_score=0.0, fusion="normalized"
+        )
+        window_hits = await windows_store.hybrid_search(
+            q["q"], vector, [SCOPE], limit=pool, alpha=alpha, min_score=0.0, fusion="normalized"
+        )
+        per_query.append((hits, window_hits))
+    out["exchanges only + session fusion (recall now)"] = [
+        [h.memory.id for h in session_fusion(hits, weight)] for hits, _ in per_query
+    ]
+    out["windows only (center exchange)"] = [_dedup([center[h.memory.id] for h in w]) for _, w in per_query]
+    for k in (10, 60):
+        out[f"exchange + window, RRF k={k}"] = [
+            rrf([h.memory.id for h in session_fusion(hits, weight)], [center[h.memory.id] for h in w], k)
+            for hits, w in per_query
+        ]
+    for share in (0.3, 0.5, 0.7):
+        ranked = []
+        for hits, w in per_query:
+            score: dict[str, float] = {}
+            for hit in session_fusion(hits, weight):
+                score[hit.memory.id] = score.get(hit.memory.id, 0.0) + (1 - share) * hit.score
+            for hit in w:
+                score[center[hit.memory.id]] = score.get(center[hit.memory.id], 0.0) + share * hit.score
+            ranked.append(sorted(score, key=lambda i: (-score[i], i)))
+        out[f"exchange + window, scores summed, window share {share}"] = ranked
+    return out
+
+
+def _dedup(ids: Sequence[str]) -> list[str]:
+    return list(dict.fromkeys(ids))
+
+
+async def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--alphas", default="0.3,0.4,0.5,0.6,0.7,0.8,0.9")
+    parser.add_argument("--session-weights", default="0.1,0.2,0.3,0.4,0.5")
+    parser.add_argument("--no-distractors", action="store_true", help="the labelled exchanges alone")
+    parser.add_argument(
+        "--grains",
+        action="store_true",
+        help="also index a window of neighbouring exchanges per exchange (issue 40.1) and compare fusions",
+    )
+    args = parser.parse_args()
+    alphas = [float(x) for x in args.alphas.split(",")]
+    weights = [float(x) for x in args.session_weights.split(",")]
+    alpha, weight = Settings.from_env({}).recall_alpha, SESSION_WEIGHT
+    data = json.loads(SET.read_text())
+    embedder = BundledEmbedder()
+    with tempfile.TemporaryDirectory() as root:
+        store = EdgeStore(Path(root), embedder.model, embedder.dim)
+        await store.open()
+        try:
+            exchanges = [
+                (f"{name}:{i}", user, assistant)
+                for name, turns in data["conversations"].items()
+                for i, (user, assistant) in enumerate(turns)
+            ]
+            labelled = len(exchanges)
+            if not args.no_distractors:
+                exchanges += distractors()
+            memories = [exchange_memory(key, u, a, embedder.model) for key, u, a in exchanges]
+            vectors = await embedder.embed_documents([m.text for m in memories])
+            ids: dict[str, str] = {}
+            for (key, _, _), memory, vector in zip(exchanges, memories, vectors, strict=True):
+                ids[key] = memory.id
+                await store.upsert(memory, vector)
+            questions = data["questions"]
+            queries = [await embedder.embed_query(q["q"]) for q in questions]
+
+            async def ranked(
+                a: float, fusion: Fusion, *, rerank: bool = False, session_weight: float = 0.0
+            ) -> list[list[str]]:
+                # The candidates search asks the store for, as recall.search does: ten hits, or the
+                # session pool when session-aware fusion is on (the legs' pools follow from it).
+                pool = max(LIMIT, SESSION_POOL) if session_weight > 0 else LIMIT
+                if rerank:
+                    pool = max(pool, RERANK_TOP_N)
+                out = []
+                for q, vector in zip(questions, queries, strict=True):
+                    hits = await store.hybrid_search(
+                        q["q"], vector, [SCOPE], limit=pool, alpha=a, min_score=0.0, fusion=fusion
+                    )
+                    hits = session_fusion(hits, session_weight)
+                    if rerank:
+                        hits = await rerank_top(q["q"], hits, OverlapReranker(), top_n=RERANK_TOP_N)
+                    out.append([h.memory.id for h in hits])
+                return out
+
+            vector_only = [[h.memory.id for h in await store.search(v, [SCOPE], limit=50)] for v in queries]
+            bm25_only = await ranked(0.0, "weighted")
+            rows: dict[str, list[list[str]]] = {
+                "vector": vector_only,
+                "BM25": bm25_only,
+                f"hybrid (alpha {alpha}, legs scaled per query): before": await ranked(alpha, "normalized"),
+                f"hybrid + session fusion (weight {weight}): recall's default": await ranked(
+                    alpha, "normalized", session_weight=weight
+                ),
+                f"hybrid (alpha {alpha}, scaled) + rerank (fake)": await ranked(alpha, "normalized", rerank=True),
+                "hybrid, seed's raw scores, alpha 0.7": await ranked(0.7, "weighted"),
+                "hybrid, seed's raw scores, alpha 0.9": await ranked(0.9, "weighted"),
+            }
+
+            session = {m.id: m.session_id for m in memories}
+
+            def table(title: str, rows: dict[str, list[list[str]]], splits: Sequence[str]) -> None:
+                print(title)
+                head = " ".join(f"{s + ' @' + str(k):>10}" for s in splits for k in KS)
+                print(f"  {'ranking':<60} {head} {'(sessions)':>10} {head}")
+                for name, lists in rows.items():
+                    cells, by_session = [], []
+                    for split in splits:
+                        chosen = [i for i, q in enumerate(questions) if q["split"] == split]
+                        picked = [lists[i] for i in chosen]
+                        good = [{ids[a] for a in questions[i]["answers"]} for i in chosen]
+                        cells += [f"{recall_at(picked, good, k):>10.3f}" for k in KS]
+                        good_sessions = [{session[g] for g in answers} for answers in good]
+                        by_session += [
+                            f"{recall_at(sessions_of(picked, session), good_sessions, k):>10.3f}" for k in KS
+                        ]
+                    print(f"  {name:<60} " + " ".join(cells) + f" {'':>10} " + " ".join(by_session))
+
+            counts = {s: sum(1 for q in questions if q["split"] == s) for s in SPLITS}
+            print(
+                f"{len(memories)} exchanges ({labelled} labelled, {len(memories) - labelled} distractors), "
+                f"{len(questions)} questions (dev {counts['dev']}, test {counts['test']}), embedder {embedder.model}"
+            )
+            table("recall@k: dev may be tuned on, test is only reported (never tuned on)", rows, SPLITS)
+            sweep: dict[str, Any] = {}
+            for a in alphas:
+                sweep[f"scaled legs, alpha {a:.1f}"] = await ranked(a, "normalized")
+            for a in alphas:
+                sweep[f"seed's raw scores, alpha {a:.1f}"] = await ranked(a, "weighted")
+            for w in weights:
+                sweep[f"scaled legs, alpha {alpha}, session fusion {w:.2f}"] = await ranked(
+                    alpha, "normalized", session_weight=w
+                )
+            for k in (10, 60):
+                sweep[f"reciprocal rank fusion, k={k}"] = [
+                    rrf(v, b, k) for v, b in zip(vector_only, bm25_only, strict=True)
+                ]
+            table("fusions compared, dev only (what alpha and the fusion were chosen on)", sweep, ("dev",))
+            if args.grains:
+                grained = await window_grain(
+                    store, embedder, Path(root), exchanges, ids, questions, queries, alpha, weight
+                )
+                table("window grain (issue 40.1): dev may be tuned on, test is only reported", grained, SPLITS)
+        finally:
+            await store.close()
+            await embedder.close()
+
+
+if __name__ == "__main__":
+    asyncio.run(main())

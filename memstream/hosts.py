@@ -1,0 +1,58 @@
+"""The coding CLIs memstream serves: one registry every place reads (the hook, install, capture, recall, the CLI).
+
+A leaf: the standard library only, so ``memstream hook`` (which must start fast) can read it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Host:
+    """One coding CLI."""
+
+    #: As ``memstream hook``, ``install`` and ``uninstall`` name it.
+    name: str
+    #: Its session files' format, as ``memstream ingest --llm`` and ``capture.model.Source`` name it.
+    llm_source: str
+    #: Events after which its hook captures the session file.
+    capture_events: tuple[str, ...]
+    #: The SessionStart sources that get the [MEMORY] block; empty: it has no SessionStart hook.
+    session_start: frozenset[str] = frozenset()
+    #: Other names its SessionStart hook may be called by.
+    aliases: tuple[str, ...] = ()
+    #: Where ``install`` may write its hooks: the user's config, a project's.
+    install_scopes: tuple[str, ...] = ("user", "project")
+
+    @property
+    def session_root(self) -> str:
+        """The Settings field of its home folder (``MEMSTREAM_<SOURCE>_DIR``, ``--<source>-dir``)."""
+        return f"{self.llm_source}_dir"
+
+    @property
+    def events(self) -> tuple[str, ...]:
+        """The events ``install`` registers the hook for: capture events, then SessionStart if it has one."""
+        return self.capture_events + (("SessionStart",) if self.session_start else ())
+
+
+_EVERY_START = frozenset({"startup", "resume", "clear", "compact"})
+
+#: Every supported host, in the order help texts list them.
+HOSTS: tuple[Host, ...] = (
+    Host("claude-code", "claude", ("Stop", "SessionEnd"), _EVERY_START, aliases=("claude",)),
+    Host("codex", "codex", ("Stop",), _EVERY_START),
+    Host("gemini", "gemini", ("AfterAgent", "SessionEnd"), frozenset({"startup", "resume", "clear"}), ("gemini-cli",)),
+    # Kimi CLI reads hooks from its user config only.
+    Host("kimi", "kimi", ("Stop", "SessionEnd"), install_scopes=("user",)),
+)
+BY_NAME: dict[str, Host] = {host.name: host for host in HOSTS}
+#: The hosts' names, as ``memstream hook`` and ``memstream install`` take them.
+NAMES: tuple[str, ...] = tuple(BY_NAME)
+#: The session formats, as ``memstream ingest --llm`` takes them; each has a ``--<source>-dir`` root.
+LLM_SOURCES: tuple[str, ...] = tuple(host.llm_source for host in HOSTS)
+
+
+def find(name: str) -> Host | None:
+    """The host called ``name`` or one of its aliases."""
+    return BY_NAME.get(name) or next((host for host in HOSTS if name in host.aliases), None)
