@@ -4,9 +4,12 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from datetime import datetime
+from typing import TYPE_CHECKING
 
 import msgspec
-import numpy as np
+
+if TYPE_CHECKING:  # numpy is imported where a vector is packed or read: the hook imports schemas, never numpy
+    import numpy as np
 
 from memstream.schemas.events import Message, Provenance, Role, RolloutOutput
 
@@ -113,9 +116,13 @@ class RecentMemory(msgspec.Struct, frozen=True, kw_only=True):
 
     @classmethod
     def of(cls, *, id: str, type: str, text: str, vector: Sequence[float], decided_at: float) -> RecentMemory:
+        import numpy as np
+
         return cls(id=id, type=type, text=text, packed=np.asarray(vector, dtype="<f4").tobytes(), decided_at=decided_at)
 
     def array(self) -> np.ndarray:
+        import numpy as np
+
         return np.frombuffer(self.packed, dtype="<f4") if self.packed else np.asarray(self.vector, dtype=np.float32)
 
 
