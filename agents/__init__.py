@@ -1,7 +1,7 @@
 """The stream agents, one module each: snapshot → extract → embed → decide → store,
-age, contradiction and graph reacting to what the store changed, and seed 004's two phases:
+age, contradiction and graph reacting to what the store changed, and the consolidation spec's two phases:
 rollout (Phase 1, per idle session) and consolidate (Phase 2, one global run at a time);
-retention's timer, the document agent (seed 003's document ingest) and the maintenance worker's timer.
+retention's timer, the document agent (Pipeline v2's document ingest) and the maintenance worker's timer.
 
 Each module exposes ``register(app, topics, providers)``, which declares its table and
 its agent on the app. Agent bodies decode, call a pure rule from ``memstream.rules``,

@@ -1,4 +1,4 @@
-"""Age agent: seed 001's aging rules, applied as operations for the store.
+"""Age agent: the memory spec's aging rules, applied as operations for the store.
 
 Consumes ``memory-updated`` (key: scope). Emits ``memory-ops`` (DeleteMemory) and, when a
 session summary is condensed, a learned-pattern ``facts`` event that flows through embed

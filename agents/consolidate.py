@@ -1,4 +1,4 @@
-"""Consolidate agent: Phase 2 of seed 004, one global run at a time.
+"""Consolidate agent: Phase 2 of the consolidation spec, one global run at a time.
 
 Consumes ``consolidation``, the topic with exactly one partition: only the one worker that
 owns it runs Phase 2, and when that worker dies the group hands the partition, and the
@@ -155,7 +155,7 @@ class Consolidator:
             outputs = {rollout: item.output for rollout, item in known.items() if item.output is not None}
             selected = [outputs[r] for r in (*diff.added, *diff.retained)]
             evidence = selected + [outputs[r] for r in diff.removed]
-            # Removed rollouts stay on disk while the model forgets them (seed 004).
+            # Removed rollouts stay on disk while the model forgets them (the consolidation spec).
             self._sync(evidence)
             for scope_key, scope_diff in _per_scope(diff, outputs).items():
                 if scope_diff.changed:

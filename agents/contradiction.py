@@ -1,4 +1,4 @@
-"""Contradiction agent: does a new memory supersede nearby ones? (seeds 000 and 001)
+"""Contradiction agent: does a new memory supersede nearby ones? (the extraction and memory specs)
 
 Consumes ``memory-updated`` (key: scope). Emits ``memory-ops`` (SupersedeMemory): the
 superseded memories stay stored, linked to their successor, and leave search and the

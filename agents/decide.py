@@ -1,23 +1,23 @@
-"""Decide agent: what a new fact does to memory (seed 000's dedup, seed 003's decision stage).
+"""Decide agent: what a new fact does to memory (the extraction spec's dedup, Pipeline v2's decision stage).
 
 Consumes ``embedded`` (key: scope). Emits ``memory-ops`` (key: scope) and, for every fact,
 its audit records on ``history``. One fact at a time per scope, in order; scopes side by
 side. Per fact, in order:
 
-1. Seed 003's write gates that need no store: confidence, then empty content (skipped).
+1. Pipeline v2's write gates that need no store: confidence, then empty content (skipped).
 2. Exact duplicate: a memory with the same normalized content (its id derives from the
    content hash) is stored or was just decided: refresh it (deduped).
-3. Seed 000's dedup: a memory of the same type within the type's distance: refresh it.
-4. Seed 003's decision: the top 5 candidates by hybrid search (vector and Qdrant's BM25);
-   none, or no LLM: ADD without asking; otherwise, with seed 000's contradiction candidates
+3. The extraction spec's dedup: a memory of the same type within the type's distance: refresh it.
+4. Pipeline v2's decision: the top 5 candidates by hybrid search (vector and Qdrant's BM25);
+   none, or no LLM: ADD without asking; otherwise, with the extraction spec's contradiction candidates
    added to the question (an ADD then answers for them: the contradiction check does not ask
    the same question again, issue 18), the LLM picks ADD, UPDATE, DELETE or
    NONE, checked against the candidates (a hallucinated id drops the proposal, and the
    fact is added instead, so nothing is lost; so is a fact whose decision no provider
    could make).
-5. The mode (seed 003's flags) decides what is applied. Shadow (or the frozen brake):
+5. The mode (Pipeline v2's flags) decides what is applied. Shadow (or the frozen brake):
    nothing, only the audit. Controlled: ADD and NONE; an UPDATE or DELETE is blocked and
-   the fact is added beside its target (seed 000's contradiction check still runs on
+   the fact is added beside its target (the extraction spec's contradiction check still runs on
    it). Full: UPDATE and DELETE supersede the target with the fact's memory: the old one
    is kept, hidden and linked, never hard-deleted. UPDATE and DELETE proposals go through
    the lexical contradiction detector, which flags ``review_needed`` on their record.
@@ -74,7 +74,7 @@ RECENT_SECONDS = 600.0
 #: Most recent memories kept per scope: enough for a busy project's store lag, and a
 #: table value that stays far below Kafka's 1 MB message limit (64 × 1024-d: ~360 KiB).
 RECENT_KEEP = 64
-#: Stored neighbours fetched per fact for seed 000's dedup.
+#: Stored neighbours fetched per fact for the extraction spec's dedup.
 NEIGHBOURS = 5
 #: Why an ADD was chosen without the LLM.
 RAW_MODE_REASON = "raw mode: no model to decide"
@@ -101,7 +101,7 @@ def fact_sources(fact: Fact) -> list[Provenance]:
     """Where a fact's text came from: the sources its snapshot named (a captured session's files and
     lines), else its session and how it arrived (``cli``, ``api``, ``mcp`` from an explicit request's
     origin; ``publish`` for a session's turns)."""
-    if fact.sources:  # captured from a session file (seed 002): its file and line
+    if fact.sources:  # captured from a session file (the capture spec): its file and line
         return list(fact.sources)
     if not fact.session_id:
         how = fact.origin.split(":", 1)[0] if ":" in fact.origin else ""
@@ -219,7 +219,7 @@ class Decider:
             if revived:
                 decided["reason"] = f"{revived}; {decided['reason']}"
             created = record("created", "create", memory_id=new.id, **{**decided, "target_id": ""})
-            # The model read the candidates and kept the fact beside them: seed 000's
+            # The model read the candidates and kept the fact beside them: the extraction spec's
             # contradiction check need not ask it the same question about them again.
             weighed = list(candidates) if judged and proposal.action == "ADD" else []
             return self._create(fact, new, embedded, result, created, weighed=weighed)
@@ -310,7 +310,7 @@ class Decider:
     async def _propose(
         self, fact: Fact, new: Memory, content: NormalizedContent, vector: list[float], recent: list[RecentMemory]
     ) -> tuple[decision.Proposal, dict[str, decision.Candidate], str, bool]:
-        """Seed 003's decision: the proposal, the candidates it was chosen among, the model, and
+        """Pipeline v2's decision: the proposal, the candidates it was chosen among, the model, and
         whether the model's own answer is the proposal (not a fallback for a failed or dropped one)."""
         hits: list[HybridHit] = await self.providers.store.hybrid_search(
             content.storage,
@@ -323,7 +323,7 @@ class Decider:
         )
         candidates: dict[str, decision.Candidate] = {hit.memory.id: hit.memory for hit in hits}
         # Memories decided on but perhaps not stored yet are candidates too, on their
-        # vector alone (seed 003: a single leg's score stands as it is), while they are active.
+        # vector alone (Pipeline v2: a single leg's score stands as it is), while they are active.
         close = [
             memory
             for memory, distance in zip(recent, cosine_distances(vector, recent).tolist(), strict=True)
@@ -338,7 +338,7 @@ class Decider:
         if llm is None:
             raw = decision.Proposal(action="ADD", confidence=fact.confidence, reason=RAW_MODE_REASON)
             return raw, candidates, "", False
-        # The model is asked anyway: seed 000's contradiction candidates join the question, so
+        # The model is asked anyway: the extraction spec's contradiction candidates join the question, so
         # that an ADD answers for them too and the contradiction check need not ask again.
         candidates.update(await self._contradiction_candidates(new, vector, candidates))
         try:
@@ -346,8 +346,8 @@ class Decider:
                 decision.SYSTEM, decision.prompt(content.storage, fact.type, list(candidates.values())), max_tokens=256
             )
         except LLMError as error:
-            # Every provider failed: the fact is added undecided rather than lost; seed
-            # 000's dedup already ran, and the contradiction check still will.
+            # Every provider failed: the fact is added undecided rather than lost; the
+            # extraction spec's dedup already ran, and the contradiction check still will.
             log.warning("decision on fact %s unavailable, adding it: %s", fact.fact_id, error)
             return (
                 decision.Proposal(action="ADD", confidence=fact.confidence, reason=f"{DECISION_UNAVAILABLE}: {error}"),

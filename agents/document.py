@@ -1,10 +1,10 @@
-"""Document agent: seed 003's document worker.
+"""Document agent: Pipeline v2's document worker.
 
 Consumes ``documents`` (key: document id). For a ``DocumentIngest``: fetches the URL (bounded
 by ``MEMSTREAM_DOCUMENT_MAX_CONTENT_BYTES``; HTML reduced to text, the page title backfilled)
 or takes the raw content, then walks ``extracting → chunking → embedding → indexing → done``.
 Each new chunk is embedded on its own and sent as a ``CreateMemory`` on ``memory-ops`` (key:
-scope) before the next is embedded, so embedding and writing alternate as in the seed; the
+scope) before the next is embedded, so embedding and writing alternate as in the spec; the
 store agent stays the only writer of memories. ``indexing`` removes the chunks the content no
 longer has and waits until the store has applied the document's operations, so ``done``
 means searchable. A failed attempt is tried again after ``MEMSTREAM_DOCUMENT_WORKER_INTERVAL_MS``;

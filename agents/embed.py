@@ -2,7 +2,7 @@
 
 Consumes ``facts`` (key: scope). Emits ``embedded`` (key: scope), in the order the facts
 arrived on each partition. Embeds the facts that have arrived, up to ``MEMSTREAM_EMBED_BATCH``
-at a time (seed 000: embeddings batched): a lone fact goes at once, and under load batches
+at a time (the extraction spec: embeddings batched): a lone fact goes at once, and under load batches
 fill while the previous one is embedded. ``MEMSTREAM_EMBED_BATCH_WINDOW`` > 0 waits that long
 at most for more, for remote APIs that bill or limit per request.
 An outage of the embedding API holds the batch and retries it with capped backoff for up
@@ -39,7 +39,7 @@ def register(app: faust.App, topics: Topics, providers: Providers, sink: DeadLet
     stats = counters(app, state_table(app, "embed-stats", settings.partitions, use_partitioner=True), EmbedStats, STAGE)
 
     async def embed_through_outages(texts: list[str]) -> list[list[float]]:
-        """Embed, waiting out an outage of the embedding API (seed 003's backoff, 1 s doubling
+        """Embed, waiting out an outage of the embedding API (Pipeline v2's backoff, 1 s doubling
         to 30 s plus jitter) for up to ``MEMSTREAM_RETRY_BUDGET``; then its error is raised.
         The batch stays unacked meanwhile, so a restart retries it (and its budget anew)."""
         failing_since: float | None = None

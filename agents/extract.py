@@ -2,8 +2,8 @@
 
 Consumes ``snapshots`` (key: session key, memstream.identity.session_key). Emits ``facts`` (key: scope — the project, or
 the user for personal preferences), with confidence and entity triples; and ``parked``
-(key: session key) when every provider failed: the snapshot waits there for a retry (seed
-003's backoff: 1 s doubling to 30 s plus jitter, then steady at the cap) and is
+(key: session key) when every provider failed: the snapshot waits there for a retry (Pipeline
+v2's backoff: 1 s doubling to 30 s plus jitter, then steady at the cap) and is
 dead-lettered with its reason only once it has been failing for ``MEMSTREAM_RETRY_BUDGET``
 (6 h). The parked topic holds it, so a restart loses none. A local model is one slow resource: while
 it is busy and a call already waits its turn, a snapshot is parked too (not as a failure: its attempts
@@ -67,7 +67,7 @@ def explicit_facts(snapshot: Snapshot) -> list[ExtractedFact]:
 
 
 def park_delay(attempt: int, base: float, cap: float) -> float:
-    """Seed 003's worker backoff: doubling from the base up to the cap, plus up to 0.5 s jitter."""
+    """Pipeline v2's worker backoff: doubling from the base up to the cap, plus up to 0.5 s jitter."""
     return min(cap, base * 2 ** max(0, attempt - 1)) + random.uniform(0, 0.5)
 
 
@@ -186,7 +186,7 @@ def register(app: faust.App, topics: Topics, providers: Providers, sink: DeadLet
                 fact_event = _fact(snapshot, fact, scope, i, entities, raw=raw)
                 sent.append(await topics.facts.send(key=scope[1].encode(), value=fact_event))
             span.set_attribute("extract.ownerless", ownerless)
-            # Seed 003's first write gate, audited: a fact below it never travels further.
+            # Pipeline v2's first write gate, audited: a fact below it never travels further.
             for i, fact in enumerate(f for f in result.facts if f.confidence < gate):
                 scope = fact_scope(snapshot, fact)
                 if scope is not None:

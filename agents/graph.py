@@ -1,4 +1,4 @@
-"""Graph agent: seed 003's knowledge graph, written after the memory it describes.
+"""Graph agent: Pipeline v2's knowledge graph, written after the memory it describes.
 
 Consumes ``memory-updated`` (key: scope). Emits nothing: it records a created or refreshed
 memory's entity triples in the graph store (``providers.graph``), which search reads for
@@ -7,7 +7,7 @@ State: table ``graph-stats`` — per scope, memories recorded, rows written and
 failed writes. Relies on one scope's updates arriving in order, so that one scope's graph
 has one writer at a time (the store's read-then-write is not atomic across writers).
 
-As in the seed, a graph write failing is not the memory failing: the memory is already
+As in the spec, a graph write failing is not the memory failing: the memory is already
 stored, so the failure is logged, counted, and the event is not dead-lettered. A
 redelivered or replayed memory writes nothing twice (``memstream.rules.graph``). Without
 ``MEMSTREAM_GRAPH_ENABLED`` the agent still runs, and passes over every event.

@@ -1,4 +1,4 @@
-"""History agent: keeps the audit trail queryable (seed 003's memory_history).
+"""History agent: keeps the audit trail queryable (Pipeline v2's memory_history).
 
 Consumes ``history`` (key: scope): the records the decide, store and retention stages
 write for every proposal and change. Appends them, in batches, to the history store,

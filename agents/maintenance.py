@@ -1,4 +1,4 @@
-"""Maintenance agent: seed 003's maintenance worker, a timer rather than a stream agent.
+"""Maintenance agent: Pipeline v2's maintenance worker, a timer rather than a stream agent.
 
 Consumes nothing. Every ``MEMSTREAM_MAINTENANCE_INTERVAL_MS`` it runs one cycle of
 ``memstream.ops.maintenance.Maintenance`` (diagnostics, recommendations, and in ``execute`` mode
@@ -7,7 +7,7 @@ the rate-limited repairs), on exactly one worker: like retention, the owner of t
 ``MEMSTREAM_AUTONOMOUS_FROZEN`` on, the timer is never declared, but the worker's ``tick()``
 stays callable on demand (``memstream doctor``, through the API). Emits what its repairs emit:
 re-driven events on their own topics, retention's ``purged`` records on ``history``. No table:
-its state (rate limits, the halt tracker) lives for the lifetime of the worker, as the seed's.
+its state (rate limits, the halt tracker) lives for the lifetime of the worker, as the spec's.
 """
 
 from __future__ import annotations

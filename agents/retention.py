@@ -1,4 +1,4 @@
-"""Retention agent: seed 003's retention worker, a timer rather than a stream agent.
+"""Retention agent: Pipeline v2's retention worker, a timer rather than a stream agent.
 
 Consumes nothing: every ``MEMSTREAM_RETENTION_INTERVAL`` seconds it sweeps what expired.
 Emits one ``purged`` audit record per hard-deleted tombstone on ``history`` (key: scope).

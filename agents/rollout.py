@@ -1,4 +1,4 @@
-"""Rollout agent: Phase 1 of seed 004, one idle session distilled at a time.
+"""Rollout agent: Phase 1 of the consolidation spec, one idle session distilled at a time.
 
 Consumes ``snapshots`` (key: session key) and keeps, per session key (the session id within
 its project and user, memstream.identity.session_key; the rollout's id is the session's own id,

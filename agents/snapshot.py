@@ -112,7 +112,7 @@ def register(app: faust.App, topics: Topics, providers: Providers, sink: DeadLet
             log.exception("stopped following the forgotten ledger")
 
     async def maybe_init(turn: Turn) -> None:
-        """Init mode (seed 000): a new project's README, manifests and configs."""
+        """Init mode (the extraction spec): a new project's README, manifests and configs."""
         # The file system is read on a worker thread: the agent's loop must not block on a slow disk.
         if providers.raw_mode or not await asyncio.to_thread(Path(turn.project).is_dir):
             return

@@ -110,7 +110,7 @@ async def apply(store: MemoryStore, op: AnyMemoryOp) -> tuple[str, Memory] | Non
         return "created", memory
     if isinstance(op, RefreshMemory):
         existing = await store.get(op.memory_id)
-        # The memory's session and sources follow the text it ends up holding (seed 002).
+        # The memory's session and sources follow the text it ends up holding (the capture spec).
         session_id, sources = provenance.refreshed(existing, op.memory) if existing is not None else (None, None)
         refreshed = await store.refresh(
             op.memory_id,

@@ -21,7 +21,7 @@ from memstream.settings import Settings, SettingsError
 
 __all__ = ["CliError", "main"]
 
-#: The coding CLIs capture reads, by their seed 002 ``llm_source`` name, and the hosts whose hooks it serves.
+#: The coding CLIs capture reads, by their the capture spec ``llm_source`` name, and the hosts whose hooks it serves.
 LLM_SOURCES = hosts.LLM_SOURCES
 HOSTS = hosts.NAMES
 

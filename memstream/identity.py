@@ -23,7 +23,7 @@ _TRAILING_PUNCTUATION = re.compile(r"[.,!?;:]+$")
 
 
 class NormalizedContent(NamedTuple):
-    """Seed 003's ``normalizeAndHashContent``."""
+    """Pipeline v2's ``normalizeAndHashContent``."""
 
     #: Trimmed, whitespace collapsed, original casing: what is stored.
     storage: str
@@ -50,17 +50,17 @@ _MARKDOWN = re.compile(
 
 
 def normalized_turn_content(content: str) -> str:
-    """Seed 002's normalization of a message: line endings as ``\\n``, the whole trimmed."""
+    """The capture spec's normalization of a message: line endings as ``\\n``, the whole trimmed."""
     return _LINE_ENDINGS.sub("\n", content).strip()
 
 
 def turn_hash(content: str) -> str:
-    """Seed 002's message hash: SHA-256 hex of the normalized content (its dedup key, with the session)."""
+    """The capture spec's message hash: SHA-256 hex of the normalized content (its dedup key, with the session)."""
     return hashlib.sha256(normalized_turn_content(content).encode()).hexdigest()
 
 
 def content_features(content: str) -> tuple[int, bool, bool]:
-    """Seed 002's metadata of a message: (content_length, has_code, has_markdown) of its normalized text.
+    """The capture spec's metadata of a message: (content_length, has_code, has_markdown) of its normalized text.
 
     Code is a fenced block or inline code; Markdown is code, headings, lists, quotes, tables, bold or links.
     """
@@ -70,13 +70,13 @@ def content_features(content: str) -> tuple[int, bool, bool]:
 
 
 def project_key(project_dir: str) -> str:
-    """Seed 001: "the project tag is a deterministic hash of the directory path"."""
+    """The memory spec: "the project tag is a deterministic hash of the directory path"."""
     path = os.path.normpath(os.path.abspath(os.path.expanduser(project_dir))) if project_dir else ""
     return "p_" + hashlib.sha256(path.encode()).hexdigest()[:16]
 
 
 def user_key(identity: str) -> str:
-    """Seed 001: user scope is "derived from git email"; empty identity gives ""."""
+    """The memory spec: user scope is "derived from git email"; empty identity gives ""."""
     identity = identity.strip().lower()
     return "u_" + hashlib.sha256(identity.encode()).hexdigest()[:16] if identity else ""
 

@@ -35,13 +35,13 @@ class Providers:
     embedder: Embedder
     store: MemoryStore
     llm: LLM | None
-    #: The audit trail of every decision and change (seed 003's memory_history).
+    #: The audit trail of every decision and change (Pipeline v2's memory_history).
     history: HistoryStore
     #: The knowledge graph; None unless MEMSTREAM_GRAPH_ENABLED.
     graph: GraphStore | None = None
-    #: Ingested documents, their status trail and chunk links (seed 003); None: no document ingest.
+    #: Ingested documents, their status trail and chunk links (Pipeline v2); None: no document ingest.
     documents: DocumentStore | None = None
-    #: Reorders search's top results; None unless MEMSTREAM_RERANKER (seed 003's optional reranking).
+    #: Reorders search's top results; None unless MEMSTREAM_RERANKER (Pipeline v2's optional reranking).
     reranker: Reranker | None = None
 
     @property

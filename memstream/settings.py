@@ -131,7 +131,7 @@ class Settings:
     google_model: str = field(default="gemini-3-flash-preview", metadata=_env("MEMSTREAM_GOOGLE_MODEL"))
     #: MEMSTREAM_LOCAL_LLM_URL: an OpenAI-compatible endpoint such as Ollama's ``http://localhost:11434/v1``.
     local_llm_url: str = field(default="", metadata=_env("MEMSTREAM_LOCAL_LLM_URL"))
-    #: MEMSTREAM_LOCAL_LLM_MODEL: the local model (seed 003's default).
+    #: MEMSTREAM_LOCAL_LLM_MODEL: the local model (Pipeline v2's default).
     local_llm_model: str = field(default="qwen3:4b", metadata=_env("MEMSTREAM_LOCAL_LLM_MODEL"))
     #: MEMSTREAM_LOCAL_LLM_DIALECT: how the answer's JSON Schema reaches the local server: auto, json_schema
     #: (llama-server, vLLM), json_object (llama-cpp-python), ollama (its /api/chat ``format``) or none.
@@ -155,7 +155,7 @@ class Settings:
     local_llm_context: int = field(default=8192, metadata=_env("MEMSTREAM_LOCAL_LLM_CONTEXT", low=2048, high=262_144))
     #: MEMSTREAM_LLM_PRIMARY: the provider tried first: anthropic, xai, google or local.
     llm_primary: str = field(default="anthropic", metadata=_env("MEMSTREAM_LLM_PRIMARY"))
-    #: MEMSTREAM_LLM_TIMEOUT: seconds per LLM request attempt (seed 003's extractionTimeout: 45, 5 to 300).
+    #: MEMSTREAM_LLM_TIMEOUT: seconds per LLM request attempt (Pipeline v2's extractionTimeout: 45, 5 to 300).
     llm_timeout: float = field(default=45.0, metadata=_env("MEMSTREAM_LLM_TIMEOUT", low=5.0, high=300.0))
     #: MEMSTREAM_LLM_RETRIES: retries per provider before falling back to the next one.
     llm_retries: int = field(default=2, metadata=_env("MEMSTREAM_LLM_RETRIES"))
@@ -171,14 +171,14 @@ class Settings:
     #: dead-lettered (6 h; at most 12 h, half the day the derived topics keep records); until then it is
     #: parked and retried with capped backoff.
     retry_budget: float = field(default=21_600.0, metadata=_env("MEMSTREAM_RETRY_BUDGET"))
-    #: MEMSTREAM_EXTRACT_ATTEMPTS: attempts at a document's ingest before it is failed (seed 003's
+    #: MEMSTREAM_EXTRACT_ATTEMPTS: attempts at a document's ingest before it is failed (Pipeline v2's
     #: workerMaxRetries: 3, 1 to 10). A snapshot's extraction waits out outages within MEMSTREAM_RETRY_BUDGET.
     extract_attempts: int = field(default=3, metadata=_env("MEMSTREAM_EXTRACT_ATTEMPTS", low=1, high=10))
-    #: MEMSTREAM_PARK_DELAY: seconds a parked snapshot waits before its first retry (seed 003: 1).
+    #: MEMSTREAM_PARK_DELAY: seconds a parked snapshot waits before its first retry (Pipeline v2: 1).
     park_delay: float = field(default=1.0, metadata=_env("MEMSTREAM_PARK_DELAY"))
-    #: MEMSTREAM_PARK_DELAY_MAX: the longest a parked snapshot waits (seed 003: 30).
+    #: MEMSTREAM_PARK_DELAY_MAX: the longest a parked snapshot waits (Pipeline v2: 30).
     park_delay_max: float = field(default=30.0, metadata=_env("MEMSTREAM_PARK_DELAY_MAX"))
-    #: MEMSTREAM_MIN_FACT_CONFIDENCE: facts below this confidence are not written (seed 003: 0.7).
+    #: MEMSTREAM_MIN_FACT_CONFIDENCE: facts below this confidence are not written (Pipeline v2: 0.7).
     min_fact_confidence: float = field(default=0.7, metadata=_env("MEMSTREAM_MIN_FACT_CONFIDENCE"))
     #: VOYAGE_API_KEY: enables voyage-code-3 embeddings (1024-d). Empty: the bundled model.
     voyage_api_key: str = field(default="", metadata=_env("VOYAGE_API_KEY"))
@@ -187,16 +187,16 @@ class Settings:
     #: MEMSTREAM_VOYAGE_MODEL: the Voyage embedding model.
     voyage_model: str = field(default="voyage-code-3", metadata=_env("MEMSTREAM_VOYAGE_MODEL"))
 
-    # --- pipeline (defaults from seeds 000 and 001) ------------------------------------
-    #: MEMSTREAM_SNAPSHOT_MESSAGES: messages in a snapshot (seed 000: the last 8).
+    # --- pipeline (defaults from the extraction and memory specs) ------------------------------------
+    #: MEMSTREAM_SNAPSHOT_MESSAGES: messages in a snapshot (the extraction spec: the last 8).
     snapshot_messages: int = field(default=8, metadata=_env("MEMSTREAM_SNAPSHOT_MESSAGES"))
     #: MEMSTREAM_SNAPSHOT_MAX_CHARS: a snapshot's maximum length; older text is cut first.
     snapshot_max_chars: int = field(default=12_000, metadata=_env("MEMSTREAM_SNAPSHOT_MAX_CHARS"))
     #: MEMSTREAM_MESSAGE_MAX_CHARS: one message's maximum length inside a snapshot.
     message_max_chars: int = field(default=4_000, metadata=_env("MEMSTREAM_MESSAGE_MAX_CHARS"))
-    #: MEMSTREAM_SUMMARY_EVERY: every Nth assistant turn runs summary mode (seed 000: 5).
+    #: MEMSTREAM_SUMMARY_EVERY: every Nth assistant turn runs summary mode (the extraction spec: 5).
     summary_every: int = field(default=5, metadata=_env("MEMSTREAM_SUMMARY_EVERY"))
-    #: MEMSTREAM_SESSION_SUMMARY_CAP: summaries kept per project before condensing (seed 001: 3).
+    #: MEMSTREAM_SESSION_SUMMARY_CAP: summaries kept per project before condensing (the memory spec: 3).
     session_summary_cap: int = field(default=3, metadata=_env("MEMSTREAM_SESSION_SUMMARY_CAP"))
     #: MEMSTREAM_EMBED_BATCH: most texts per embedding request.
     embed_batch: int = field(default=64, metadata=_env("MEMSTREAM_EMBED_BATCH"))
@@ -207,8 +207,8 @@ class Settings:
     #: default (bench/perf/raw_ingest.py measures the choice on a machine).
     embed_threads: int = field(default=0, metadata=_env("MEMSTREAM_EMBED_THREADS"))
 
-    # --- memory lifecycle (seed 003) ------------------------------------------------------
-    #: MEMSTREAM_SHADOW_MODE: decide and audit every fact, write nothing (seed 003's shadowMode).
+    # --- memory lifecycle (Pipeline v2) ------------------------------------------------------
+    #: MEMSTREAM_SHADOW_MODE: decide and audit every fact, write nothing (Pipeline v2's shadowMode).
     shadow_mode: bool = field(default=False, metadata=_env("MEMSTREAM_SHADOW_MODE"))
     #: MEMSTREAM_ALLOW_UPDATE_DELETE: apply the decision stage's UPDATE and DELETE, as supersedes.
     allow_update_delete: bool = field(default=False, metadata=_env("MEMSTREAM_ALLOW_UPDATE_DELETE"))
@@ -232,11 +232,11 @@ class Settings:
     #: MEMSTREAM_RETENTION_INTERVAL: seconds between two retention sweeps.
     retention_interval: float = field(default=21_600.0, metadata=_env("MEMSTREAM_RETENTION_INTERVAL"))
 
-    # --- maintenance worker (seed 003) ----------------------------------------------------
-    #: MEMSTREAM_AUTONOMOUS_ENABLED: run the maintenance worker on its interval (seed 003's autonomousEnabled).
+    # --- maintenance worker (Pipeline v2) ----------------------------------------------------
+    #: MEMSTREAM_AUTONOMOUS_ENABLED: run the maintenance worker on its interval (Pipeline v2's autonomousEnabled).
     autonomous_enabled: bool = field(default=False, metadata=_env("MEMSTREAM_AUTONOMOUS_ENABLED"))
     #: MEMSTREAM_AUTONOMOUS_FROZEN: keep the maintenance worker's interval stopped even when enabled;
-    #: ``memstream doctor`` still works (seed 003's autonomousFrozen).
+    #: ``memstream doctor`` still works (Pipeline v2's autonomousFrozen).
     autonomous_frozen: bool = field(default=False, metadata=_env("MEMSTREAM_AUTONOMOUS_FROZEN"))
     #: MEMSTREAM_MAINTENANCE_INTERVAL_MS: milliseconds between two maintenance cycles (30 min; 1 min to 1 day).
     maintenance_interval_ms: int = field(
@@ -264,9 +264,9 @@ class Settings:
         default=50, metadata=_env("MEMSTREAM_REPAIR_REQUEUE_HOURLY_BUDGET", low=1, high=1000)
     )
 
-    # --- document ingest (seed 003) ------------------------------------------------------
+    # --- document ingest (Pipeline v2) ------------------------------------------------------
     #: MEMSTREAM_DOCUMENT_WORKER_INTERVAL_MS: milliseconds before a failed document ingest is tried again
-    #: (seed 003's document worker tick; 1 s to 5 min).
+    #: (Pipeline v2's document worker tick; 1 s to 5 min).
     document_worker_interval_ms: int = field(
         default=10_000, metadata=_env("MEMSTREAM_DOCUMENT_WORKER_INTERVAL_MS", low=1_000, high=300_000)
     )
@@ -283,7 +283,7 @@ class Settings:
         default=10_485_760, metadata=_env("MEMSTREAM_DOCUMENT_MAX_CONTENT_BYTES", low=1024, high=104_857_600)
     )
 
-    # --- Phase 1 and Phase 2 (seed 004) -------------------------------------------------
+    # --- Phase 1 and Phase 2 (the consolidation spec) -------------------------------------------------
     #: MEMSTREAM_PHASE1_IDLE_SECONDS: a session is distilled once idle this long (never while active).
     phase1_idle_seconds: float = field(default=900.0, metadata=_env("MEMSTREAM_PHASE1_IDLE_SECONDS"))
     #: MEMSTREAM_PHASE1_MAX_AGE_DAYS: sessions last active longer ago than this are not distilled.
@@ -315,7 +315,7 @@ class Settings:
         default=300.0, metadata=_env("MEMSTREAM_CONSOLIDATION_RETRY_DELAY_MAX")
     )
 
-    # --- capture (seed 002) -------------------------------------------------------------
+    # --- capture (the capture spec) -------------------------------------------------------------
     #: MEMSTREAM_CLAUDE_DIR: Claude Code's home, whose ``projects/`` holds its sessions.
     claude_dir: Path = field(default=Path("~/.claude"), metadata=_env("MEMSTREAM_CLAUDE_DIR"))
     #: MEMSTREAM_CODEX_DIR: Codex's home (``CODEX_HOME``), whose ``sessions/`` holds its rollouts.

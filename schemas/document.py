@@ -13,7 +13,7 @@ import msgspec
 
 from memstream.schemas.events import DocumentSource
 
-#: Seed 003's status transitions, in order, then the two ends.
+#: Pipeline v2's status transitions, in order, then the two ends.
 DocumentStatus = Literal["extracting", "chunking", "embedding", "indexing", "done", "failed"]
 STATUSES: Final[tuple[str, ...]] = DocumentStatus.__args__  # type: ignore[attr-defined]
 
@@ -28,7 +28,7 @@ class StatusChange(msgspec.Struct, frozen=True, kw_only=True):
 
 
 class ChunkLink(msgspec.Struct, frozen=True, kw_only=True):
-    """Seed 003's ``document_memories`` row: a chunk memory of the document, by index."""
+    """Pipeline v2's ``document_memories`` row: a chunk memory of the document, by index."""
 
     index: int
     memory_id: str

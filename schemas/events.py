@@ -25,14 +25,14 @@ class Event(msgspec.Struct, tag_field="schema", kw_only=True, frozen=True):
 
 
 class TurnTimestamps(msgspec.Struct, frozen=True, kw_only=True):
-    """Seed 002's timestamps: when the message was said, and when memstream read it."""
+    """The capture spec's timestamps: when the message was said, and when memstream read it."""
 
     occurred: datetime
     extracted_at: datetime
 
 
 class TurnMetadata(msgspec.Struct, frozen=True, kw_only=True):
-    """Seed 002's metadata, computed from the normalized content."""
+    """The capture spec's metadata, computed from the normalized content."""
 
     content_length: int = 0
     has_code: bool = False
@@ -40,7 +40,7 @@ class TurnMetadata(msgspec.Struct, frozen=True, kw_only=True):
 
 
 class Turn(Event, tag="turn.v2", kw_only=True, frozen=True):
-    """One message of a coding-agent session, in seed 002's universal message format. Key: session.
+    """One message of a coding-agent session, in the capture spec's universal message format. Key: session.
 
     ``turn.v1`` events (without the universal fields) still decode, into this type: see
     :func:`memstream.schemas.codec.decode`.
@@ -56,7 +56,7 @@ class Turn(Event, tag="turn.v2", kw_only=True, frozen=True):
     user: str = ""
     #: Which agent host sent it (claude-code, codex, …).
     source: str = ""
-    #: SHA-256 hex of the normalized content (trimmed, line endings normalized): seed 002's dedup key.
+    #: SHA-256 hex of the normalized content (trimmed, line endings normalized): the capture spec's dedup key.
     hash: str = ""
     #: The coding CLI the message was captured from (claude, codex, gemini, kimi); "" when published directly.
     llm_source: str = ""
@@ -90,7 +90,7 @@ def turn_metadata(content: str) -> TurnMetadata:
 
 
 def universal_turn(turn: Turn, *, extracted_at: datetime, provenance: Provenance | None = None) -> Turn:
-    """The turn with seed 002's universal fields filled from its content (those it already has are kept)."""
+    """The turn with the capture spec's universal fields filled from its content (those it already has are kept)."""
     return msgspec.structs.replace(
         turn,
         hash=turn.hash or turn_hash(turn.content),
@@ -146,7 +146,7 @@ class Snapshot(Event, tag="snapshot.v1", kw_only=True, frozen=True):
     attempt: int = 0
     #: When its first extraction attempt failed: the retry budget counts from here.
     parked_since: datetime | None = None
-    #: Where the exchange's messages came from (seed 002 provenance), oldest first.
+    #: Where the exchange's messages came from (the capture spec provenance), oldest first.
     sources: list[Provenance] = []
     #: The exchange's identity in its session (see ``rules.snapshot.exchange_id``): the same on every
     #: snapshot of one exchange as it goes on, so raw mode keeps it as one memory. "" if unknown.
@@ -163,7 +163,7 @@ class ParkedSnapshot(Event, tag="parked-snapshot.v1", kw_only=True, frozen=True)
 
 
 class Entity(msgspec.Struct, frozen=True, kw_only=True):
-    """An entity triple of seed 003, carried on facts for later graph use."""
+    """An entity triple of Pipeline v2, carried on facts for later graph use."""
 
     source: str
     relationship: str
@@ -184,11 +184,11 @@ class Fact(Event, tag="fact.v1", kw_only=True, frozen=True):
     source_chunk: str = ""
     #: Where the fact came from: a snapshot id, or ``condense:<memory id>``.
     origin: str = ""
-    #: The model's confidence in the fact (seed 003); explicit requests are 1.0.
+    #: The model's confidence in the fact (Pipeline v2); explicit requests are 1.0.
     confidence: float = 1.0
     #: Entity triples extracted with the fact's snapshot.
     entities: list[Entity] = []
-    #: Where the fact's text came from (seed 002 provenance): the snapshot's exchange, or a condensed memory.
+    #: Where the fact's text came from (the capture spec provenance): the snapshot's exchange, or a condensed memory.
     sources: list[Provenance] = []
     #: A raw exchange's identity (its snapshot's ``exchange_id``): its memory's id derives from it, so a
     #: later snapshot of the same exchange refreshes that memory instead of adding one. "" otherwise.
@@ -288,7 +288,7 @@ class MemoryUpdated(Event, tag="memory-updated.v1", kw_only=True, frozen=True):
 
 
 class RolloutOutput(Event, tag="rollout-output.v1", kw_only=True, frozen=True):
-    """Phase 1 (seed 004): one idle session (a rollout) distilled into memory. Key: scope.
+    """Phase 1 (the consolidation spec): one idle session (a rollout) distilled into memory. Key: scope.
 
     Published on the one-partition consolidation topic, so its offset there is the
     watermark Phase 2 keeps. Every text field is secret-redacted.
@@ -308,7 +308,7 @@ class RolloutOutput(Event, tag="rollout-output.v1", kw_only=True, frozen=True):
     slug: str = ""
     #: Assistant turns the rollout had when it was distilled.
     turns: int = 0
-    #: When the session was last active (seed 004's ``source_updated_at``).
+    #: When the session was last active (the consolidation spec's ``source_updated_at``).
     source_updated_at: datetime
     #: When Phase 1 produced this output.
     generated_at: datetime
@@ -392,7 +392,7 @@ DocumentSource = Literal["url", "file", "text"]
 
 
 class DocumentIngest(Event, tag="document-ingest.v1", kw_only=True, frozen=True):
-    """Ingest a document (seed 003): fetch a URL, or take the raw content. Key: document id.
+    """Ingest a document (Pipeline v2): fetch a URL, or take the raw content. Key: document id.
 
     Sent again for a document already ingested, it is ingested again: chunks already linked
     to it are kept, new ones are added, ones its content no longer has are removed.

@@ -1,4 +1,4 @@
-"""The knowledge graph of seed 003: entities, the relations between them, and the memories
+"""The knowledge graph of Pipeline v2: entities, the relations between them, and the memories
 that mention them (its ``entities``, ``relations`` and ``memory_entity_mentions`` tables).
 
 Rows are written only by the graph stage, keyed by scope; every id derives from the scope
@@ -33,7 +33,7 @@ class GraphRelation(msgspec.Struct, tag="graph-relation.v1", tag_field="schema",
     target_entity_id: str
     #: Canonical (lowercased, whitespace-normalized), so "Depends on" and "depends  on" are one.
     relation_type: str
-    #: Fixed at 1.0 for relations the pipeline extracts (seed 003).
+    #: Fixed at 1.0 for relations the pipeline extracts (Pipeline v2).
     strength: float = 1.0
     #: How many memories stated it.
     mentions: int

@@ -1,4 +1,4 @@
-"""The audit trail of memory: one record per proposal and per outcome (seed 003's memory_history).
+"""The audit trail of memory: one record per proposal and per outcome (Pipeline v2's memory_history).
 
 Every change memory goes through is an event on the ``history`` topic, and the history
 store keeps them queryable per memory (``memstream history MEMORY_ID``).
@@ -37,7 +37,7 @@ OUTCOMES: Final[tuple[str, ...]] = Outcome.__args__  # type: ignore[attr-defined
 
 Action = Literal["ADD", "UPDATE", "DELETE", "NONE", ""]
 
-#: Pipeline modes of seed 003: shadow (decide, audit, write nothing), controlled (ADD and
+#: Pipeline modes of Pipeline v2: shadow (decide, audit, write nothing), controlled (ADD and
 #: NONE applied, UPDATE/DELETE blocked), full (UPDATE/DELETE applied as supersedes).
 Mode = Literal["shadow", "controlled", "full"]
 
@@ -62,7 +62,7 @@ class HistoryRecord(msgspec.Struct, tag="history.v1", tag_field="schema", kw_onl
     fact_text: str = ""
     confidence: float = 0.0
     reason: str = ""
-    #: Seed 003's lexical contradiction detector flagged this proposal for a human.
+    #: Pipeline v2's lexical contradiction detector flagged this proposal for a human.
     review_needed: bool = False
     mode: Mode = "controlled"
     #: The model that decided, and the version of the prompt it was given ("" if no LLM).
@@ -70,7 +70,7 @@ class HistoryRecord(msgspec.Struct, tag="history.v1", tag_field="schema", kw_onl
     prompt_version: str = ""
     #: Where it came from: a snapshot id, ``condense:<id>``, an op id.
     origin: str = ""
-    #: The session files and lines the fact's text came from (seed 002 provenance), where known.
+    #: The session files and lines the fact's text came from (the capture spec provenance), where known.
     sources: list[Provenance] = []
     #: Who asked for the change, when a person did (the console, the API): a principal's name.
     requested_by: str = ""

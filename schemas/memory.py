@@ -1,4 +1,4 @@
-"""The stored memory and its vocabulary: the 11 types and two scopes of seed 001."""
+"""The stored memory and its vocabulary: the 11 types and two scopes of the memory spec."""
 
 from __future__ import annotations
 
@@ -21,28 +21,28 @@ MemoryType = Literal[
     "conversation",
 ]
 
-#: Every memory type, in the order seed 001 lists them: what extraction may produce.
+#: Every memory type, in the order the memory spec lists them: what extraction may produce.
 MEMORY_TYPES: Final[tuple[str, ...]] = MemoryType.__args__  # type: ignore[attr-defined]
 
-#: What Phase 2 (seed 004) writes besides them: one consolidated summary per project,
+#: What Phase 2 (the consolidation spec) writes besides them: one consolidated summary per project,
 #: shown at the top of the [MEMORY] block. Never extracted, deduplicated or aged.
 CONSOLIDATED: Final = "consolidated"
-#: A window of an ingested document (seed 003's document ingest): written by the document agent,
+#: A window of an ingested document (Pipeline v2's document ingest): written by the document agent,
 #: searchable like any memory, never extracted, deduplicated against facts, aged or contradicted.
 DOCUMENT_CHUNK: Final = "document_chunk"
 StoredType = MemoryType | Literal["consolidated", "document_chunk"]
 
-#: Types that represent evolving understanding: wider dedup distance (seed 001).
+#: Types that represent evolving understanding: wider dedup distance (the memory spec).
 STRUCTURAL_TYPES: Final[frozenset[str]] = frozenset(
     {"project-brief", "architecture", "tech-context", "product-context", "project-config"}
 )
 
-#: Types whose new memories are never checked for contradictions (seed 001).
+#: Types whose new memories are never checked for contradictions (the memory spec).
 CONTRADICTION_EXEMPT_TYPES: Final[frozenset[str]] = frozenset(
     {"session-summary", "conversation", CONSOLIDATED, DOCUMENT_CHUNK}
 )
 
-#: Types whose default scope is the user rather than the project (seed 001).
+#: Types whose default scope is the user rather than the project (the memory spec).
 USER_SCOPED_TYPES: Final[frozenset[str]] = frozenset({"preference"})
 
 Scope = Literal["project", "user"]
@@ -72,7 +72,7 @@ class Citation(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
 
 
 class Provenance(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
-    """Where a piece of memory came from (seed 002): the source, and the file and line for a session file.
+    """Where a piece of memory came from (the capture spec): the source, and the file and line for a session file.
 
     ``source_type`` is the coding CLI (claude, codex, gemini, kimi) for captured sessions, else how the
     text arrived (publish, api, mcp, document, …). ``file`` and ``line`` are empty for what came from no file.
@@ -87,7 +87,7 @@ class Provenance(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
 
 
 class Memory(msgspec.Struct, tag="memory.v1", tag_field="schema", kw_only=True, frozen=True):
-    """One stored memory: the fields of seed 000 step 5 plus type, scope and supersession.
+    """One stored memory: the fields of the extraction spec step 5 plus type, scope and supersession.
 
     ``id`` is derived from the scope key and the normalized content (see
     ``memstream.identity``), so replays and at-least-once delivery never duplicate.
@@ -110,15 +110,15 @@ class Memory(msgspec.Struct, tag="memory.v1", tag_field="schema", kw_only=True, 
     #: Id of the newer memory that supersedes this one; superseded memories stay
     #: stored for audit but never appear in search or the [MEMORY] block.
     superseded_by: str | None = None
-    #: When it was superseded: the retention worker (seed 003) hard-deletes tombstones
+    #: When it was superseded: the retention worker (Pipeline v2) hard-deletes tombstones
     #: once this is past their window. None on memories superseded before the field
     #: existed; their ``updated_at`` stands in for it.
     superseded_at: datetime | None = None
-    #: Every source this memory's text came from, first seen first (seed 002). A memory merged from
+    #: Every source this memory's text came from, first seen first (the capture spec). A memory merged from
     #: several exchanges or refreshed by a later one lists each; it never names a source whose text it
     #: does not hold.
     sources: list[Provenance] = []
-    #: How much the memory weighs, in [0, 1]; None where nothing set it. Document chunks: 0.3 (seed 003).
+    #: How much the memory weighs, in [0, 1]; None where nothing set it. Document chunks: 0.3 (Pipeline v2).
     importance: float | None = None
     #: The title of the document a chunk comes from ("" for other memories).
     title: str = ""
@@ -140,7 +140,7 @@ class ScoredMemory(msgspec.Struct, frozen=True):
 class HybridHit(msgspec.Struct, frozen=True):
     """A memory returned by a hybrid (BM25 + vector) search, with its scores in [0, 1].
 
-    ``score`` ranks the hits: seed 003's ``alpha × vector + (1 - alpha) × bm25`` when both
+    ``score`` ranks the hits: Pipeline v2's ``alpha × vector + (1 - alpha) × bm25`` when both
     legs scored the memory, the one leg's score otherwise. A leg that did not is None.
     """
 

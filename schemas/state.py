@@ -232,7 +232,7 @@ class Phase2State(State, tag="state.phase2.v1", kw_only=True):
     #: Newest consolidation-topic offset of the inputs the last successful run consumed;
     #: never moves backwards.
     watermark: int = -1
-    #: The exact Phase 1 outputs the last successful run selected (seed 004's
+    #: The exact Phase 1 outputs the last successful run selected (the consolidation spec's
     #: ``selected_for_phase2`` baseline).
     selected: list[SelectedRollout] = []
     last_success_at: datetime | None = None

@@ -3,7 +3,7 @@
     nice -n 10 .venv/bin/python -m bench.compare.llm_calls [--projects 3]
 
 The session is the e2e one (``tests/e2e/session.py``): three exchanges in which auth moves from
-JWT cookies to Redis sessions, the facts of seed 000's contradiction check and seed 003's
+JWT cookies to Redis sessions, the facts of the extraction spec's contradiction check and Pipeline v2's
 decision stage. It runs in ``--projects`` projects at once (one session each). Both systems get
 the same facts per turn from a scripted model, and the bundled e5 embedder; their fake servers
 count a word as a token (system prompt and messages in, the answer out). The scripted model

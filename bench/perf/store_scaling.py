@@ -170,7 +170,7 @@ async def _measure_one(size: int, dim: int, searches: int, seed: int, root: Path
             if any(r.memory.scope_key != scope or not r.memory.active for r in found):
                 raise AssertionError("filtered search returned a memory outside its filter")
 
-        # -- filtered hybrid search (BM25 + vector, seed 003's decision query) ----------------
+        # -- filtered hybrid search (BM25 + vector, Pipeline v2's decision query) ----------------
         hybrid_lat: list[float] = []
         for q_i, query in enumerate(_unit_vectors(rng, WARMUP_SEARCHES + searches, dim).tolist()):
             scope = scopes[int(rng.integers(0, projects))]

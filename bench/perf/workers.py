@@ -1,10 +1,10 @@
-"""Seed 003's workers on the embedded default: document ingest, re-drive and one maintenance cycle.
+"""Pipeline v2's workers on the embedded default: document ingest, re-drive and one maintenance cycle.
 
     .venv/bin/python -m bench.perf.workers [--kilobytes 100] [--dead-letters 200]
 
 Starts the whole pipeline (bundled embedder, raw mode), then prints:
 - the time from publishing one text document of ``kilobytes`` KB to its ``done`` status, and
-  its chunks per second (each chunk is embedded on its own, as seed 003 says);
+  its chunks per second (each chunk is embedded on its own, as Pipeline v2 says);
 - the time ``redrive`` takes to read the dead letters and send ``dead-letters`` of them back;
 - the time one maintenance ``tick()`` (observe) takes: Kafka offsets, dead letters, store health.
 Figures only, no targets: run it on a quiet machine.

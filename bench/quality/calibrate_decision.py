@@ -1,4 +1,4 @@
-"""Measure the decision stage's hybrid scores (seed 003) on the labelled pairs.
+"""Measure the decision stage's hybrid scores (Pipeline v2) on the labelled pairs.
 
     .venv/bin/python -m bench.quality.calibrate_decision [--alpha 0.7]   # from the repository root
 

@@ -1,7 +1,7 @@
 """Recall@5 and @10 on memstream's own labelled retrieval set (bench/quality/retrieval/conversations.json):
-vector only, BM25 only, hybrid as recall ranked before issue 25 (seed 003's weighted sum over per-query
+vector only, BM25 only, hybrid as recall ranked before issue 25 (Pipeline v2's weighted sum over per-query
 min-max scaled legs, MEMSTREAM_RECALL_ALPHA), hybrid + session-aware fusion as recall ranks now
-(``SESSION_WEIGHT`` in memstream.recall.sessions), hybrid + rerank, and the seed's raw-score
+(``SESSION_WEIGHT`` in memstream.recall.sessions), hybrid + rerank, and the spec's raw-score
 fusion for comparison.
 
 Every exchange (a user turn and the reply) is stored as raw mode stores it, one conversation memory,
@@ -284,8 +284,8 @@ async def main() -> None:
                     alpha, "normalized", session_weight=weight
                 ),
                 f"hybrid (alpha {alpha}, scaled) + rerank (fake)": await ranked(alpha, "normalized", rerank=True),
-                "hybrid, seed's raw scores, alpha 0.7": await ranked(0.7, "weighted"),
-                "hybrid, seed's raw scores, alpha 0.9": await ranked(0.9, "weighted"),
+                "hybrid, the spec's raw scores, alpha 0.7": await ranked(0.7, "weighted"),
+                "hybrid, the spec's raw scores, alpha 0.9": await ranked(0.9, "weighted"),
             }
 
             session = {m.id: m.session_id for m in memories}
@@ -317,7 +317,7 @@ async def main() -> None:
             for a in alphas:
                 sweep[f"scaled legs, alpha {a:.1f}"] = await ranked(a, "normalized")
             for a in alphas:
-                sweep[f"seed's raw scores, alpha {a:.1f}"] = await ranked(a, "weighted")
+                sweep[f"the spec's raw scores, alpha {a:.1f}"] = await ranked(a, "weighted")
             for w in weights:
                 sweep[f"scaled legs, alpha {alpha}, session fusion {w:.2f}"] = await ranked(
                     alpha, "normalized", session_weight=w

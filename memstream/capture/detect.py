@@ -16,7 +16,7 @@ Files deliberately not captured: Kimi's ``context.jsonl`` beside a wire log and 
 same conversation append-only), Claude's ``~/.claude/history.jsonl`` (prompt history of the input box), and
 anything that is not a session file.
 
-Detection (seed 002): the path pattern first, then content markers of the first records, so that a session
+Detection (the capture spec): the path pattern first, then content markers of the first records, so that a session
 file copied anywhere under any name is still recognised. The markers are the record shapes each CLI writes
 (field names, envelope types), which are certain, rather than model names, which are not.
 

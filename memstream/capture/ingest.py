@@ -6,7 +6,7 @@ turns, keeps those never seen before, and (unless it is a dry run) writes them t
 transaction that advances the checkpoint. :mod:`memstream.capture.spool` then sends the spool to the
 broker. This module imports neither Faust nor Kafka: hooks use it.
 
-The dedup key (seed 002: SHA-256 of the normalized content, first seen wins) is the content hash within
+The dedup key (the capture spec: SHA-256 of the normalized content, first seen wins) is the content hash within
 a session and role: ``sha256(session_id, role, hash)``. The session is part of it because short messages
 ("yes", "go on", "run the tests") recur across sessions and each session needs its own to make sense of
 its exchanges; a resumed session's copied lines, a message written twice, a rewritten file re-read and a

@@ -12,7 +12,7 @@ from datetime import datetime
 
 
 class Source(enum.StrEnum):
-    """The coding CLI a session file belongs to (seed 002's ``llm_source``)."""
+    """The coding CLI a session file belongs to (the capture spec's ``llm_source``)."""
 
     CLAUDE = "claude"
     CODEX = "codex"

@@ -5,7 +5,7 @@ One file, three tables, one transaction per session file read:
 - ``files``: a checkpoint per session file (inode, size, mtime, the byte offset and line the next read
   starts at, and a fingerprint of the bytes already read), so a re-run reads only what was appended and
   a rewritten file is recognised;
-- ``seen``: the dedup key of every message ever captured (seed 002: first seen wins and keeps its
+- ``seen``: the dedup key of every message ever captured (the capture spec: first seen wins and keeps its
   provenance), and ``sessions``: the project directory each session was seen in;
 - ``spool``: captured turns not yet acknowledged by the broker, in capture order. A hook or an ingest run
   writes its new turns here in the same transaction that advances the checkpoint and records their keys,

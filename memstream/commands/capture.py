@@ -1,4 +1,4 @@
-"""Capture's verbs: ingest, watch, install and uninstall (seed 002). They import no Faust; publishing goes
+"""Capture's verbs: ingest, watch, install and uninstall (the capture spec). They import no Faust; publishing goes
 through :mod:`memstream.capture.spool`, which loads the Kafka client only when there is something to send."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The verbs of seed 003's workers: doc (documents), doctor (maintenance) and redrive (dead letters).
+"""The verbs of Pipeline v2's workers: doc (documents), doctor (maintenance) and redrive (dead letters).
 
 ``doc add``, ``doc remove`` and ``redrive`` publish to Kafka; ``doc list|show`` and ``doctor`` ask the
 running memstream's API. None of them loads the pipeline.

@@ -1,4 +1,4 @@
-"""The embedder interface: documents for storage, queries for search (seed 000 step 3)."""
+"""The embedder interface: documents for storage, queries for search (the extraction spec step 3)."""
 
 from __future__ import annotations
 
@@ -33,17 +33,17 @@ class Embedder(Protocol):
 class DistanceProfile(msgspec.Struct, frozen=True):
     """Cosine-distance thresholds, which only mean something for the model they were set for.
 
-    Seed 000's 0.12 / 0.25 were set for voyage-code-3; a model whose distances are
+    The extraction spec's 0.12 / 0.25 were set for voyage-code-3; a model whose distances are
     compressed (e5 puts unrelated sentences ~0.2 apart) needs its own calibrated values.
     """
 
     #: A new fact this close to a stored one of a general type is a duplicate.
     dedup_general: float
-    #: The same for structural types, which evolve (seed 001).
+    #: The same for structural types, which evolve (the memory spec).
     dedup_structural: float
     #: Stored memories this close to a new fact are put to the LLM as possibly superseded.
     contradiction: float
-    #: The decision stage's candidates (seed 003) score at least this in hybrid search;
+    #: The decision stage's candidates (Pipeline v2) score at least this in hybrid search;
     #: 0: one minus the contradiction distance, for a model not measured for it.
     decision_min_score: float = 0.0
     #: Search's relevance floor (issue 25): a hit is kept when its cosine similarity to the query reaches

@@ -44,7 +44,7 @@ class VoyageEmbedder:
 
     model: str
     dim: int
-    #: Seed 000's thresholds, which were set for voyage-code-3.
+    #: The extraction spec's thresholds, which were set for voyage-code-3.
     profile: DistanceProfile = DistanceProfile(dedup_general=0.12, dedup_structural=0.25, contradiction=0.35)
 
     def __init__(

@@ -1,4 +1,4 @@
-"""Init mode (seed 000): the files that say what a project is, read for extraction."""
+"""Init mode (the extraction spec): the files that say what a project is, read for extraction."""
 
 from __future__ import annotations
 
@@ -27,7 +27,7 @@ PROJECT_FILES: tuple[str, ...] = (
     "AGENTS.md",
     "CLAUDE.md",
 )
-#: Most characters taken from one file, and from all of them (seed 003's input cap).
+#: Most characters taken from one file, and from all of them (Pipeline v2's input cap).
 FILE_MAX_CHARS = 4_000
 TOTAL_MAX_CHARS = 12_000
 

@@ -55,7 +55,7 @@ def make_turn(
     provenance: Provenance | None = None,
     ends_session: bool = False,
 ) -> Turn:
-    """A validated turn in seed 002's universal format (hash, timestamps, metadata, provenance)."""
+    """A validated turn in the capture spec's universal format (hash, timestamps, metadata, provenance)."""
     if not session_id.strip():
         raise TurnError("session id is empty")
     if not project.strip():

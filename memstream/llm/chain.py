@@ -1,4 +1,4 @@
-"""The provider chain of seed 000: the configured primary first, then the others in order
+"""The provider chain of the extraction spec: the configured primary first, then the others in order
 (anthropic → xai → google → local). Each provider retries on its own policy; the chain
 falls through to the next when one gives up. Every call gets a span with provider,
 model, latency, tokens and outcome.
@@ -13,7 +13,7 @@ from memstream.llm.base import LLM, Completion, JsonSchema, LLMError, is_busy, w
 from memstream.telemetry import metrics
 from memstream.telemetry.tracing import stage_span
 
-#: Seed 000's fallback order; the configured primary moves to the front.
+#: The extraction spec's fallback order; the configured primary moves to the front.
 PROVIDER_ORDER: tuple[str, ...] = ("anthropic", "xai", "google", "local")
 
 

@@ -1,4 +1,4 @@
-"""Seed 003's maintenance worker: measure, recommend, repair (or only log), measure again.
+"""Pipeline v2's maintenance worker: measure, recommend, repair (or only log), measure again.
 
 One :class:`Maintenance` lives in each ``memstream up`` worker; its ``tick()`` is what the
 agent's timer calls (on the owner of the consolidation partition, when autonomousEnabled
@@ -138,13 +138,13 @@ class Maintenance:
         )
 
     async def diagnose(self) -> Diagnostics:
-        """Seed 003's getDiagnostics."""
+        """Pipeline v2's getDiagnostics."""
         return rules.diagnose(await self.queue_health(), await self.store_health())
 
     # -- repairing -----------------------------------------------------------------------
 
     def limit(self, action: str) -> Limit:
-        """Re-drives have the requeue limits; every store repair the re-embed ones (seed 003's two)."""
+        """Re-drives have the requeue limits; every store repair the re-embed ones (Pipeline v2's two)."""
         s = self.providers.settings
         if action == "requeue_dead_letters":
             return Limit(s.repair_requeue_cooldown_ms / 1000, s.repair_requeue_hourly_budget)
@@ -194,7 +194,7 @@ class Maintenance:
     # -- one cycle -----------------------------------------------------------------------
 
     async def tick(self, *, mode: str | None = None, clock: float | None = None) -> CycleReport:
-        """One cycle (seed 003's callable ``tick()``): diagnostics, recommendations, then in
+        """One cycle (Pipeline v2's callable ``tick()``): diagnostics, recommendations, then in
         ``execute`` mode each repair within its limits, diagnostics again, the delta recorded
         and the halt tracker told. ``observe`` only logs. ``clock``: epoch seconds (tests)."""
         mode = mode or self.providers.settings.maintenance_mode

@@ -1,4 +1,4 @@
-"""Optional reranking of search results (seed 003's "Optional Reranking").
+"""Optional reranking of search results (Pipeline v2's "Optional Reranking").
 
 Off by default (MEMSTREAM_RERANKER=none). When on, the top N results (MEMSTREAM_RERANKER_TOP_N,
 default 20) go to the reranker and the rest keep their place after them. A reranker that takes
@@ -80,7 +80,7 @@ class VoyageReranker:
 
         self.name = f"voyage/{model}"
         self.model = model
-        # The SDK's max_retries counts attempts: 1 is one try, as seed 003 wants (no second attempt).
+        # The SDK's max_retries counts attempts: 1 is one try, as Pipeline v2 wants (no second attempt).
         self.client = AsyncClient(api_key=api_key, max_retries=1, timeout=timeout_s, base_url=base_url)
         self._session: Any = None
 

@@ -1,4 +1,4 @@
-"""The read side: semantic search and the [MEMORY] block of seed 001 (plus Phase 2's summary).
+"""The read side: semantic search and the [MEMORY] block of the memory spec (plus Phase 2's summary).
 
 Superseded memories never appear here; they stay in the store for audit only.
 """
@@ -37,7 +37,7 @@ class Relevant(Protocol):
     def memory(self) -> Memory: ...
 
 
-#: Seed 001: block sections and the memory types that fill them, in display order.
+#: The memory spec: block sections and the memory types that fill them, in display order.
 SECTIONS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("Project Brief", ("project-brief", "project-config")),
     ("Architecture", ("architecture",)),
@@ -48,7 +48,7 @@ SECTIONS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("User Preferences", ("preference",)),
 )
 RELEVANT = "Relevant to Current Task"
-#: Phase 2's consolidated summary of the project (seed 004), shown first.
+#: Phase 2's consolidated summary of the project (the consolidation spec), shown first.
 CONSOLIDATED_TITLE = "Consolidated Memory"
 #: Most memories shown per section, newest first.
 SECTION_LIMIT = 10
@@ -118,7 +118,7 @@ async def search_scopes(
     """The memories of exactly these scopes that best match the query, best first (the API's
     scopes, decided from the caller's token). No scope, no search: never "every scope".
 
-    Seed 003's recall: the same BM25 + vector search and weighted sum the decision stage uses
+    Pipeline v2's recall: the same BM25 + vector search and weighted sum the decision stage uses
     (``store.hybrid_search``, ``alpha`` = MEMSTREAM_RECALL_ALPHA, nothing dropped by a minimum score),
     over each leg's scores min-max scaled to this query's candidates (``fusion="normalized"``): the
     decision stage keeps the raw scores because its calibrated minimum score must mean "similar
@@ -227,7 +227,7 @@ async def graph_boost_ids(graph: GraphStore, query: str, scope_keys: Sequence[st
 
 
 def rerank(candidates: Sequence[HybridHit], boosted: Collection[str], weight: float, limit: int) -> list[HybridHit]:
-    """The ``limit`` best candidates by hybrid score, plus ``weight`` for boosted ids (seed 003).
+    """The ``limit`` best candidates by hybrid score, plus ``weight`` for boosted ids (Pipeline v2).
 
     Ties keep the fused order. Each hit keeps its real scores; only the order changes.
     """
@@ -322,7 +322,7 @@ def build_block(
     max_tokens: int | None = None,
     code: Mapping[str, str] | None = None,
 ) -> Block:
-    """The [MEMORY] block: Phase 2's consolidated summary, then one section per seed 001 row
+    """The [MEMORY] block: Phase 2's consolidated summary, then one section per the memory spec row
     that has memories, then the search results; trimmed by ``TRIM_ORDER`` to fit ``max_tokens``.
 
     Each memory is shown once: a repeat of another's text, or the start of a longer one, is left out

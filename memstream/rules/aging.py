@@ -1,4 +1,4 @@
-"""Seed 001's aging rules.
+"""The memory spec's aging rules.
 
 Progress: only the latest progress memory survives. Session summaries: above the cap
 (3 per project) the oldest is condensed by the LLM into a learned-pattern and deleted.

@@ -1,4 +1,4 @@
-"""Audit records (seed 003's memory_history): how each proposal and change becomes one.
+"""Audit records (Pipeline v2's memory_history): how each proposal and change becomes one.
 
 The decision stage records its proposals and what became of them; the store records the
 changes other stages asked for (aging, condensation, contradiction), since it alone sees

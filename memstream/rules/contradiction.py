@@ -1,4 +1,4 @@
-"""Seed 000 step 7: does a new fact supersede nearby stored ones? The LLM decides;
+"""The extraction spec step 7: does a new fact supersede nearby stored ones? The LLM decides;
 this module builds its question and checks its answer against the candidates."""
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ from memstream.schemas import CONTRADICTION_EXEMPT_TYPES, Memory
 
 #: Most nearby memories put to the LLM at once.
 MAX_CANDIDATES = 5
-#: Recorded on every supersede this check decides (seed 003's audit names the prompt).
+#: Recorded on every supersede this check decides (Pipeline v2's audit names the prompt).
 PROMPT_VERSION = "contradiction.v1"
 
 SYSTEM = """\
@@ -21,7 +21,7 @@ Return ONLY JSON: {"superseded": ["<id>", ...]} (an empty list when none)."""
 
 
 def checks_contradictions(memory: Memory) -> bool:
-    """Seed 001: session-summary and conversation memories skip contradiction detection."""
+    """The memory spec: session-summary and conversation memories skip contradiction detection."""
     return memory.type not in CONTRADICTION_EXEMPT_TYPES
 
 

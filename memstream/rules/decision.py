@@ -1,4 +1,4 @@
-"""Seed 003's decision stage: what should a new fact do to the memories nearest it?
+"""Pipeline v2's decision stage: what should a new fact do to the memories nearest it?
 
 For each fact the LLM sees the top candidates and proposes one action: ADD (a new memory),
 UPDATE (the fact replaces a candidate), DELETE (the fact says a candidate no longer holds)
@@ -23,7 +23,7 @@ from memstream.rules.extraction import load_json_reply
 #: Recorded on every audit record the stage writes, so replies can be traced to the prompt.
 PROMPT_VERSION: Final = "decision.v1"
 
-#: Seed 003: "the engine retrieves the top-5 candidate memories via hybrid search".
+#: Pipeline v2: "the engine retrieves the top-5 candidate memories via hybrid search".
 MAX_CANDIDATES = 5
 
 #: Given to a proposal whose reply carries no usable confidence. It only ever reaches the
@@ -34,7 +34,7 @@ DEFAULT_CONFIDENCE = 0.5
 #: Longer reasons are cut: the reason is an audit note, not a place for the model's essay.
 MAX_REASON_CHARS = 500
 
-#: Seed 003: the fixed reason of the ADD proposed, without an LLM call, when nothing is near.
+#: Pipeline v2: the fixed reason of the ADD proposed, without an LLM call, when nothing is near.
 NO_CANDIDATES_REASON: Final = "no similar memories found"
 
 
@@ -82,7 +82,7 @@ class Proposal(msgspec.Struct, kw_only=True, frozen=True):
 
 
 def no_candidates_proposal(fact_confidence: float) -> Proposal:
-    """Seed 003: nothing near the fact, so ADD it, without asking the LLM."""
+    """Pipeline v2: nothing near the fact, so ADD it, without asking the LLM."""
     return Proposal(action="ADD", confidence=_clamp(fact_confidence), reason=NO_CANDIDATES_REASON)
 
 

@@ -1,4 +1,4 @@
-"""Seed 000 step 4: is a new fact a duplicate of a stored or just-decided memory?
+"""The extraction spec step 4: is a new fact a duplicate of a stored or just-decided memory?
 
 A duplicate refreshes the existing memory (text and ``updated_at``) instead of adding one.
 Candidates come from two places: the store, and the dedup agent's table of memories it

@@ -1,4 +1,4 @@
-"""Seed 003's document ingest, as pure functions: HTML to text, chunking, the chunk memories,
+"""Pipeline v2's document ingest, as pure functions: HTML to text, chunking, the chunk memories,
 what a (re-)ingest adds and removes, and the status trail."""
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from memstream.identity import derived_id, normalize_content
 from memstream.schemas import DOCUMENT_CHUNK, ChunkLink, Document, DocumentIngest, Memory, Provenance, StatusChange
 from memstream.schemas.document import DocumentStatus
 
-#: Seed 003: a chunk memory's importance.
+#: Pipeline v2: a chunk memory's importance.
 CHUNK_IMPORTANCE: Final = 0.3
 #: Elements whose text is not the document's: scripts, styles and page furniture.
 _NOT_CONTENT: Final = ["script", "style", "noscript", "template", "svg", "nav", "header", "footer", "aside", "form"]
@@ -189,5 +189,5 @@ def attempt_failed(document: Document, error: str, now: datetime, *, final: bool
 
 
 def backfill_title(document: Document, page_title: str) -> str:
-    """Seed 003: a page title fills the document's title only when it has none."""
+    """Pipeline v2: a page title fills the document's title only when it has none."""
     return document.title or page_title

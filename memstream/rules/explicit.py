@@ -1,4 +1,4 @@
-"""Explicit memories (seed 001): "Remember that…", "Save this:…", "Note that…" become memories
+"""Explicit memories (the memory spec): "Remember that…", "Save this:…", "Note that…" become memories
 directly, whatever the extraction model makes of the turn."""
 
 from __future__ import annotations

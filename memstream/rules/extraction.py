@@ -1,4 +1,4 @@
-"""Seed 000 step 2: prompts that ask for typed facts, and tolerant parsing of the answer.
+"""The extraction spec step 2: prompts that ask for typed facts, and tolerant parsing of the answer.
 
 Parsing never raises: a reply it cannot read yields no facts and a warning.
 """
@@ -25,10 +25,10 @@ from memstream.rules.prompts import (  # noqa: F401 - the prompts are part of th
 )
 from memstream.schemas import MEMORY_TYPES, ROLES, USER_SCOPED_TYPES, Entity
 
-#: Type given to facts whose type is missing or unknown; plain string arrays get it too (seed 000).
+#: Type given to facts whose type is missing or unknown; plain string arrays get it too (the extraction spec).
 FALLBACK_TYPE = "learned-pattern"
 
-#: Seed 003's validation caps.
+#: Pipeline v2's validation caps.
 MAX_FACTS = 20
 MIN_FACT_CHARS = 10
 MAX_FACT_CHARS = 2_000
@@ -207,7 +207,7 @@ def load_json_reply(raw: str) -> Any:
 
 
 def parse_facts(raw: str) -> ParseResult:
-    """Read an LLM reply into validated facts and entities (seeds 000 and 003).
+    """Read an LLM reply into validated facts and entities (the extraction spec and Pipeline v2).
 
     Tolerates ``<think>`` blocks, fences, prose, plain string arrays (learned-pattern) and
     wrapped objects; applies the caps; never raises: what it cannot use becomes a warning.

@@ -1,10 +1,10 @@
-"""Seed 003's knowledge graph, decided without a store: names, ids, counts and the boost walk.
+"""Pipeline v2's knowledge graph, decided without a store: names, ids, counts and the boost walk.
 
 The graph stage reads the rows a memory's triples touch, calls :func:`plan_upsert`, and
 writes what it returns; retention calls :func:`plan_purge` the same way. Both are pure so
 that counting rules are tested without Qdrant.
 
-Counting deviates from the seed in one deliberate way: ``mentions`` counts *memories*, not
+Counting deviates from the spec in one deliberate way: ``mentions`` counts *memories*, not
 triples. A memory counts once per entity and once per relation however many of its triples
 repeat them, and a memory that already has mention rows is not counted again (the plan is
 empty), so re-processing or replaying it changes nothing. That also makes retention exact:
@@ -24,17 +24,17 @@ from memstream.identity import derived_id
 from memstream.schemas.events import Entity
 from memstream.schemas.graph import GraphEntity, GraphMention, GraphRelation
 
-#: Entities matched by the query's tokens, most mentioned first (seed 003: 20).
+#: Entities matched by the query's tokens, most mentioned first (Pipeline v2: 20).
 MAX_ENTITY_HITS: Final = 20
-#: Entities one relation away from those hits, added to them (seed 003: 50).
+#: Entities one relation away from those hits, added to them (Pipeline v2: 50).
 MAX_NEIGHBOURS: Final = 50
-#: Distinct memories the boost returns at most (seed 003: 200).
+#: Distinct memories the boost returns at most (Pipeline v2: 200).
 MAX_BOOST_MEMORIES: Final = 200
-#: Every pipeline-extracted relation has this strength (seed 003).
+#: Every pipeline-extracted relation has this strength (Pipeline v2).
 RELATION_STRENGTH: Final = 1.0
 
 _WHITESPACE = re.compile(r"\s+")
-#: Seed 003's query tokens: runs of 2+ letters or digits ("_" separates, as in \W).
+#: Pipeline v2's query tokens: runs of 2+ letters or digits ("_" separates, as in \W).
 _TOKEN = re.compile(r"[^\W_]{2,}")
 
 
@@ -82,7 +82,7 @@ def canonical_name(name: str) -> str:
 
 
 def entity_id(scope_key: str, canonical: str) -> str:
-    """One entity per canonical name per scope: the id is the seed's UNIQUE constraint."""
+    """One entity per canonical name per scope: the id is the spec's UNIQUE constraint."""
     return derived_id("graph-entity", scope_key, canonical)
 
 
@@ -91,12 +91,12 @@ def relation_id(scope_key: str, source_entity_id: str, target_entity_id: str, re
 
 
 def mention_id(scope_key: str, memory_id: str, entity_id: str) -> str:
-    """One row per (memory, entity), the seed's ``INSERT OR IGNORE`` key."""
+    """One row per (memory, entity), the spec's ``INSERT OR IGNORE`` key."""
     return derived_id("graph-mention", scope_key, memory_id, entity_id)
 
 
 def running_average(average: float, count: int, value: float) -> float:
-    """Seed 003's ``(old_avg * n + new) / (n + 1)``."""
+    """Pipeline v2's ``(old_avg * n + new) / (n + 1)``."""
     return (average * count + value) / (count + 1)
 
 

@@ -1,4 +1,4 @@
-"""Seed 003's lexical contradiction detector: should a human look at this UPDATE/DELETE?
+"""Pipeline v2's lexical contradiction detector: should a human look at this UPDATE/DELETE?
 
 A cheap second opinion on a destructive proposal, no model involved. The fact and the
 memory it targets must share a subject (at least two content words), and then disagree
@@ -15,7 +15,7 @@ from typing import Final
 
 import msgspec
 
-#: Seed 003: "lexical overlap of at least two tokens".
+#: Pipeline v2: "lexical overlap of at least two tokens".
 MIN_OVERLAP = 2
 
 #: Polarity markers. Every "…n't" contraction counts too (see ``_is_negation``). "none" is

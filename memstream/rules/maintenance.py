@@ -1,4 +1,4 @@
-"""Seed 003's maintenance worker, as pure functions: diagnostics and their composite score,
+"""Pipeline v2's maintenance worker, as pure functions: diagnostics and their composite score,
 recommendations, per-action rate limits, and the halt tracker.
 
 The measurements come in as numbers (``memstream.ops.maintenance`` reads them from Kafka and the
@@ -15,11 +15,11 @@ import msgspec
 Action = Literal["requeue_dead_letters", "repair_sparse_vectors", "repair_indexes", "retention_sweep", "reembed"]
 ACTIONS: Final[tuple[str, ...]] = Action.__args__  # type: ignore[attr-defined]
 
-#: Seed 003: dead letters are re-driven once their rate exceeds 1%.
+#: Pipeline v2: dead letters are re-driven once their rate exceeds 1%.
 DEAD_RATE_THRESHOLD: Final = 0.01
-#: Seed 003: a retention sweep is triggered once tombstones exceed 30% of the memories.
+#: Pipeline v2: a retention sweep is triggered once tombstones exceed 30% of the memories.
 TOMBSTONE_THRESHOLD: Final = 0.30
-#: Seed 003: an action is halted after this many consecutive runs that did not improve health.
+#: Pipeline v2: an action is halted after this many consecutive runs that did not improve health.
 HALT_AFTER: Final = 3
 #: How much each part weighs in the composite score (they sum to 1).
 WEIGHTS: Final[Mapping[str, float]] = {
@@ -76,7 +76,7 @@ class StoreHealth(msgspec.Struct, frozen=True, kw_only=True):
 
 
 class Diagnostics(msgspec.Struct, frozen=True, kw_only=True):
-    """Seed 003's DiagnosticsReport: queue, index and storage health, and their composite score."""
+    """Pipeline v2's DiagnosticsReport: queue, index and storage health, and their composite score."""
 
     queue: QueueHealth
     store: StoreHealth
@@ -118,7 +118,7 @@ def diagnose(queue: QueueHealth, store: StoreHealth) -> Diagnostics:
 
 
 def recommend(report: Diagnostics) -> list[Recommendation]:
-    """Seed 003's buildRecommendations, for what memstream can repair."""
+    """Pipeline v2's buildRecommendations, for what memstream can repair."""
     queue, store = report.queue, report.store
     found: list[Recommendation] = []
     if queue.dead_rate > DEAD_RATE_THRESHOLD:
@@ -168,7 +168,7 @@ def recent(runs: Sequence[float], now: float) -> list[float]:
 
 
 class HaltTracker(msgspec.Struct, frozen=True):
-    """Seed 003's halt tracker: consecutive non-improving runs per action, and the halted actions."""
+    """Pipeline v2's halt tracker: consecutive non-improving runs per action, and the halted actions."""
 
     misses: dict[str, int] = {}
     halted: list[str] = []

@@ -1,14 +1,14 @@
-"""Seed 003's pipeline modes, and what each mode lets become of a decision proposal.
+"""Pipeline v2's pipeline modes, and what each mode lets become of a decision proposal.
 
 shadow      every proposal is decided and audited (``proposed``), nothing is written
 controlled  ADD written (after its gates), NONE recorded, UPDATE/DELETE blocked
 full        as controlled, and UPDATE/DELETE applied as supersedes
 
-Unlike the seed, where full mode still blocks destructive decisions, memstream applies
+Unlike the spec, where full mode still blocks destructive decisions, memstream applies
 them, but never as a hard delete: the target is superseded (kept, hidden from search and
 the [MEMORY] block, linked to its successor), so the audit trail can always undo it.
 
-The seed's ``enabled`` master switch has no flag here: in memstream the decision stage is
+The spec's ``enabled`` master switch has no flag here: in memstream the decision stage is
 on when its agent runs. ``autonomousFrozen`` governs a maintenance worker memstream lacks.
 """
 
@@ -20,7 +20,7 @@ import msgspec
 
 from memstream.schemas.history import Mode, Outcome
 
-#: Seed 003's ``minFactConfidenceForWrite``: facts below it are not written.
+#: Pipeline v2's ``minFactConfidenceForWrite``: facts below it are not written.
 MIN_FACT_CONFIDENCE = 0.7
 
 #: Gate reasons, as they appear in the audit record's ``reason``.
@@ -33,7 +33,7 @@ REASON_UPDATE_DELETE_NOT_ALLOWED: Final = "update_delete_not_allowed"
 
 
 class PipelineFlags(msgspec.Struct, kw_only=True, frozen=True):
-    """Seed 003's flags. ``mutations_frozen`` is the emergency brake: it beats every other."""
+    """Pipeline v2's flags. ``mutations_frozen`` is the emergency brake: it beats every other."""
 
     #: Decide and audit every proposal, write nothing.
     shadow_mode: bool = False
@@ -82,7 +82,7 @@ def gate(
 
     ``normalized_content`` is ``identity.normalize_content(fact).normalized``. In order:
     shadow or frozen → ``proposed``; NONE → ``recorded``; UPDATE/DELETE without
-    ``allow_update_delete`` → ``blocked``. Then the seed's ADD gates, confidence first
+    ``allow_update_delete`` → ``blocked``. Then the spec's ADD gates, confidence first
     and empty content second: ``skipped`` for an ADD, ``blocked`` for an UPDATE/DELETE,
     which write or retire on the fact's word just as an ADD does. What passes is
     ``created``, ``updated`` or ``deleted``; a ``created`` still has to pass
@@ -107,7 +107,7 @@ def gate(
 
 
 def exact_duplicate(verdict: Gate, existing_id: str | None) -> Gate:
-    """Seed 003's third ADD gate: a ``created`` whose content hash is already stored.
+    """Pipeline v2's third ADD gate: a ``created`` whose content hash is already stored.
 
     ``existing_id`` is the id of the stored memory with the fact's content hash, None
     (or "") if there is none; the caller records it as the audit record's memory id.

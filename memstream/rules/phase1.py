@@ -1,4 +1,4 @@
-"""Phase 1 of seed 004: distil one idle session (a rollout) into a raw memory and a summary.
+"""Phase 1 of the consolidation spec: distil one idle session (a rollout) into a raw memory and a summary.
 
 Eligible are sessions idle long enough (so a still-active session is not summarized)
 and inside the age window; each is distilled again only after new turns. The model
@@ -65,7 +65,7 @@ def add_exchange(exchanges: Sequence[str], exchange: str, *, max_chars: int) -> 
 
 
 def is_due(state: RolloutState, now: datetime, *, idle: timedelta, max_age: timedelta) -> bool:
-    """Seed 004's claim rules for one rollout: new turns since its last distillation, idle
+    """The consolidation spec's claim rules for one rollout: new turns since its last distillation, idle
     long enough, inside the age window, and not waiting out a retry backoff."""
     if state.last_ts is None or state.turns <= state.distilled_turns or not state.exchanges:
         return False

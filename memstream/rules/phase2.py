@@ -1,4 +1,4 @@
-"""Phase 2 of seed 004: select, diff and watermark the Phase 1 outputs, and ask for the
+"""Phase 2 of the consolidation spec: select, diff and watermark the Phase 1 outputs, and ask for the
 consolidated summary.
 
 Selection ignores rollouts whose last usage (or, never used, generation time) is older
@@ -52,7 +52,7 @@ def last_activity(item: Phase2Input) -> datetime:
 
 
 def select(inputs: Iterable[Phase2Input], now: datetime, *, max_unused_days: float, top_n: int) -> list[Phase2Input]:
-    """Seed 004's selection: recent enough, by usage count then recency, top N."""
+    """The consolidation spec's selection: recent enough, by usage count then recency, top N."""
     horizon = now - timedelta(days=max_unused_days)
     eligible = [
         item
@@ -66,7 +66,7 @@ def select(inputs: Iterable[Phase2Input], now: datetime, *, max_unused_days: flo
 def diff(
     selection: Sequence[Phase2Input], previous: Sequence[SelectedRollout], known: Mapping[str, Phase2Input]
 ) -> Diff:
-    """Label the selection against the last successful one (seed 004's selection diff).
+    """Label the selection against the last successful one (the consolidation spec's selection diff).
 
     A rollout refreshed since it was selected stays *added* until a run selects its newer
     output; a rollout selected last time that still exists outside the selection is *removed*.

@@ -1,4 +1,4 @@
-"""The extraction prompts, one per mode of seed 000 (normal, summary, init) plus condensation.
+"""The extraction prompts, one per mode of the extraction spec (normal, summary, init) plus condensation.
 
 Bump PROMPT_VERSION whenever a prompt changes: facts carry it, so a replay can tell
 which prompt produced what.
@@ -15,7 +15,7 @@ PROMPT_VERSION = "extract.v4"
 #: a small model's list that loops stops at the bound instead of running into the token cap.
 ANSWER_BOUNDS: dict[str, tuple[int, int]] = {"normal": (12, 12), "summary": (1, 4), "init": (15, 15)}
 
-#: Seed 003: input longer than this is truncated before the prompt is built (newest text kept).
+#: Pipeline v2: input longer than this is truncated before the prompt is built (newest text kept).
 MAX_INPUT_CHARS = 12_000
 
 TYPE_GUIDE = """\

@@ -1,4 +1,4 @@
-"""A memory's provenance follows its text (seed 002): which sources a refreshed memory names."""
+"""A memory's provenance follows its text (the capture spec): which sources a refreshed memory names."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Seed 003's retention sweep: what expires, and in which order it is purged.
+"""Pipeline v2's retention sweep: what expires, and in which order it is purged.
 
 Superseded memories (memstream's tombstones) are kept for audit, then hard-deleted once
 past the tombstone window; audit records go once past the history window. The order keeps
@@ -11,7 +11,7 @@ every step referentially safe, since nothing is left pointing at a row already g
 3. tombstones    the memories themselves (recorded as ``purged`` in the history)
 4. history       audit records older than the history window
 
-The seed's last two steps, completed and dead job rows, do not apply: memstream keeps no
+The spec's last two steps, completed and dead job rows, do not apply: memstream keeps no
 job table. Their equivalents are the retention of the Kafka topics themselves and of the
 dead-letter topic, set on the topics, not swept.
 
@@ -29,10 +29,10 @@ from typing import Final, Literal, NamedTuple, TypeVar
 
 import msgspec
 
-#: Seed 003: each step deletes at most this many rows per sweep; the rest wait for the next.
+#: Pipeline v2: each step deletes at most this many rows per sweep; the rest wait for the next.
 BATCH_LIMIT = 500
 
-#: Seed 003: time between two sweeps.
+#: Pipeline v2: time between two sweeps.
 SWEEP_INTERVAL = timedelta(hours=6)
 
 Step = Literal["graph-links", "embeddings", "tombstones", "history"]
@@ -44,7 +44,7 @@ T = TypeVar("T")
 
 
 class RetentionWindows(msgspec.Struct, kw_only=True, frozen=True):
-    """How long expired data is kept (seed 003's defaults)."""
+    """How long expired data is kept (Pipeline v2's defaults)."""
 
     #: Days a superseded memory stays stored after it was superseded.
     tombstone_days: float = 30.0

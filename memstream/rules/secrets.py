@@ -1,4 +1,4 @@
-"""Seed 004 Phase 1: redact secrets from snapshots before an LLM sees them, and from every fact.
+"""The consolidation spec Phase 1: redact secrets from snapshots before an LLM sees them, and from every fact.
 
 ``redact`` replaces each secret with ``[REDACTED:<kind>]`` and keeps what makes the text useful:
 the variable name of an assignment, the user and host of a URL, the header a token came in.

@@ -1,4 +1,4 @@
-"""Seed 000 step 1 and its privacy rule: the last messages as ``[role] content``.
+"""The extraction spec step 1 and its privacy rule: the last messages as ``[role] content``.
 
 ``<private>…</private>`` is stripped before anything else sees the text; a message
 that was entirely private is left out of the snapshot.
@@ -134,7 +134,7 @@ def exchange_sources(messages: Sequence[Message]) -> list[Provenance]:
 
 
 def is_summary_turn(assistant_turn: int, every: int) -> bool:
-    """Seed 000: summary mode is triggered every N assistant turns (default 5)."""
+    """The extraction spec: summary mode is triggered every N assistant turns (default 5)."""
     return assistant_turn > 0 and assistant_turn % every == 0
 
 

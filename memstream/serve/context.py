@@ -220,7 +220,7 @@ def query_param(request: Request, *, required: bool) -> str:
 
 
 async def record_usage(ctx: ApiContext, memories: Sequence[Memory]) -> None:
-    """Tell Phase 2 which rollouts (sessions) the returned memories came from (seed 004's usage)."""
+    """Tell Phase 2 which rollouts (sessions) the returned memories came from (the consolidation spec's usage)."""
     rollouts = sorted({m.session_id for m in memories if m.session_id})
     if not rollouts:
         return

@@ -1,4 +1,4 @@
-"""Phase 2's memory workspace on disk (seed 004): per project and global, under the data dir.
+"""Phase 2's memory workspace on disk (the consolidation spec): per project and global, under the data dir.
 
     <data_dir>/memories/global/                 every selected rollout
     <data_dir>/memories/projects/<scope key>/   the selected rollouts of one project

@@ -90,7 +90,7 @@ def query_terms(text: str) -> Terms:
 def hybrid_legs(alpha: float) -> tuple[bool, bool]:
     """Whether a hybrid search runs its (vector, BM25) legs for this ``alpha``.
 
-    A leg weighted 0 is not run: otherwise seed 003's single-score rule would let the
+    A leg weighted 0 is not run: otherwise Pipeline v2's single-score rule would let the
     other leg's hits in at full weight, and ``alpha=1`` would not be a vector search.
     """
     if not 0.0 <= alpha <= 1.0:
@@ -101,10 +101,10 @@ def hybrid_legs(alpha: float) -> tuple[bool, bool]:
 def bm25_score(raw: float) -> float:
     """A Qdrant BM25 score normalized to [0, 1), a better match scoring higher.
 
-    Seed 003 normalizes SQLite FTS5's bm25() with ``1 / (1 + |score|)``. FTS5 scores are
+    Pipeline v2 normalizes SQLite FTS5's bm25() with ``1 / (1 + |score|)``. FTS5 scores are
     negative, more negative for a better match, so that formula hands the best match the
     lowest value. Qdrant's score is positive and higher is better; ``|s| / (1 + |s|)``,
-    the seed's curve mirrored (``1 - 1 / (1 + |s|)``), keeps the ranking: 0 for no match,
+    the spec's curve mirrored (``1 - 1 / (1 + |s|)``), keeps the ranking: 0 for no match,
     0.5 at a score of 1, towards 1 as the match strengthens.
     """
     return abs(raw) / (1.0 + abs(raw))
@@ -127,7 +127,7 @@ def fuse_scores(
     min_score: float,
     limit: int,
 ) -> list[Fused]:
-    """Seed 003's merge of the two legs' hits by memory id, best first (see :func:`fuse`)."""
+    """Pipeline v2's merge of the two legs' hits by memory id, best first (see :func:`fuse`)."""
     vector, bm25 = _leg_scores(dense, lexical)
     hits: list[Fused] = []
     for key in dict.fromkeys([*vector, *bm25]):
@@ -189,12 +189,12 @@ def fuse(
     min_score: float,
     limit: int,
 ) -> list[HybridHit]:
-    """Seed 003's merge of the two legs' hits, best first.
+    """Pipeline v2's merge of the two legs' hits, best first.
 
     ``dense`` carries Qdrant's cosine similarities, ``lexical`` its raw BM25 scores. By
     memory id: ``alpha × vector + (1 - alpha) × bm25`` when both legs scored a memory, the
     single score otherwise; hits under ``min_score`` are dropped. Ties go by id, so both
-    backends return the same order. As in the seed, a weak BM25 match can rank a memory
+    backends return the same order. As in the spec, a weak BM25 match can rank a memory
     below where its vector score alone would put it.
     """
     fused = fuse_scores(
@@ -224,7 +224,7 @@ def fuse_normalized(
     min_score: float,
     limit: int,
 ) -> list[HybridHit]:
-    """Seed 003's weighted sum over scores each leg first rescales to its own candidates, best first.
+    """Pipeline v2's weighted sum over scores each leg first rescales to its own candidates, best first.
 
     Each leg is min-max scaled over the top candidates it returned (:func:`leg_scaled`), then
     ``alpha × vector + (1 - alpha) × bm25``. A memory one leg did not return scores 0 in that leg:
@@ -310,7 +310,7 @@ def oldest_tombstones(tombstones: Iterable[Memory], limit: int) -> list[Memory]:
 
 
 class IndexHealth(NamedTuple):
-    """What the maintenance worker (seed 003) reads of a store's indexes and storage."""
+    """What the maintenance worker (Pipeline v2) reads of a store's indexes and storage."""
 
     #: Every stored memory, superseded ones (tombstones) included.
     memories: int
@@ -373,7 +373,7 @@ class MemoryStore(Protocol):
     async def purge_superseded(self, before: datetime, *, limit: int = 500) -> list[Memory]:
         """Hard-delete at most ``limit`` memories superseded before ``before``; returns them.
 
-        The retention worker's tombstone step (seed 003). A memory superseded before
+        The retention worker's tombstone step (Pipeline v2). A memory superseded before
         ``superseded_at`` existed counts from its ``updated_at``. Active memories are never
         touched. When more than ``limit`` are due, which go first is unspecified: the next
         sweep takes the rest.
@@ -386,7 +386,7 @@ class MemoryStore(Protocol):
         Oldest by :func:`tombstone_since`, ties by id.
         """
 
-    # -- repairs (the maintenance worker's, seed 003) -------------------------------------
+    # -- repairs (the maintenance worker's, Pipeline v2) -------------------------------------
 
     async def index_health(self) -> IndexHealth:
         """Counts of stored memories, tombstones, memories lacking either vector, and missing indexes."""
@@ -431,7 +431,7 @@ class MemoryStore(Protocol):
         exclude_ids: Sequence[str] = (),
         fusion: Fusion = "weighted",
     ) -> list[HybridHit]:
-        """Active memories by seed 003's BM25 + vector score, best first.
+        """Active memories by Pipeline v2's BM25 + vector score, best first.
 
         ``text`` is the BM25 query and ``vector`` its embedding; ``alpha`` weighs the vector
         leg. ``fusion="weighted"`` (:func:`fuse`, the decision stage's: absolute scores, so a

@@ -1,4 +1,4 @@
-"""The documents' store (seed 003's ``documents`` and ``document_memories`` tables): one
+"""The documents' store (Pipeline v2's ``documents`` and ``document_memories`` tables): one
 Document record per ingested document, with its status trail and its chunk links.
 
 Written only by the document agent (key: document id), read by the API and ``memstream doc``.

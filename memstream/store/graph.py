@@ -1,4 +1,4 @@
-"""The knowledge graph's store (seed 003, ``graphEnabled``): entities, relations, mentions.
+"""The knowledge graph's store (Pipeline v2, ``graphEnabled``): entities, relations, mentions.
 
 Written only by the graph agent (key: scope) and retention, read by search for the graph
 boost. Two backends, like memories: an embedded Qdrant Edge shard under the data dir, or a
@@ -12,7 +12,7 @@ together: on Edge that is one shard, one WAL and one thread instead of three, an
 apply's rows go out as one upsert, one WAL entry, so a crash cannot leave an entity
 counted without its mention row (a sharded server splits an upsert per shard).
 
-Name matching is ``MatchSubstring`` on ``canonical_name``, the seed's ``LIKE %token%``:
+Name matching is ``MatchSubstring`` on ``canonical_name``, the spec's ``LIKE %token%``:
 both libraries support it, served by a keyword index with the ``prefix`` option.
 """
 
@@ -56,7 +56,7 @@ log = logging.getLogger(__name__)
 
 #: The collection (server) or shard directory (Edge) of the graph.
 COLLECTION: Final = "graph"
-#: Seed 003's graphBoostTimeoutMs (500 ms): the boost returns what it has by then.
+#: Pipeline v2's graphBoostTimeoutMs (500 ms): the boost returns what it has by then.
 BOOST_DEADLINE_S: Final = 0.5
 #: Relations read to find neighbours, most mentioned first; bounds the read around hubs.
 MAX_RELATIONS_READ: Final = 500
@@ -165,7 +165,7 @@ class GraphStore(Protocol):
     async def boost_ids(
         self, query: str, scope_keys: Sequence[str], *, deadline_s: float = BOOST_DEADLINE_S
     ) -> tuple[set[str], bool]:
-        """Seed 003's ``getGraphBoostIds``: memory ids to boost, and whether the deadline cut it."""
+        """Pipeline v2's ``getGraphBoostIds``: memory ids to boost, and whether the deadline cut it."""
 
     async def around_memory(self, memory_id: str, *, limit: int = MAX_NEIGHBOURS) -> GraphAround:
         """A memory's entities, their relations and the other memories mentioning them (the console's)."""

@@ -1,7 +1,7 @@
-"""The audit trail's store (seed 003's ``memory_history``): HistoryRecords, kept per memory.
+"""The audit trail's store (Pipeline v2's ``memory_history``): HistoryRecords, kept per memory.
 
 Written only by the history agent (key: scope), read by the API and ``memstream history``,
-purged by age by retention (seed 003 step 4). Two backends, like memories: an embedded
+purged by age by retention (Pipeline v2 step 4). Two backends, like memories: an embedded
 Qdrant Edge shard under the data dir, or a collection on the Qdrant server.
 
 One point per record, its id the record's ``record_id`` (a uuid), so appending a replayed

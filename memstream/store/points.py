@@ -29,7 +29,7 @@ class Select:
     all_of: Mapping[str, Collection[str]] = field(default_factory=dict)
     #: At least one field listed holds one of its values.
     any_of: Mapping[str, Collection[str]] = field(default_factory=dict)
-    #: Every field listed contains at least one of its substrings (seed 003's ``LIKE %token%``).
+    #: Every field listed contains at least one of its substrings (Pipeline v2's ``LIKE %token%``).
     contains: Mapping[str, Collection[str]] = field(default_factory=dict)
     #: Points with these ids are left out.
     exclude_ids: Collection[str] = ()

@@ -112,7 +112,7 @@ async def test_store_not_open_raises(make_graph: GraphFactory) -> None:
 async def test_boost_matches_substrings_of_canonical_names(graph: GraphStore) -> None:
     await graph.apply(mem("cluster"), SCOPE, [triple("Redis Cluster", "runs on", "k8s")])
     await graph.apply(mem("pg"), SCOPE, [triple("postgres", "stores", "orders")])
-    # Seed 003's LIKE %token%: "edi" is inside "redis cluster", whole words are not needed.
+    # Pipeline v2's LIKE %token%: "edi" is inside "redis cluster", whole words are not needed.
     assert await graph.boost_ids("EDI?", [SCOPE]) == ({mem("cluster")}, False)
     assert await graph.boost_ids("what about REDIS", [SCOPE]) == ({mem("cluster")}, False)
     assert await graph.boost_ids("mongo", [SCOPE]) == (set(), False)

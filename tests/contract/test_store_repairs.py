@@ -1,4 +1,4 @@
-"""The maintenance worker's store repairs (seed 003), run against both backends: what
+"""The maintenance worker's store repairs (Pipeline v2), run against both backends: what
 index_health reports of injected damage, and what each repair puts right."""
 
 from __future__ import annotations

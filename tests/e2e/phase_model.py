@@ -1,4 +1,4 @@
-"""A scripted model for seed 004's two phases, for the fake Anthropic server.
+"""A scripted model for the consolidation spec's two phases, for the fake Anthropic server.
 
 Phase 1 answers with a raw memory, a summary and a slug naming the session by its first
 user line; Phase 2 answers with a summary listing the sessions it was told were added,

@@ -1,4 +1,4 @@
-"""Seed 004 end to end on the real broker: Phase 1 per idle session, Phase 2 through the
+"""The consolidation spec end to end on the real broker: Phase 1 per idle session, Phase 2 through the
 one-partition consolidation topic, the workspace on disk and the summary in the block."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Document ingest end to end (seed 003): a URL and a file become searchable chunks with their
+"""Document ingest end to end (Pipeline v2): a URL and a file become searchable chunks with their
 status trail, through ``memstream doc`` and the API, on the real embedded broker, store and
 embedder; pages come from a loopback HTTP server."""
 

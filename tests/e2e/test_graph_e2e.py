@@ -1,4 +1,4 @@
-"""Seed 003's knowledge graph end to end: extracted entity triples become canonical entities
+"""Pipeline v2's knowledge graph end to end: extracted entity triples become canonical entities
 and relations with counts and running-average confidences, and search boosts the memories
 linked to an entity the query names — on the real embedded broker, store and embedder,
 with a fake Anthropic API answering the extraction, decision and contradiction prompts."""

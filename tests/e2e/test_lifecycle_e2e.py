@@ -1,4 +1,4 @@
-"""Seed 003's memory lifecycle end to end on the real broker: the decision stage and its
+"""Pipeline v2's memory lifecycle end to end on the real broker: the decision stage and its
 modes, the audit history, idempotent replays and concurrent sessions of one project."""
 
 from __future__ import annotations
@@ -172,7 +172,7 @@ async def test_controlled_mode_blocks_destructive_decisions_and_audits_everythin
             bazel = await records_for(running, mid(shop, BAZEL), "created")
             assert "decision dropped" in bazel[0].reason and "not-a-candidate" in bazel[0].reason
 
-            # The write gate (seed 003: 0.7) skips the unsure fact, on the record.
+            # The write gate (Pipeline v2: 0.7) skips the unsure fact, on the record.
             skipped = await eventually(
                 lambda: _scope_records(running, shop, "skipped"), what="the skipped low-confidence fact"
             )

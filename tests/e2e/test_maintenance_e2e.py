@@ -1,4 +1,4 @@
-"""The maintenance worker end to end (seed 003): a memstream with injected problems (dead letters,
+"""The maintenance worker end to end (Pipeline v2): a memstream with injected problems (dead letters,
 a memory missing its sparse vector, many tombstones) is diagnosed by ``memstream doctor``,
 ``--execute`` repairs it with the health score rising, and the halt tracker stops a repair
 that does not help — on the real embedded broker, store and embedder, raw mode."""

@@ -1,4 +1,4 @@
-"""Seed 003's retention worker end to end on the real broker: a superseded memory is unlinked
+"""Pipeline v2's retention worker end to end on the real broker: a superseded memory is unlinked
 from the graph, hard-deleted and audited as purged, the active one stays, old audit records
 go, and ``memstream history`` reads the trail from the running pipeline's API."""
 

@@ -1,4 +1,4 @@
-"""Seed 001's aging rules: memstream.rules.aging."""
+"""The memory spec's aging rules: memstream.rules.aging."""
 
 from __future__ import annotations
 

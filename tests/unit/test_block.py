@@ -1,4 +1,4 @@
-"""The [MEMORY] block of seed 001: memstream.recall.search.render_block."""
+"""The [MEMORY] block of the memory spec: memstream.recall.search.render_block."""
 
 from __future__ import annotations
 

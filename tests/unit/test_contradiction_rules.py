@@ -1,4 +1,4 @@
-"""Seed 000 step 7: memstream.rules.contradiction."""
+"""The extraction spec step 7: memstream.rules.contradiction."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Issue 18, fewer LLM calls: a decision that weighed a fact's neighbours stands for seed 000's
+"""Issue 18, fewer LLM calls: a decision that weighed a fact's neighbours stands for the extraction spec's
 contradiction check on them; anything it did not see, or did not answer, keeps the check."""
 
 from __future__ import annotations

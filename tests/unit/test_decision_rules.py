@@ -1,4 +1,4 @@
-"""Seed 003's decision stage: memstream.rules.decision."""
+"""Pipeline v2's decision stage: memstream.rules.decision."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Seed 000 step 4: memstream.rules.dedup."""
+"""The extraction spec step 4: memstream.rules.dedup."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from memstream.rules.dedup import Duplicate, cosine_distance, cosine_distances, 
 from memstream.schemas import MEMORY_TYPES, STRUCTURAL_TYPES, RecentMemory, ScoredMemory
 from tests.unit.factories import memory
 
-#: Seed 000's values for voyage-code-3.
+#: The extraction spec's values for voyage-code-3.
 PROFILE = DistanceProfile(0.12, 0.25, 0.35)
 
 

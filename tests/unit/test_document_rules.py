@@ -1,4 +1,4 @@
-"""Seed 003's document ingest rules: HTML to text, chunking, deduplication, the status trail."""
+"""Pipeline v2's document ingest rules: HTML to text, chunking, deduplication, the status trail."""
 
 from __future__ import annotations
 

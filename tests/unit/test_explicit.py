@@ -1,4 +1,4 @@
-"""Seed 001: explicit "remember that…" requests and the type guessed for them."""
+"""The memory spec: explicit "remember that…" requests and the type guessed for them."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Seed 003's extraction validation: caps, per-fact confidence, entity triples and the prompts."""
+"""Pipeline v2's extraction validation: caps, per-fact confidence, entity triples and the prompts."""
 
 from __future__ import annotations
 
@@ -257,7 +257,7 @@ def test_plain_array_reply_has_no_entities() -> None:
     assert result.warnings == []
 
 
-# --- the seed's answer shape ---
+# --- the spec's answer shape ---
 
 
 def test_memories_and_entities_object_shape() -> None:

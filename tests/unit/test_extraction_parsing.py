@@ -1,4 +1,4 @@
-"""Seed 000 step 2: tolerant parsing of extraction replies, raw facts and prompts."""
+"""The extraction spec step 2: tolerant parsing of extraction replies, raw facts and prompts."""
 
 from __future__ import annotations
 

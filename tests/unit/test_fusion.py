@@ -1,4 +1,4 @@
-"""Recall's fusion (store.base.fuse_normalized): seed 003's weighted sum over per-query scaled legs."""
+"""Recall's fusion (store.base.fuse_normalized): Pipeline v2's weighted sum over per-query scaled legs."""
 
 from __future__ import annotations
 
@@ -48,7 +48,7 @@ def test_a_weak_keyword_match_no_longer_sinks_the_nearest_memory() -> None:
     # e5-like cosines, all within a few hundredths; B shares one common word with the query.
     dense = [(A, 0.86), (B, 0.85), (C, 0.80), (D, 0.79)]
     lexical = [(C, 9.0), (B, 0.6)]
-    # Seed 003's raw fusion: B's weak BM25 (0.375) drags it under C and D, scored by one leg.
+    # Pipeline v2's raw fusion: B's weak BM25 (0.375) drags it under C and D, scored by one leg.
     raw = fuse(dense, lexical, alpha=0.7, min_score=0.0, limit=4)
     assert order(raw) == [A, C, D, B]
     # Scaled, each leg spans [0, 1]: B near the top of the vector leg and in the BM25 leg stays second.

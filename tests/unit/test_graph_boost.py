@@ -1,4 +1,4 @@
-"""Seed 003's graph-augmented search (memstream.recall.search) and the graph agent, with fakes."""
+"""Pipeline v2's graph-augmented search (memstream.recall.search) and the graph agent, with fakes."""
 
 from __future__ import annotations
 

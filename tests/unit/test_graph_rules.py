@@ -1,4 +1,4 @@
-"""Seed 003's knowledge graph, as pure decisions: memstream.rules.graph."""
+"""Pipeline v2's knowledge graph, as pure decisions: memstream.rules.graph."""
 
 from __future__ import annotations
 

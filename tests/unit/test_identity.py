@@ -1,4 +1,4 @@
-"""Deterministic identities: seed 003's content normalization, scope keys and memory ids."""
+"""Deterministic identities: Pipeline v2's content normalization, scope keys and memory ids."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ def sha(text: str) -> str:
     return hashlib.sha256(text.encode()).hexdigest()
 
 
-# --- normalize_content (seed 003 normalizeAndHashContent) ---
+# --- normalize_content (Pipeline v2 normalizeAndHashContent) ---
 
 
 def test_storage_trims_and_collapses_whitespace_keeping_case() -> None:

@@ -1,4 +1,4 @@
-"""Seed 003's lexical contradiction detector: memstream.rules.lexical."""
+"""Pipeline v2's lexical contradiction detector: memstream.rules.lexical."""
 
 from __future__ import annotations
 

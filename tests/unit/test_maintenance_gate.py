@@ -1,5 +1,5 @@
 """The maintenance worker's interval starts only with autonomousEnabled and without autonomousFrozen;
-its tick() is there either way (seed 003)."""
+its tick() is there either way (Pipeline v2)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Seed 003's maintenance worker rules: diagnostics and score, recommendations, rate limits, halt tracker."""
+"""Pipeline v2's maintenance worker rules: diagnostics and score, recommendations, rate limits, halt tracker."""
 
 from __future__ import annotations
 

@@ -56,7 +56,7 @@ async def test_the_roots_parameter_is_not_part_of_any_tools_schema() -> None:
     async with Client(build_server(api([]), default_project=None)) as client:
         tools = (await client.list_tools()).tools
     # The memory tools of issue 14 (get_memory became get_memories, and timeline joined, in issue 25)
-    # and the two document tools of seed 003's document ingest.
+    # and the two document tools of Pipeline v2's document ingest.
     assert {tool.name for tool in tools} == {
         "search_memories",
         "timeline",

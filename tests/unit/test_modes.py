@@ -1,4 +1,4 @@
-"""Seed 003's pipeline modes and write gates: memstream.rules.modes."""
+"""Pipeline v2's pipeline modes and write gates: memstream.rules.modes."""
 
 from __future__ import annotations
 

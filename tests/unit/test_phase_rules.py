@@ -1,4 +1,4 @@
-"""Seed 004's two phases as pure rules: Phase 1 claims and parsing, Phase 2 selection,
+"""The consolidation spec's two phases as pure rules: Phase 1 claims and parsing, Phase 2 selection,
 diff and watermark, and the workspace on disk."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Init mode (seed 000): the project's describing files, read within seed 003's input cap."""
+"""Init mode (the extraction spec): the project's describing files, read within Pipeline v2's input cap."""
 
 from __future__ import annotations
 

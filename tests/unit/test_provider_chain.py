@@ -1,4 +1,4 @@
-"""Seed 000's provider chain (primary first, fall through on failure, one span per call) and the retry policy."""
+"""The extraction spec's provider chain (primary first, fall through on failure, one span a call) and retries."""
 
 from __future__ import annotations
 

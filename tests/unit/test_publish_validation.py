@@ -22,7 +22,7 @@ def line(**fields: object) -> str:
 
 
 def bare(turn: Turn) -> Turn:
-    """The turn without seed 002's universal fields (hash, provenance, timestamps, metadata)."""
+    """The turn without the capture spec's universal fields (hash, provenance, timestamps, metadata)."""
     return msgspec.structs.replace(turn, hash="", provenance=None, timestamps=None, metadata=None)
 
 

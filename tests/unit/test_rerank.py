@@ -1,4 +1,4 @@
-"""Optional reranking (seed 003): top N reranked, a timeout after which the order stands, no second
+"""Optional reranking (Pipeline v2): top N reranked, a timeout after which the order stands, no second
 attempt; Voyage through its SDK against a fake speaking its wire format; the LLM chain as a listwise
 reranker."""
 

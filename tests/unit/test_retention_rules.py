@@ -1,4 +1,4 @@
-"""Seed 003's retention sweep: memstream.rules.retention."""
+"""Pipeline v2's retention sweep: memstream.rules.retention."""
 
 from __future__ import annotations
 

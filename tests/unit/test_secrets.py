@@ -1,4 +1,4 @@
-"""Seed 004 Phase 1: memstream.rules.secrets redacts secrets and leaves technical content alone."""
+"""The consolidation spec Phase 1: memstream.rules.secrets redacts secrets and leaves technical content alone."""
 
 from __future__ import annotations
 

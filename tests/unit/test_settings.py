@@ -72,7 +72,7 @@ def test_every_variable_is_read(f: object) -> None:
         return
     raw, expected = {
         bool: ("true", True),
-        # Seed 003 bounds the reranker's top N to 1-100.
+        # Pipeline v2 bounds the reranker's top N to 1-100.
         int: ("70", 70) if name == "MEMSTREAM_RERANKER_TOP_N" else ("700", 700),
         float: ("0.75", 0.75),
         str: {

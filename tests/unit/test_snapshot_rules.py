@@ -1,4 +1,4 @@
-"""Seed 000 step 1 and its privacy rule: memstream.rules.snapshot."""
+"""The extraction spec step 1 and its privacy rule: memstream.rules.snapshot."""
 
 from __future__ import annotations
 

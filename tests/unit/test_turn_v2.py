@@ -1,4 +1,4 @@
-"""Seed 002's universal message format on the turn: turn.v2, old turn.v1 bytes, provenance into snapshots."""
+"""The capture spec's universal message format on the turn: turn.v2, old turn.v1 bytes, provenance into snapshots."""
 
 from __future__ import annotations
 
