@@ -80,7 +80,7 @@ async def exercise(client: Client, project: str) -> None:
     memory_id = added["id"]
 
     found = data(await client.call_tool("search_memories", {"query": "staging database port", "project": project}))
-    assert found["fields"] == ["id", "type", "scope", "date", "session", "score", "preview"]
+    assert found["fields"] == ["id", "type", "scope", "date", "session", "score", "preview", "code"]
     hit = dict(zip(found["fields"], next(row for row in found["hits"] if row[0] == memory_id), strict=True))
     assert hit["preview"] == "The staging database runs on port 6543"
     full = data(
@@ -151,7 +151,8 @@ async def test_mcp_over_stdio_defaults_to_the_working_directory(live: runner.Run
 
         async def conversation() -> list[Any]:
             found = data(await client.call_tool("search_memories", {"query": "RabbitMQ jobs queue"}))  # no project
-            return [dict(zip(found["fields"], row, strict=True)) for row in found["hits"] if "RabbitMQ" in row[-1]]
+            rows = [dict(zip(found["fields"], row, strict=True)) for row in found["hits"]]
+            return [row for row in rows if "RabbitMQ" in row["preview"]]
 
         hits = await eventually(conversation, what="the published exchange, found from the working directory")
         assert hits[0]["session"] == "s1"

@@ -131,9 +131,10 @@ async def test_search_answers_a_compact_index_of_ten_hits_in_two_thousand_charac
     assert len(answer) <= 2_000, len(answer)
     assert "\n" not in answer and answer == json.dumps(json.loads(answer), separators=(",", ":"), ensure_ascii=False)
     index = json.loads(answer)
-    assert index["score"] == "fused" and index["fields"][-1] == "preview"
+    # The last column says what became of a memory's cited code (issue 39); the preview is before it.
+    assert index["score"] == "fused" and index["fields"][-2:] == ["preview", "code"]
     assert len(index["hits"]) == 10 and {row[0] for row in index["hits"]} <= set(served.ids)
-    assert all(len(row[-1]) <= 160 for row in index["hits"])
+    assert all(len(row[-2]) <= 160 for row in index["hits"])
     records = json.loads(full)["results"]
     assert [r["id"] for r in records] == [row[0] for row in index["hits"]]
     assert records[0]["text"].startswith("[user] The nightly deploy") and records[0]["score_kind"] == "fused"
