@@ -2,6 +2,7 @@
 
     .venv/bin/python -m bench.perf.capture [--sessions 1000 --turns 50] [--hooks 200] [--quick]
     .venv/bin/python -m bench.perf.capture --fidelity [--show-misses]
+    .venv/bin/python -m bench.perf.capture --live [--show-misses] [--only NAME …]
 
 ``--fidelity`` reads the real recorded session files of ``tests/fixtures/capture/real`` (their origins in
 ``SOURCES.md``) the way ``memstream ingest --dry-run --json`` does, and scores the turns it would publish
@@ -11,6 +12,13 @@ printed) and precision (printed turns that were expected), per CLI. A turn match
 (first seen wins). Two runs: "as found", the files read where they are with nothing else given (a new
 user's first try on an export); and "named", with ``--project`` given for the files whose records cannot
 name their project (the label says so), as the user would then do.
+
+``--live`` replays the same files the way their CLIs write them live, through the hooks ``memstream install``
+writes, with a real ``memstream up`` running (``tests/support/live_capture.py`` says how: JSONL grown in 20
+chunks at line boundaries, Gemini's JSON rewritten whole, each CLI's payload and cwd), then reads the memories
+back from the API and scores per CLI the exchanges whose question and final answer are both in one memory of
+the right project, memories filed under a wrong project, and orphan replies. It exits 1 when a CLI is below
+97%, or on any wrong-project memory or orphan.
 
 Builds a backlog of ``--sessions`` session files of ``--turns`` turns each (the full size is 1,000 sessions,
 50,000 turns): copies of the Claude Code fixtures (``tests/fixtures/capture/claude``) with fresh session,
@@ -382,6 +390,75 @@ def print_fidelity(show_misses: bool) -> bool:
     return met
 
 
+#: Longest wait for the pipeline to take what the hooks handed it (s).
+LIVE_DEADLINE_S = 900.0
+#: How long the stored memories must stay the same before they are read as final (s).
+LIVE_STABLE_S = 15.0
+
+
+def live(only: list[str], show_misses: bool) -> bool:
+    """Replay every labelled real session live through the installed hooks with `up` running; True if met."""
+    from memstream.capture.ingest import LIVE_WINDOW
+    from memstream.kafka.broker import free_port
+    from tests.support import live_capture as lc
+
+    recorded = lc.recorded_sessions(only=only)
+    with tempfile.TemporaryDirectory(prefix="memstream-live-") as folder:
+        work = Path(folder)
+        env = lc.live_env(work, free_port(), os.environ)
+        home, data = Path(env["HOME"]), Path(env["MEMSTREAM_DATA_DIR"])
+        lc.install_all(sys.executable, env, work)
+        up = subprocess.Popen(
+            [sys.executable, "-m", "memstream.cli", "up"],
+            env=env,
+            cwd=work,
+            stdout=subprocess.DEVNULL,
+            stderr=(work / "up.log").open("wb"),
+        )
+        try:
+            deadline = time.monotonic() + 120
+            while not (data / "hook-queue" / "taker.pid").exists():
+                if up.poll() is not None or time.monotonic() > deadline:
+                    raise SystemExit(f"memstream up did not start: {(work / 'up.log').read_text()[-2000:]}")
+                time.sleep(0.2)
+            started = time.monotonic()
+            sessions = [lc.replayed(r, home) for r in recorded]
+            fire = lc.shell_fire(home, env, work)
+            for session in sessions:
+                lc.replay(session, fire)
+            replayed_s = time.monotonic() - started
+            # Codex has no session-end hook: `up` takes a session's last reply once its file is quiet.
+            quiet_until = time.monotonic() + LIVE_WINDOW + 20
+            deadline = time.monotonic() + LIVE_DEADLINE_S
+            last, since = "", time.monotonic()
+            while True:
+                done, digest = lc.settled(env, data / "capture.db", data / "hook-queue")
+                if digest != last or not done:
+                    last, since = digest, time.monotonic()
+                elif time.monotonic() >= quiet_until and time.monotonic() - since >= LIVE_STABLE_S:
+                    break
+                if time.monotonic() > deadline:
+                    print("  (the memories were still changing at the deadline)")
+                    break
+                time.sleep(1.0)
+            memories = lc.stored_memories(env)
+        finally:
+            up.send_signal(2)
+            try:
+                up.wait(timeout=60)
+            except subprocess.TimeoutExpired:
+                up.kill()
+        scores = lc.score(sessions, memories)
+    hooks = sum(len(s.steps) for s in sessions)
+    print(
+        f"live capture of {len(sessions)} real sessions through the installed hooks, `up` running: "
+        f"{hooks} writes and hooks in {replayed_s:.0f} s, {len(memories)} conversation memories; "
+        f"target >= {lc.TARGET:.0%} each, no wrong-project memory, no orphan (load average {os.getloadavg()[0]:.1f})"
+    )
+    print("\n".join(lc.report(scores, show_misses=show_misses)))
+    return all(s.met for s in scores.values())
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--sessions", type=int, default=1000)
@@ -391,8 +468,12 @@ def main() -> None:
     parser.add_argument("--standin", action="store_true", help="use the stand-in format even if adapters exist")
     parser.add_argument("--quick", action="store_true", help="20 sessions of 10 turns, 20 hooks")
     parser.add_argument("--fidelity", action="store_true", help="recall and precision on the real labelled sessions")
-    parser.add_argument("--show-misses", action="store_true", help="with --fidelity: list each missed or extra turn")
+    parser.add_argument("--show-misses", action="store_true", help="with --fidelity/--live: list each miss")
+    parser.add_argument("--live", action="store_true", help="the real sessions replayed live through the hooks")
+    parser.add_argument("--only", nargs="*", default=[], help="with --live: the files whose name contains these")
     args = parser.parse_args()
+    if args.live:
+        raise SystemExit(0 if live(args.only, args.show_misses) else 1)
     if args.fidelity:
         raise SystemExit(0 if print_fidelity(args.show_misses) else 1)
     if args.quick:
