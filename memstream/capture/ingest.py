@@ -340,8 +340,13 @@ class Capture:
         extracted_at = datetime.now(UTC)
         first_lines: dict[str, int] = {}
         for t in turns:
-            if t.project:
-                self._projects[(t.source.value, t.session_id)] = t.project
+            # A session's project is fixed when it is first captured, by the whole-file rule on what was
+            # read then: a live read from a checkpoint sees only the lines after it, and judging the project
+            # again from those (Claude Code's lines follow the agent's `cd`) split a session across
+            # projects (issue 37.1).
+            session = (t.source.value, t.session_id)
+            if t.project and session not in self._projects:
+                self._projects[session] = self.state.project_of(*session) or t.project
         for turn in turns:
             if self.since is not None and turn.ts < self.since:
                 outcome.skipped += 1
@@ -351,9 +356,9 @@ class Capture:
                 outcome.problems.append(Problem(turn.file, turn.line, f"not a {'/'.join(CAPTURED_ROLES)} message"))
                 continue
             project = (
-                turn.project
-                or self._projects.get((turn.source.value, turn.session_id))
+                self._projects.get((turn.source.value, turn.session_id))
                 or self.state.project_of(turn.source.value, turn.session_id)
+                or turn.project
                 or self.project
             )
             if not project:

@@ -188,11 +188,16 @@ def launch_folder(path: str, cwds: Iterable[object]) -> str:
 
     Lines record the shell's current ``cwd``, which follows a ``cd`` of the Bash tool. The session file
     lives in ``projects/<the launch folder with every non-alphanumeric character as "-">``: the cwd that
-    names that folder is the launch folder; a file elsewhere takes the first cwd it records.
+    names that folder is the launch folder, else the folder above a cwd that names it (lines read from a
+    checkpoint may all be from after a ``cd`` into a sub-folder); a file elsewhere takes the first cwd it
+    records.
     """
     known = [cwd for cwd in cwds if isinstance(cwd, str) and cwd]
     folder = PurePath(path).parent.name
     named = next((cwd for cwd in known if _DASHED.sub("-", cwd) == folder), None)
+    if named is None:
+        above = (str(parent) for cwd in known for parent in PurePath(cwd).parents)
+        named = next((parent for parent in above if _DASHED.sub("-", parent) == folder), None)
     return named or (known[0] if known else "")
 
 

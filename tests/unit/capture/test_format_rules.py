@@ -123,6 +123,44 @@ def test_claude_project_of_a_standard_file_is_the_cwd_its_folder_is_named_after(
     assert {turn.project for turn in read(Source.CLAUDE, path).turns} == {"/home/ada/orbit"}
 
 
+def test_claude_lines_written_after_a_cd_alone_still_name_the_launch_folder(tmp_path: Path) -> None:
+    # A live read from a checkpoint sees only the lines written after the agent ran `cd web` (issue 37.1):
+    # the folder the file lives in names the launch folder, an ancestor of those cwds.
+    folder = tmp_path / ".claude" / "projects" / "-home-ada-orbit"
+    records = [
+        _claude("user", "and the web part?", 1) | {"cwd": "/home/ada/orbit/web"},
+        _claude("assistant", [{"type": "text", "text": "Done in web/."}], 2) | {"cwd": "/home/ada/orbit/web/src"},
+    ]
+    path = write(folder / "s-1.jsonl", records)
+    assert {turn.project for turn in read(Source.CLAUDE, path).turns} == {"/home/ada/orbit"}
+
+
+def test_a_session_keeps_the_project_it_started_in_across_live_reads(tmp_path: Path) -> None:
+    # Read as hooks read it: from the checkpoint, a few lines at a time. A file outside Claude Code's
+    # folders (whose name cannot tell the launch folder) took the first cwd of each read: after a `cd`,
+    # later turns went to the sub-folder and the session split across two projects (issue 37.1).
+    path = tmp_path / "export" / "s-1.jsonl"
+    snapshot = {"type": "file-history-snapshot", "messageId": "m-0", "snapshot": {}}  # line 1 names no cwd
+    first = [snapshot, _claude("user", "fix the tests", 1), _claude("assistant", [{"type": "text", "text": "Fixed."}], 2)]
+    write(path, first)
+    with CaptureState.open(tmp_path / "capture.db") as state:
+        capture = Capture(state, CliFormats(), live_window=0)
+        taken = capture.file(path).new
+        later = [
+            _claude("user", "now the web part", 3) | {"cwd": "/home/ada/orbit/web"},
+            _claude("assistant", [{"type": "text", "text": "Web fixed."}], 4) | {"cwd": "/home/ada/orbit/web"},
+        ]
+        with path.open("a", encoding="utf-8") as handle:
+            handle.write("".join(json.dumps(record) + "\n" for record in later))
+        taken += capture.file(path).new
+    assert [(t["content"], t["project"]) for t in taken] == [
+        ("fix the tests", "/home/ada/orbit"),
+        ("Fixed.", "/home/ada/orbit"),
+        ("now the web part", "/home/ada/orbit"),
+        ("Web fixed.", "/home/ada/orbit"),
+    ]
+
+
 # --- Codex ------------------------------------------------------------------------------------------------
 
 
