@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Callable
 from typing import Any
 
 import msgspec
@@ -347,33 +348,62 @@ def raw_facts(exchange: str) -> list[ExtractedFact]:
 
 
 def fit_exchange(text: str, max_chars: int = CONVERSATION_MAX_CHARS) -> str:
-    """The exchange within ``max_chars``, its longest messages cut in their middle first.
+    """The exchange within ``max_chars``: its question and its final answer kept whole, what came between
+    them cut first.
 
-    Cutting from the end lost the answer to a long question; a message's head and tail carry
-    most of what it says (the question and its ask, the answer and its conclusion), so each keeps
-    both, and no message is dropped. Only when every message is down to ``MIN_KEPT_CHARS`` is
-    the end cut.
+    An exchange is a question (the user messages it opens with), then what the agent said while it worked
+    (progress notes), then its final answer (the last message). The question and the answer say what was
+    asked and what was done; the notes are what to cut (issue 37.2: cutting every message to its ends, then
+    the end of the whole, lost a 13-message exchange's final report). So: the notes give up their middles,
+    then go, oldest first, leaving a line that says how many; only then does the answer (then the question)
+    give up its middle, never below ``MIN_KEPT_CHARS``; only then is the end cut.
     """
     if len(text) <= max_chars:
         return text
-    messages = _messages(text)
-    while True:
-        excess = len("\n".join(messages)) - max_chars
-        if excess <= 0:
-            return "\n".join(messages)
-        longest = max(range(len(messages)), key=lambda i: len(messages[i]))
-        message = messages[longest]
-        head_len = message.index("] ") + 2 if message.startswith("[") and "] " in message else 0
-        body = message[head_len:]
+    messages: list[str | None] = list(_messages(text))
+    asked = next((i for i, m in enumerate(messages) if not str(m).startswith("[user] ")), len(messages))
+    answer = [len(messages) - 1] if asked < len(messages) else []
+    notes = list(range(asked, len(messages) - len(answer)))
+
+    def joined() -> str:
+        return "\n".join(m for m in messages if m is not None)
+
+    _give_up_middles(messages, notes, joined, max_chars)
+    left_out = 0
+    for index in notes:
+        if len(joined()) <= max_chars:
+            break
+        messages[index] = None
+        left_out += 1
+        # One line where the first of them was says how many are left out.
+        messages[notes[0]] = f"[…] {left_out} message{'s' if left_out > 1 else ''} in between left out"
+    _give_up_middles(messages, answer, joined, max_chars)
+    _give_up_middles(messages, list(range(asked)), joined, max_chars)
+    text = joined()
+    return text if len(text) <= max_chars else text[: max_chars - 1] + "…"
+
+
+def _give_up_middles(
+    messages: list[str | None], indices: list[int], joined: Callable[[], str], max_chars: int
+) -> None:
+    """Cut the middles of ``messages[indices]``, the longest first, until the whole fits or none can give more."""
+    while (excess := len(joined()) - max_chars) > 0:
+        cuttable = [
+            i for i in indices if (m := messages[i]) is not None and len(_body(m)[1]) > MIN_KEPT_CHARS + len(CUT_MARK)
+        ]
+        if not cuttable:
+            return
+        longest = max(cuttable, key=lambda i: len(str(messages[i])))
+        head, body = _body(str(messages[longest]))
         keep = max(MIN_KEPT_CHARS, len(body) - excess - len(CUT_MARK))
-        if keep + len(CUT_MARK) >= len(body):
-            # Every message is as short as a cut leaves it: the end goes.
-            joined = "\n".join(messages)
-            return joined[: max_chars - 1] + "…"
         front = keep - keep // 2
-        messages[longest] = (
-            message[:head_len] + body[:front].rstrip() + CUT_MARK + body[len(body) - keep // 2 :].lstrip()
-        )
+        messages[longest] = head + body[:front].rstrip() + CUT_MARK + body[len(body) - keep // 2 :].lstrip()
+
+
+def _body(message: str) -> tuple[str, str]:
+    """A ``[role] content`` message's role mark and its content."""
+    head_len = message.index("] ") + 2 if message.startswith("[") and "] " in message else 0
+    return message[:head_len], message[head_len:]
 
 
 def _messages(exchange: str) -> list[str]:

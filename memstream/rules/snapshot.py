@@ -52,6 +52,22 @@ def truncate(text: str, limit: int) -> str:
     return text[: limit - len(_TRUNCATION_MARK)] + _TRUNCATION_MARK
 
 
+#: What stands in for the middle of a message the session state keeps cut to the message limit.
+_MIDDLE_MARK = " […] "
+
+
+def cut_middle(text: str, limit: int) -> str:
+    """``text`` within ``limit`` characters, its middle cut: a long message's head and tail say what it asks
+    and what it concludes (a final report ends with what was changed), so both are kept."""
+    if len(text) <= limit:
+        return text
+    if limit <= len(_MIDDLE_MARK):
+        return text[:limit]
+    keep = limit - len(_MIDDLE_MARK)
+    front = keep - keep // 2
+    return text[:front] + _MIDDLE_MARK + text[len(text) - keep // 2 :]
+
+
 def window(messages: Sequence[Message], new: Message, size: int) -> list[Message]:
     """The session's last ``size`` public messages after ``new`` arrives."""
     public = public_message(new)
@@ -236,7 +252,13 @@ def _window_as_of(turns: Sequence[AppliedTurn], index: int, size: int) -> list[M
 
 
 def _trim(turns: list[AppliedTurn], size: int, keep: int) -> list[AppliedTurn]:
-    """The last ``keep`` turns, and before them as many as the first one's window needs."""
+    """The last ``keep`` turns, and before them as many as the first one's window needs; and the question
+    of the exchange going on, whatever its length.
+
+    An agent that works long writes many messages before its final answer: without its question the
+    exchange's memory would be replies alone (issue 37). The question is kept as a copy whose place is
+    unknown (partition and offset -1): :func:`_too_old_to_tell` judges redeliveries by the places of the
+    turns kept in order, and a copy never passes for one of them."""
     if len(turns) <= keep:
         return turns
     start = len(turns) - keep
@@ -244,7 +266,10 @@ def _trim(turns: list[AppliedTurn], size: int, keep: int) -> list[AppliedTurn]:
     while start > 0 and public < size:
         start -= 1
         public += 1 if turns[start].content else 0
-    return turns[start:]
+    current = turns[-1].exchange
+    question = [t for t in turns[:start] if current >= 0 and t.exchange == current and t.role == "user"]
+    pinned = [msgspec.structs.replace(t, partition=-1, offset=-1) for t in question]
+    return [*pinned, *turns[start:]]
 
 
 def _too_old_to_tell(state: SessionState, turns: Sequence[AppliedTurn], partition: int, offset: int) -> bool:
@@ -309,7 +334,7 @@ def apply_turn(
         partition=partition,
         offset=offset,
         role=role,
-        content=truncate(public.content, message_max_chars) if public else "",
+        content=cut_middle(public.content, message_max_chars) if public else "",
         assistant_turns=count,
         provenance=provenance,
         exchange=_exchange_base(last, role, before),

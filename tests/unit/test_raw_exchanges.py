@@ -104,3 +104,55 @@ def test_only_a_raw_exchange_takes_the_exchange_id() -> None:
     # A model's "conversation" fact, or any other fact of the exchange, keeps its content's id.
     assert _fact(snapshot, said, ("project", "p_x"), 0, []).exchange_id == ""
     assert _fact(snapshot, fact, ("project", "p_x"), 1, [], raw=True).exchange_id == ""
+
+
+def test_a_long_exchange_keeps_its_question_and_final_answer_whole() -> None:
+    # Issue 37.2, the shape of a real Codex exchange: a question, eleven progress notes, a final report.
+    # Every message was cut to its ends and then the end of the whole was cut: the memory stopped in a
+    # progress note, and the report (what was done) was lost.
+    from memstream.rules.extraction import CONVERSATION_MAX_CHARS, raw_facts
+
+    question = "let's update the default context compaction to 90 in the env var " + "and keep the docs right. " * 8
+    notes = [f"[assistant] Progress {i}: looking at file{i}.ts, " + "reading the callers and the tests. " * 8 for i in range(11)]
+    report = "Implemented the change. Changed: codemie-code.plugin.ts:99, docs/config.md:12." + " Tests pass." * 30
+    exchange = "\n".join([f"[user] {question}", *notes, f"[assistant] {report}"])
+    [fact, *_] = raw_facts(exchange)
+    assert len(fact.text) <= CONVERSATION_MAX_CHARS
+    assert fact.text.startswith(f"[user] {question}\n")
+    assert fact.text.endswith(f"[assistant] {report}")
+
+
+def test_a_final_answer_over_the_limit_alone_gives_up_its_middle_and_the_question_stays_whole() -> None:
+    from memstream.rules.extraction import CONVERSATION_MAX_CHARS, raw_facts
+
+    report = "Summary first. " + "A long middle part. " * 200 + "Changed: api.py:10."
+    exchange = "\n".join(["[user] what did you change?", "[assistant] Working on it.", f"[assistant] {report}"])
+    [fact] = raw_facts(exchange)
+    assert len(fact.text) <= CONVERSATION_MAX_CHARS
+    assert fact.text.startswith("[user] what did you change?\n")
+    assert "Summary first." in fact.text and fact.text.endswith("Changed: api.py:10.")
+
+
+def test_a_message_over_the_message_limit_keeps_its_end() -> None:
+    # The session state keeps each message within MEMSTREAM_MESSAGE_MAX_CHARS: cut in its middle, so the
+    # conclusion of a long final report survives to the memory.
+    report = "Summary. " + "detail " * 1000 + "Changed: api.py:10."
+    _, out = run([("user", "what changed?"), ("assistant", report)])
+    kept = contents(out[1])[1]
+    assert len(kept) <= 4000 and kept.startswith("Summary.") and kept.endswith("Changed: api.py:10.")
+
+
+def test_a_reply_longer_than_the_state_keeps_keeps_its_question() -> None:
+    # Issue 37: an agent that works long writes many messages before its final answer. The state keeps
+    # the last REDELIVERY_KEEP turns and a window before them: past that, the question fell out, the
+    # exchange's memory became its replies alone (an orphan reply) and the question was nowhere.
+    replies: list[tuple[Role, str]] = [("assistant", f"A{i}") for i in range(40)]
+    state, out = run([("user", "Q"), ("user", "and Q2"), *replies])
+    assert contents(out[-1])[:2] == ["Q", "and Q2"] and contents(out[-1])[-1] == "A39"
+    assert out[-1].exchange_base == 0
+    # A turn redelivered from before what the state keeps is still a redelivery, not a new message.
+    again = apply_turn(state, partition=0, offset=5, role="assistant", content="A3", size=8, message_max_chars=4000)
+    assert again.redelivered
+    # The next exchange starts afresh: the pinned question goes once its exchange is over.
+    state, more = run([("user", "Q3"), *[("assistant", f"B{i}") for i in range(30)]], state, first_offset=42)
+    assert contents(more[-1])[0] == "Q3" and "Q" not in [t.content for t in state.applied]

@@ -76,12 +76,15 @@ def test_a_long_answer_is_cut_in_its_middle_and_the_question_kept() -> None:
     assert fact.text.endswith("So: add the index.")
 
 
-def test_many_long_messages_each_give_up_their_middle() -> None:
-    parts = [f"[{'user' if i % 2 == 0 else 'assistant'}] start{i} " + "x " * 600 + f"end{i}" for i in range(4)]
+def test_long_notes_go_before_the_question_and_the_answer_give_up_their_middles() -> None:
+    # Issue 37.2: what the agent said while working is cut first; the question and the final answer keep
+    # both ends even when, together, they must give up their middles.
+    parts = [f"[{'user' if i == 0 else 'assistant'}] start{i} " + "x " * 600 + f"end{i}" for i in range(4)]
     [fact] = raw_facts("\n".join(parts))
     assert len(fact.text) <= CONVERSATION_MAX_CHARS
-    for i in range(4):
+    for i in (0, 3):
         assert f"start{i}" in fact.text and f"end{i}" in fact.text
+    assert "[…] 2 messages in between left out" in fact.text
 
 
 def test_a_short_exchange_is_kept_whole() -> None:
