@@ -355,8 +355,8 @@ def fit_exchange(text: str, max_chars: int = CONVERSATION_MAX_CHARS) -> str:
     (progress notes), then its final answer (the last message). The question and the answer say what was
     asked and what was done; the notes are what to cut (issue 37.2: cutting every message to its ends, then
     the end of the whole, lost a 13-message exchange's final report). So: the notes give up their middles,
-    then go, oldest first, leaving a line that says how many; only then does the answer (then the question)
-    give up its middle, never below ``MIN_KEPT_CHARS``; only then is the end cut.
+    then go, oldest first, leaving a line that says how many; only then do the question and the answer give
+    up their middles, the longer the more, never below ``MIN_KEPT_CHARS``; only then is the end cut.
     """
     if len(text) <= max_chars:
         return text
@@ -377,8 +377,9 @@ def fit_exchange(text: str, max_chars: int = CONVERSATION_MAX_CHARS) -> str:
         left_out += 1
         # One line where the first of them was says how many are left out.
         messages[notes[0]] = f"[…] {left_out} message{'s' if left_out > 1 else ''} in between left out"
-    _give_up_middles(messages, answer, joined, max_chars)
-    _give_up_middles(messages, list(range(asked)), joined, max_chars)
+    # Then the question and the answer, the longer giving up more: an answer within the limit stays whole
+    # beside a long question, and only an answer over the limit alone loses much of its middle.
+    _give_up_middles(messages, [*range(asked), *answer], joined, max_chars)
     text = joined()
     return text if len(text) <= max_chars else text[: max_chars - 1] + "…"
 
@@ -386,18 +387,31 @@ def fit_exchange(text: str, max_chars: int = CONVERSATION_MAX_CHARS) -> str:
 def _give_up_middles(
     messages: list[str | None], indices: list[int], joined: Callable[[], str], max_chars: int
 ) -> None:
-    """Cut the middles of ``messages[indices]``, the longest first, until the whole fits or none can give more."""
-    while (excess := len(joined()) - max_chars) > 0:
-        cuttable = [
-            i for i in indices if (m := messages[i]) is not None and len(_body(m)[1]) > MIN_KEPT_CHARS + len(CUT_MARK)
-        ]
-        if not cuttable:
-            return
-        longest = max(cuttable, key=lambda i: len(str(messages[i])))
-        head, body = _body(str(messages[longest]))
-        keep = max(MIN_KEPT_CHARS, len(body) - excess - len(CUT_MARK))
+    """Cut the middles of ``messages[indices]`` until the whole fits: every one longer than a common length
+    is cut to it (the longest give up the most, a short one nothing), and none below ``MIN_KEPT_CHARS``."""
+    live = [i for i in indices if messages[i] is not None]
+    excess = len(joined()) - max_chars
+    if excess <= 0 or not live:
+        return
+    lengths = sorted(len(str(messages[i])) for i in live)
+    remaining = sum(lengths) - excess
+    target = lengths[-1]
+    for k, length in enumerate(lengths):
+        share = remaining // (len(lengths) - k)
+        if length > share:
+            target = share
+            break
+        remaining -= length
+    for i in live:
+        message = str(messages[i])
+        if len(message) <= target:
+            continue
+        head, body = _body(message)
+        keep = max(MIN_KEPT_CHARS, target - len(head) - len(CUT_MARK))
+        if keep + len(CUT_MARK) >= len(body):
+            continue
         front = keep - keep // 2
-        messages[longest] = head + body[:front].rstrip() + CUT_MARK + body[len(body) - keep // 2 :].lstrip()
+        messages[i] = head + body[:front].rstrip() + CUT_MARK + body[len(body) - keep // 2 :].lstrip()
 
 
 def _body(message: str) -> tuple[str, str]:
