@@ -38,6 +38,11 @@ from memstream.settings import Settings
 HOSTS: dict[str, Source] = {host.name: Source(host.llm_source) for host in hosts.HOSTS}
 #: Events after which the session file is complete: its last line is read even without a newline.
 FINAL_EVENTS = frozenset({"SessionEnd"})
+#: Hosts whose hook ``cwd`` is the session's project, for a file whose records cannot name it: gemini-cli
+#: files a chat under the sha256 of that folder and Kimi under its md5, so a chat that names no path has
+#: only the hash (issue 37.3). Claude Code's and Codex's files always name it; Claude Code's hook cwd
+#: follows the agent's ``cd``.
+CWD_IS_PROJECT = frozenset({"gemini", "kimi"})
 
 
 def session_file(host: str, payload: dict[str, Any], settings: Settings) -> Path | None:
@@ -76,16 +81,27 @@ def codex_rollout(codex_home: Path, thread_id: str) -> Path | None:
 
 
 def kimi_wire(kimi_home: Path, session_id: str, cwd: str) -> Path | None:
-    """Kimi CLI's wire log of a session: under the md5 of its work dir, else wherever the session is."""
-    if not session_id or "/" in session_id:
+    """A Kimi session's log: Kimi CLI's wire under the md5 of its work dir (else wherever the session is),
+    the context log that was the only record before the wire (``sessions/<md5>/<session>.jsonl``), or Kimi
+    Code's main wire (``~/.kimi-code/sessions/<workspace>/<session>/agents/main/wire.jsonl``)."""
+    if not session_id or "/" in session_id or session_id.startswith("."):
         return None
     sessions = kimi_home / "sessions"
     if cwd:
-        direct = sessions / hashlib.md5(cwd.encode()).hexdigest() / session_id / "wire.jsonl"
-        if direct.is_file():
-            return direct
-    found = sorted(sessions.glob(f"*/{session_id}/wire.jsonl"))
-    return found[0] if found else None
+        folder = sessions / hashlib.md5(cwd.encode()).hexdigest()
+        for direct in (folder / session_id / "wire.jsonl", folder / f"{session_id}.jsonl"):
+            if direct.is_file():
+                return direct
+    code = kimi_home.parent / ".kimi-code" / "sessions"
+    for pattern, root in (
+        (f"*/{session_id}/wire.jsonl", sessions),
+        (f"*/{session_id}.jsonl", sessions),
+        (f"*/{session_id}/agents/main/wire.jsonl", code),
+    ):
+        found = sorted(root.glob(pattern))
+        if found:
+            return found[0]
+    return None
 
 
 def capture(host: str, payload: dict[str, Any], settings: Settings, *, formats: Any = None, send: bool = True) -> int:
@@ -101,8 +117,11 @@ def capture(host: str, payload: dict[str, Any], settings: Settings, *, formats: 
     if path is None or not path.is_file():
         return 0
     event = str(payload.get("hook_event_name") or payload.get("type") or "")
+    cwd = payload.get("cwd")
+    project = cwd if host in CWD_IS_PROJECT and isinstance(cwd, str) and os.path.isabs(cwd) else ""
     with CaptureState.open(settings.capture_db) as state:
-        outcome = Capture(state, formats or CliFormats()).file(path, HOSTS[host], final=event in FINAL_EVENTS)
+        capture = Capture(state, formats or CliFormats(settings.capture_roots), project=project)
+        outcome = capture.file(path, HOSTS[host], final=event in FINAL_EVENTS)
         waiting = state.spool_size()
     if waiting and send:  # `up` taking a hook's note sends the spool itself (send=False)
         start_flusher(settings)

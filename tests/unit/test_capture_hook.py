@@ -83,6 +83,46 @@ def test_kimi_derives_the_wire_log_from_session_and_work_dir(settings: Settings)
     assert hook.session_file("kimi", {"session_id": "nope", "cwd": cwd}, settings) is None
 
 
+def test_gemini_places_a_chat_that_names_no_path_by_the_hooks_cwd(tmp_path: Path) -> None:
+    # Issue 37.3: a chat whose records name no path (a greeting, an explanation) has only its projectHash,
+    # the sha256 of the project root; gemini-cli sends that root as the hook's cwd. Its turns were never
+    # captured, though `install --check` said the hook ran.
+    cwd = "/home/ada/orbit"
+    digest = hashlib.sha256(cwd.encode()).hexdigest()
+    chat = tmp_path / "gemini" / "tmp" / digest / "chats" / "session-2026-01-01T10-00-5b959dae.json"
+    chat.parent.mkdir(parents=True)
+    chat.write_text(
+        json.dumps(
+            {
+                "sessionId": "5b959dae",
+                "projectHash": digest,
+                "messages": [
+                    {"id": "1", "type": "user", "content": "hi", "timestamp": "2026-01-01T10:00:00Z"},
+                    {"id": "2", "type": "gemini", "content": "Hello! How can I help?", "timestamp": "2026-01-01T10:00:02Z"},
+                ],
+            }
+        )
+    )
+    settings = Settings.from_env({}, data_dir=tmp_path / "data", gemini_dir=tmp_path / "gemini")
+    payload = {"session_id": "5b959dae", "transcript_path": str(chat), "cwd": cwd, "hook_event_name": "AfterAgent"}
+    assert hook.capture("gemini", payload, settings, send=False) == 2
+    with CaptureState.open(settings.capture_db) as state:
+        assert {(s.payload["content"], s.payload["project"]) for s in state.spooled(10)} == {
+            ("hi", cwd),
+            ("Hello! How can I help?", cwd),
+        }
+
+
+def test_kimi_finds_the_context_log_of_a_session_before_the_wire_and_kimi_codes_wire(settings: Settings) -> None:
+    cwd = "/testbed"
+    folder = hashlib.md5(cwd.encode()).hexdigest()
+    log = session_file(settings.kimi_dir / "sessions" / folder / "531d195b.jsonl", "531d195b", 1)
+    assert hook.session_file("kimi", {"hook_event_name": "Stop", "session_id": "531d195b", "cwd": cwd}, settings) == log
+    code = settings.kimi_dir.parent / ".kimi-code" / "sessions" / "wd_1" / "session_7" / "agents" / "main" / "wire.jsonl"
+    wire = session_file(code, "session_7", 1)
+    assert hook.session_file("kimi", {"hook_event_name": "Stop", "session_id": "session_7", "cwd": cwd}, settings) == wire
+
+
 def test_codex_notify_json_is_the_last_argument() -> None:
     payload = read_payload(["--data-dir", "/d", '{"type": "agent-turn-complete", "thread-id": "t"}'], io.StringIO(""))
     assert payload == {"type": "agent-turn-complete", "thread-id": "t"}
