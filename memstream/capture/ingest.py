@@ -27,7 +27,7 @@ import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from pathlib import Path
+from pathlib import Path, PurePath
 from typing import Any, Protocol
 
 from memstream.capture.model import CapturedTurn, Parsed, Problem, RawRecord, Source
@@ -343,10 +343,13 @@ class Capture:
             # A session's project is fixed when it is first captured, by the whole-file rule on what was
             # read then: a live read from a checkpoint sees only the lines after it, and judging the project
             # again from those (Claude Code's lines follow the agent's `cd`) split a session across
-            # projects (issue 37.1).
+            # projects (issue 37.1). It holds for the folder and what lies beneath it: a turn naming an
+            # unrelated folder is another session under the same id (two agents, or two tenants, whose
+            # CLIs picked one id), which keeps its own project.
             session = (t.source.value, t.session_id)
             if t.project and session not in self._projects:
-                self._projects[session] = self.state.project_of(*session) or t.project
+                fixed = self.state.project_of(*session)
+                self._projects[session] = fixed if fixed and _within(t.project, fixed) else t.project
         for turn in turns:
             if self.since is not None and turn.ts < self.since:
                 outcome.skipped += 1
@@ -355,12 +358,12 @@ class Capture:
                 outcome.skipped += 1
                 outcome.problems.append(Problem(turn.file, turn.line, f"not a {'/'.join(CAPTURED_ROLES)} message"))
                 continue
-            project = (
-                self._projects.get((turn.source.value, turn.session_id))
-                or self.state.project_of(turn.source.value, turn.session_id)
-                or turn.project
-                or self.project
+            fixed = self._projects.get((turn.source.value, turn.session_id)) or self.state.project_of(
+                turn.source.value, turn.session_id
             )
+            if turn.project and not (fixed and _within(turn.project, fixed)):
+                fixed = turn.project
+            project = fixed or self.project
             if not project:
                 outcome.skipped += 1
                 outcome.unplaced[turn.session_id] = outcome.unplaced.get(turn.session_id, 0) + 1
@@ -412,3 +415,8 @@ class Capture:
         outcome.new = kept
         if self._checkpoints is not None and checkpoint is not None:
             self._checkpoints[checkpoint.path] = checkpoint
+
+
+def _within(folder: str, project: str) -> bool:
+    """Whether ``folder`` is ``project`` or a folder beneath it (where the agent's ``cd`` may have gone)."""
+    return folder == project or PurePath(folder).is_relative_to(project)

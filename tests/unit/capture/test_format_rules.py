@@ -141,7 +141,11 @@ def test_a_session_keeps_the_project_it_started_in_across_live_reads(tmp_path: P
     # later turns went to the sub-folder and the session split across two projects (issue 37.1).
     path = tmp_path / "export" / "s-1.jsonl"
     snapshot = {"type": "file-history-snapshot", "messageId": "m-0", "snapshot": {}}  # line 1 names no cwd
-    first = [snapshot, _claude("user", "fix the tests", 1), _claude("assistant", [{"type": "text", "text": "Fixed."}], 2)]
+    first = [
+        snapshot,
+        _claude("user", "fix the tests", 1),
+        _claude("assistant", [{"type": "text", "text": "Fixed."}], 2),
+    ]
     write(path, first)
     with CaptureState.open(tmp_path / "capture.db") as state:
         capture = Capture(state, CliFormats(), live_window=0)
@@ -158,6 +162,32 @@ def test_a_session_keeps_the_project_it_started_in_across_live_reads(tmp_path: P
         ("Fixed.", "/home/ada/orbit"),
         ("now the web part", "/home/ada/orbit"),
         ("Web fixed.", "/home/ada/orbit"),
+    ]
+
+
+def test_two_files_that_share_a_session_id_keep_their_own_projects(tmp_path: Path) -> None:
+    # Two agents side by side (two tenants on one capture state) whose CLIs picked the same session id: the
+    # project fixed for the first file's session must not swallow the second file's turns, whose project is
+    # no sub-folder of it (the fix for issue 37.1 first filed Bob's exchanges in Alice's project).
+    def session(folder: str, cwd: str, words: str, first: int) -> Path:
+        return write(
+            tmp_path / folder / "s-1.jsonl",
+            [
+                _claude("user", f"{words} question", first) | {"cwd": cwd},
+                _claude("assistant", [{"type": "text", "text": f"{words} answer"}], first + 1) | {"cwd": cwd},
+            ],
+        )
+
+    alice = session("alice", "/home/alice/repo", "Alice's", 1)
+    bob = session("bob", "/home/bob/repo", "Bob's", 3)
+    with CaptureState.open(tmp_path / "capture.db") as state:
+        taken = Capture(state, CliFormats(), live_window=0).file(alice).new
+        taken += Capture(state, CliFormats(), live_window=0).file(bob).new
+    assert [(t["content"], t["project"]) for t in taken] == [
+        ("Alice's question", "/home/alice/repo"),
+        ("Alice's answer", "/home/alice/repo"),
+        ("Bob's question", "/home/bob/repo"),
+        ("Bob's answer", "/home/bob/repo"),
     ]
 
 
