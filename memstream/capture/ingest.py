@@ -346,10 +346,10 @@ class Capture:
             # projects (issue 37.1). It holds for the folder and what lies beneath it: a turn naming an
             # unrelated folder is another session under the same id (two agents, or two tenants, whose
             # CLIs picked one id), which keeps its own project.
-            session = (t.source.value, t.session_id)
-            if t.project and session not in self._projects:
-                fixed = self.state.project_of(*session)
-                self._projects[session] = fixed if fixed and _within(t.project, fixed) else t.project
+            named = (t.source.value, t.session_id)
+            if t.project and named not in self._projects:
+                fixed = self.state.project_of(*named)
+                self._projects[named] = fixed if fixed and _within(t.project, fixed) else t.project
         for turn in turns:
             if self.since is not None and turn.ts < self.since:
                 outcome.skipped += 1
