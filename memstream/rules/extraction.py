@@ -369,12 +369,10 @@ def fit_exchange(text: str, max_chars: int = CONVERSATION_MAX_CHARS) -> str:
         return "\n".join(m for m in messages if m is not None)
 
     _give_up_middles(messages, notes, joined, max_chars)
-    left_out = 0
-    for index in notes:
+    for left_out, index in enumerate(notes, start=1):
         if len(joined()) <= max_chars:
             break
         messages[index] = None
-        left_out += 1
         # One line where the first of them was says how many are left out.
         messages[notes[0]] = f"[…] {left_out} message{'s' if left_out > 1 else ''} in between left out"
     # Then the question and the answer, the longer giving up more: an answer within the limit stays whole
@@ -384,9 +382,7 @@ def fit_exchange(text: str, max_chars: int = CONVERSATION_MAX_CHARS) -> str:
     return text if len(text) <= max_chars else text[: max_chars - 1] + "…"
 
 
-def _give_up_middles(
-    messages: list[str | None], indices: list[int], joined: Callable[[], str], max_chars: int
-) -> None:
+def _give_up_middles(messages: list[str | None], indices: list[int], joined: Callable[[], str], max_chars: int) -> None:
     """Cut the middles of ``messages[indices]`` until the whole fits: every one longer than a common length
     is cut to it (the longest give up the most, a short one nothing), and none below ``MIN_KEPT_CHARS``."""
     live = [i for i in indices if messages[i] is not None]

@@ -213,7 +213,7 @@ def payload(host: str, event: str, session: Replayed, step: int) -> dict[str, An
     common: dict[str, Any] = {"session_id": session.session_id, "cwd": session.cwds[step], "hook_event_name": event}
     final = event == "SessionEnd"
     if host == "claude-code":
-        extra = {"reason": "exit"} if final else {"stop_hook_active": False}
+        extra: dict[str, object] = {"reason": "exit"} if final else {"stop_hook_active": False}
         return {**common, "transcript_path": str(session.path), "permission_mode": "default", **extra}
     if host == "codex":
         return {

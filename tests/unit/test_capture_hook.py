@@ -98,7 +98,12 @@ def test_gemini_places_a_chat_that_names_no_path_by_the_hooks_cwd(tmp_path: Path
                 "projectHash": digest,
                 "messages": [
                     {"id": "1", "type": "user", "content": "hi", "timestamp": "2026-01-01T10:00:00Z"},
-                    {"id": "2", "type": "gemini", "content": "Hello! How can I help?", "timestamp": "2026-01-01T10:00:02Z"},
+                    {
+                        "id": "2",
+                        "type": "gemini",
+                        "content": "Hello! How can I help?",
+                        "timestamp": "2026-01-01T10:00:02Z",
+                    },
                 ],
             }
         )
@@ -118,9 +123,13 @@ def test_kimi_finds_the_context_log_of_a_session_before_the_wire_and_kimi_codes_
     folder = hashlib.md5(cwd.encode()).hexdigest()
     log = session_file(settings.kimi_dir / "sessions" / folder / "531d195b.jsonl", "531d195b", 1)
     assert hook.session_file("kimi", {"hook_event_name": "Stop", "session_id": "531d195b", "cwd": cwd}, settings) == log
-    code = settings.kimi_dir.parent / ".kimi-code" / "sessions" / "wd_1" / "session_7" / "agents" / "main" / "wire.jsonl"
+    code = (
+        settings.kimi_dir.parent / ".kimi-code" / "sessions" / "wd_1" / "session_7" / "agents" / "main" / "wire.jsonl"
+    )
     wire = session_file(code, "session_7", 1)
-    assert hook.session_file("kimi", {"hook_event_name": "Stop", "session_id": "session_7", "cwd": cwd}, settings) == wire
+    assert (
+        hook.session_file("kimi", {"hook_event_name": "Stop", "session_id": "session_7", "cwd": cwd}, settings) == wire
+    )
 
 
 def test_codex_notify_json_is_the_last_argument() -> None:

@@ -113,7 +113,10 @@ def test_a_long_exchange_keeps_its_question_and_final_answer_whole() -> None:
     from memstream.rules.extraction import CONVERSATION_MAX_CHARS, raw_facts
 
     question = "let's update the default context compaction to 90 in the env var " + "and keep the docs right. " * 8
-    notes = [f"[assistant] Progress {i}: looking at file{i}.ts, " + "reading the callers and the tests. " * 8 for i in range(11)]
+    notes = [
+        f"[assistant] Progress {i}: looking at file{i}.ts, " + "reading the callers and the tests. " * 8
+        for i in range(11)
+    ]
     report = "Implemented the change. Changed: codemie-code.plugin.ts:99, docs/config.md:12." + " Tests pass." * 30
     exchange = "\n".join([f"[user] {question}", *notes, f"[assistant] {report}"])
     [fact, *_] = raw_facts(exchange)
