@@ -179,9 +179,13 @@ def _parser() -> argparse.ArgumentParser:
     revoke.set_defaults(run="access:cmd_token_revoke")
 
     forget = sub.add_parser(
-        "forget", help="forget a user or a project: every memory, vector, graph link and audit record (admin)"
+        "forget",
+        help="forget one memory (ID --reason), or a user or a project: every memory, vector, graph link and "
+        "audit record (admin)",
     )
-    which = forget.add_mutually_exclusive_group(required=True)
+    forget.add_argument("memory_id", nargs="?", default="", help="the id of one memory to forget (see `search`)")
+    forget.add_argument("--reason", default="", help="why one memory is forgotten (kept in its audit trail)")
+    which = forget.add_mutually_exclusive_group()
     which.add_argument("--user", help="the user's identity (e.g. an email)")
     which.add_argument("--project", help="the project directory")
     forget.add_argument("--yes", action="store_true", help="do not ask for confirmation")

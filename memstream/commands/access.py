@@ -13,6 +13,7 @@ import asyncio
 import json
 import logging
 import sys
+import urllib.parse
 from pathlib import Path
 from typing import Any
 
@@ -146,6 +147,10 @@ def cmd_token_revoke(args: argparse.Namespace, settings: Settings) -> int:
 
 
 def cmd_forget(args: argparse.Namespace, settings: Settings) -> int:
+    if bool(args.memory_id) + bool(args.user) + bool(args.project) != 1:
+        raise CliError("forget one memory (`memstream forget ID --reason TEXT`), a --user or a --project")
+    if args.memory_id:
+        return forget_memory(settings, args.memory_id.strip(), args.reason)
     what = f"user {args.user}" if args.user else f"project {Path(args.project).resolve()}"
     if not args.yes:
         if not sys.stdin.isatty():
@@ -160,6 +165,28 @@ def cmd_forget(args: argparse.Namespace, settings: Settings) -> int:
     _, reply = api_request(settings, "POST", "/admin/forget", {}, body)
     data = json.loads(reply)
     print(f"forgetting {what} (scope {data['scope_key']}): the pipeline is purging it")
+    return 0
+
+
+def forget_memory(settings: Settings, memory_id: str, reason: str) -> int:
+    """Forget one memory through the API's forget (the path MCP and the console take): it stays in the
+    store marked forgotten, with the reason in its audit trail, and the console can restore it."""
+    from memstream.commands.read import api_request
+
+    reason = " ".join(reason.split())
+    if not reason:
+        raise CliError("give the --reason for forgetting it (it goes into the memory's audit trail)")
+    _, reply = api_request(
+        settings, "POST", f"/memories/{urllib.parse.quote(memory_id, safe='')}/forget", {}, {"reason": reason}
+    )
+    data = json.loads(reply)
+    status = data.get("status")
+    if status == "already-forgotten":
+        print(f"memory {memory_id} was already forgotten")
+    elif status == "in-flight":
+        print(f"forgetting memory {memory_id}: the pipeline has it and will mark it shortly")
+    else:
+        print(f"forgot memory {memory_id} ({reason}); the console's memory page can restore it")
     return 0
 
 

@@ -124,6 +124,21 @@ def test_quickstart_publish_search_block_and_ctrl_c(
     assert "\n## Last Session\n- [user] " in block.stdout
     assert "## User Preferences\n- I prefer bun over npm for all installs" in block.stdout
 
+    # One memory forgotten from the CLI (issue 37.8), as MCP, HTTP and the console can: gone from search.
+    memory_id = str(found[0]["id"])
+    unreasoned = cli(env, "forget", memory_id, cwd=tmp_path)
+    assert unreasoned.returncode == 2 and "--reason" in unreasoned.stderr
+    forgotten = cli(env, "forget", memory_id, "--reason", "staging moved to hourly restores", cwd=tmp_path)
+    assert forgotten.returncode == 0, forgotten.stderr
+    assert forgotten.stdout.startswith(f"forgot memory {memory_id} (staging moved to hourly restores)")
+    result = cli(env, "search", "when is staging restored", "--project", "demo-shop", "--json", "--full", cwd=tmp_path)
+    assert not [h for h in json.loads(result.stdout)["results"] if h["id"] == memory_id]
+    again = cli(env, "forget", memory_id, "--reason", "twice", cwd=tmp_path)
+    assert again.returncode == 0 and again.stdout.strip() == f"memory {memory_id} was already forgotten"
+    nobody = str(uuid.uuid4())
+    unknown = cli(env, "forget", nobody, "--reason", "no such memory", cwd=tmp_path)
+    assert unknown.returncode == 2 and f"no memory {nobody}" in unknown.stderr, unknown.stderr
+
     runtime = json.loads((Path(env["MEMSTREAM_DATA_DIR"]) / "runtime.json").read_text())
     process.send_signal(signal.SIGINT)
     assert process.wait(timeout=60) == 0
