@@ -438,3 +438,20 @@ def test_up_taking_a_note_starts_no_flusher_even_with_a_configured_kafka(
     with_kafka = dataclasses.replace(settings, kafka_bootstrap="127.0.0.1:9")
     assert take_notes(with_kafka, FakeFormats()) == 1
     assert len(spool(settings)) == 2 and started == []  # up's own drain sends the spool
+
+
+def test_hook_help_says_what_the_command_is_for_not_unknown_host() -> None:
+    # `memstream hook --help` printed "unknown host '--help'" (issue 37.7).
+    # With no argument at all it says the same on stderr: a hook's stdout is what its host reads back.
+    for asked, shown_on in ((["--help"], "stdout"), (["-h"], "stdout"), ([], "stderr")):
+        done = subprocess.run(
+            [sys.executable, "-m", "memstream.cli", "hook", *asked],
+            capture_output=True,
+            text=True,
+            env={**os.environ, "PYTHONPATH": str(ROOT)},
+            timeout=60,
+        )
+        shown, other = (done.stdout, done.stderr) if shown_on == "stdout" else (done.stderr, done.stdout)
+        assert done.returncode == 0 and other == "", other
+        assert shown.startswith("usage: memstream hook HOST [--data-dir DIR] [PAYLOAD]")
+        assert "claude-code" in shown and "unknown host" not in shown
