@@ -280,6 +280,10 @@ CLAIM_ORDER: tuple[str, ...] = tuple(reversed(TRIM_ORDER))
 ENTRY_CHARS = 400
 #: Types whose memories are raw text rather than a one-line fact: their entries are cut to ``ENTRY_CHARS``.
 RAW_TYPES: frozenset[str] = frozenset({"conversation", DOCUMENT_CHUNK})
+#: The longest any other entry is shown (about 150 tokens). Facts are a line or two; a very long one (an
+#: 11k-character `remember`) took the whole budget, and the trimming emptied every other section for it
+#: or dropped it unseen (issue 37.5).
+FACT_CHARS = 600
 #: Candidates each section looks at per entry it shows: room for the ones dropped as repeats.
 CANDIDATE_FACTOR = 3
 
@@ -307,9 +311,7 @@ STALE_SHOWN = frozenset({"changed", "moved"})
 
 
 def _entry(memory: Memory, tagged: bool = False, changed: bool = False) -> str:
-    text = memory.text
-    if memory.type in RAW_TYPES:
-        text = preview(text, ENTRY_CHARS)
+    text = preview(memory.text, ENTRY_CHARS if memory.type in RAW_TYPES else FACT_CHARS)
     if changed:
         text += CODE_CHANGED
     return f"- [{memory.type}] {text}" if tagged else f"- {text}"

@@ -31,7 +31,6 @@ _QUESTION_START = re.compile(r"(?:to|any|when|how|what|who|where|why|which|if|wh
 #: Words that make an explicit memory a personal preference (user scope) rather than project knowledge.
 _PREFERENCE = re.compile(r"\b(i|i'm|my|me)\b.*\b(prefer|like|want|hate|always|never)\b|\bprefer", re.IGNORECASE)
 _CONFIG = re.compile(r"\b(run|command|script|config|env|environment|port|install|deploy)\b", re.IGNORECASE)
-_TECH = re.compile(r"\b(use|uses|using|stack|library|framework|version|limit|database|api)\b", re.IGNORECASE)
 
 
 def explicit_requests(text: str) -> list[str]:
@@ -74,14 +73,17 @@ def states_preference(text: str) -> bool:
 
 
 def guess_type(fact: str) -> tuple[str, str]:
-    """(type, scope) for an explicit memory, from its wording; the LLM is not asked."""
+    """(type, scope) for an explicit memory, from its wording; the LLM is not asked.
+
+    What names no preference, config or tech word is still a project rule the user asked to keep ("Deploys
+    go through make ship"): tech-context (the memory spec's "constraints"), so the next session's [MEMORY]
+    block shows it. learned-pattern, the memory spec's type for patterns condensed from past sessions, has no
+    block section: explicit facts typed so reached the block only when a query matched them (issue 37.5)."""
     if states_preference(fact):
         return "preference", "user"
     if _CONFIG.search(fact):
         return "project-config", "project"
-    if _TECH.search(fact):
-        return "tech-context", "project"
-    return "learned-pattern", "project"
+    return "tech-context", "project"
 
 
 # --- standing preferences (raw mode, issue 25.4) ---------------------------------------------------

@@ -157,3 +157,27 @@ def test_no_relevant_hits_no_relevant_section() -> None:
 def test_scopes_drop_empty_keys() -> None:
     assert scopes("p_1", "u_1") == ["p_1", "u_1"]
     assert scopes("p_1", "") == ["p_1"]
+
+
+def test_one_very_long_memory_is_cut_and_every_other_section_stays() -> None:
+    # An 11k-character `remember` (issue 37.5): with a query the block became one truncated entry and every
+    # other section disappeared; without one the long memory silently vanished from its section.
+    from memstream.recall.search import FACT_CHARS, build_block
+
+    long_text = "Deploys go through make ship. " + "The release checklist says more. " * 350
+    others = [
+        memory("a", "architecture", "Services talk over NATS"),
+        memory("p", "progress", "Checkout flow half done"),
+        memory("u", "preference", "I prefer small commits"),
+        memory("c", "conversation", "[user] what broke? [assistant] the cache key"),
+    ]
+    long = memory("l", "tech-context", long_text)
+    for relevant in ([], [ScoredMemory(long, 0.9), ScoredMemory(others[0], 0.5)]):
+        block = build_block([long, *others], relevant, max_tokens=2000)
+        # Every memory is shown (a relevant one once, under Relevant to Current Task).
+        assert {m.id for m in block.memories} == {"l", "a", "p", "u", "c"}, block.text
+        shown = sections(block.text)
+        assert {"Progress & Status", "Last Session", "User Preferences"} <= set(shown), block.text
+        entry = next(line for lines in shown.values() for line in lines if "Deploys go through make ship" in line)
+        assert entry.endswith("…") and len(entry) <= FACT_CHARS + len("- [tech-context] ")
+        assert len(block.text) <= 2000 * 4
