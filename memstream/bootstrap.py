@@ -17,7 +17,9 @@ from memstream.store.graph import GraphStore
 from memstream.store.history import HistoryStore
 
 if TYPE_CHECKING:
-    pass
+    from collections.abc import Callable
+
+    from memstream.llm.retry import RetryPolicy
 
 log = logging.getLogger(__name__)
 
@@ -109,60 +111,68 @@ def build_llm(settings: Settings) -> LLM | None:
     retry = RetryPolicy(
         max_retries=settings.llm_retries, base_delay=settings.llm_backoff, max_delay=settings.llm_backoff_max
     )
-    providers: list[LLM] = []
-    if settings.anthropic_api_key:
-        from memstream.llm.anthropic import AnthropicLLM
-
-        providers.append(
-            AnthropicLLM(
-                settings.anthropic_api_key,
-                base_url=settings.anthropic_base_url or None,
-                model=settings.anthropic_model,
-                timeout=settings.llm_timeout,
-                retry=retry,
-            )
-        )
-    if settings.xai_api_key:
-        from memstream.llm.xai import XaiLLM
-
-        providers.append(
-            XaiLLM(
-                settings.xai_api_key,
-                model=settings.xai_model,
-                api_host=settings.xai_host or None,
-                timeout=settings.llm_timeout,
-                retry=retry,
-            )
-        )
-    if settings.google_api_key:
-        from memstream.llm.google import GoogleLLM
-
-        providers.append(
-            GoogleLLM(
-                settings.google_api_key,
-                model=settings.google_model,
-                base_url=settings.google_base_url or None,
-                timeout=settings.llm_timeout,
-                retry=retry,
-            )
-        )
-    if settings.local_llm_url:
-        from memstream.llm.local import LocalLLM
-
-        providers.append(
-            LocalLLM(
-                settings.local_llm_url,
-                model=settings.local_llm_model,
-                # Its own waits, not MEMSTREAM_LLM_TIMEOUT: a CPU model reads a prompt for minutes.
-                timeout=settings.local_llm_timeout,
-                idle_timeout=settings.local_llm_idle_timeout,
-                dialect=settings.local_llm_dialect,
-                concurrency=settings.local_llm_concurrency,
-                context_tokens=settings.local_llm_context,
-                retry=retry,
-            )
-        )
+    providers = [build(settings, retry) for configured, build in _LLM_PROVIDERS if configured(settings)]
     return ProviderChain(ordered(providers, settings.llm_primary)) if providers else None
+
+
+# One builder per provider, each importing its SDK only when configured; their order is the chain's
+# before MEMSTREAM_LLM_PRIMARY moves the primary first.
+
+
+def _anthropic(settings: Settings, retry: RetryPolicy) -> LLM:
+    from memstream.llm.anthropic import AnthropicLLM
+
+    url = settings.anthropic_base_url or None
+    return AnthropicLLM(
+        settings.anthropic_api_key,
+        base_url=url,
+        model=settings.anthropic_model,
+        timeout=settings.llm_timeout,
+        retry=retry,
+    )
+
+
+def _xai(settings: Settings, retry: RetryPolicy) -> LLM:
+    from memstream.llm.xai import XaiLLM
+
+    host = settings.xai_host or None
+    return XaiLLM(
+        settings.xai_api_key, model=settings.xai_model, api_host=host, timeout=settings.llm_timeout, retry=retry
+    )
+
+
+def _google(settings: Settings, retry: RetryPolicy) -> LLM:
+    from memstream.llm.google import GoogleLLM
+
+    url = settings.google_base_url or None
+    return GoogleLLM(
+        settings.google_api_key, model=settings.google_model, base_url=url, timeout=settings.llm_timeout, retry=retry
+    )
+
+
+def _local(settings: Settings, retry: RetryPolicy) -> LLM:
+    from memstream.llm.local import LocalLLM
+
+    return LocalLLM(
+        settings.local_llm_url,
+        model=settings.local_llm_model,
+        # Its own waits, not MEMSTREAM_LLM_TIMEOUT: a CPU model reads a prompt for minutes.
+        timeout=settings.local_llm_timeout,
+        idle_timeout=settings.local_llm_idle_timeout,
+        dialect=settings.local_llm_dialect,
+        concurrency=settings.local_llm_concurrency,
+        context_tokens=settings.local_llm_context,
+        retry=retry,
+    )
+
+
+#: Each provider: whether it is configured, and how it is built.
+_LLM_PROVIDERS: tuple[tuple[Callable[[Settings], object], Callable[[Settings, RetryPolicy], LLM]], ...] = (
+    (lambda settings: settings.anthropic_api_key, _anthropic),
+    (lambda settings: settings.xai_api_key, _xai),
+    (lambda settings: settings.google_api_key, _google),
+    (lambda settings: settings.local_llm_url, _local),
+)
 
 
 def build_providers(

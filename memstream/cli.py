@@ -87,6 +87,17 @@ def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="memstream", description="Streaming memory for coding agents.")
     sub = parser.add_subparsers(required=True, metavar="COMMAND")
 
+    _pipeline_verbs(sub)
+    _read_verbs(sub)
+    _admin_verbs(sub)
+    _capture_verbs(sub)
+    _document_verbs(sub)
+    _worker_verbs(sub)
+    return parser
+
+
+def _pipeline_verbs(sub: Any) -> None:
+    """The verbs that run the pipeline or write to it: up, publish, init, remember, replay."""
     up = sub.add_parser("up", help="run broker (embedded by default), store, all agents and the search API")
     up.set_defaults(run="pipeline:cmd_up")
 
@@ -121,6 +132,9 @@ def _parser() -> argparse.ArgumentParser:
     replay.add_argument("--switch", action="store_true", help="then make the shadow collection the live one")
     replay.set_defaults(run="pipeline:cmd_replay")
 
+
+def _read_verbs(sub: Any) -> None:
+    """The verbs that read memories: search, timeline, get, block, history."""
     search = sub.add_parser(
         "search", help="search a project's memories: a compact index (id, score, preview), --full for records"
     )
@@ -163,6 +177,9 @@ def _parser() -> argparse.ArgumentParser:
     history.add_argument("--json", action="store_true", help="print the raw JSON records")
     history.set_defaults(run="read:cmd_history")
 
+
+def _admin_verbs(sub: Any) -> None:
+    """The verbs that administer: token, forget, console, serve-api."""
     token = sub.add_parser("token", help="create, list and revoke the API's bearer tokens")
     token_sub = token.add_subparsers(required=True, metavar="ACTION")
     create = token_sub.add_parser("create", help="a new token (shown once) for a user and its projects, or an admin")
@@ -202,6 +219,9 @@ def _parser() -> argparse.ArgumentParser:
     )
     serve_api.set_defaults(run="access:cmd_api")
 
+
+def _capture_verbs(sub: Any) -> None:
+    """The verbs that capture the coding CLIs' sessions: ingest, watch, install/uninstall, hook, mcp."""
     ingest = sub.add_parser("ingest", help="capture the coding CLIs' session files (backlog and new turns)")
     ingest.add_argument("paths", nargs="*", type=Path, help="session files or folders (default: the standard places)")
     ingest.add_argument("--llm", choices=LLM_SOURCES, help="read every file as this CLI's format")
@@ -261,6 +281,9 @@ def _parser() -> argparse.ArgumentParser:
     )
     mcp.set_defaults(run="agent:cmd_mcp")
 
+
+def _document_verbs(sub: Any) -> None:
+    """The documents verb: doc add, list, show, remove."""
     doc = sub.add_parser("doc", help="documents: add a URL, file or stdin as searchable chunks; list, show, remove")
     doc_sub = doc.add_subparsers(required=True, metavar="ACTION")
     doc_add = doc_sub.add_parser("add", help="ingest a URL, a file, or '-' (standard input)")
@@ -280,6 +303,9 @@ def _parser() -> argparse.ArgumentParser:
     doc_remove.add_argument("document_id")
     doc_remove.set_defaults(run="workers:cmd_doc_remove")
 
+
+def _worker_verbs(sub: Any) -> None:
+    """The verbs that look after the workers: doctor, redrive."""
     doctor = sub.add_parser(
         "doctor", help="the maintenance worker's report: queue, index and storage health, and what it recommends"
     )
@@ -302,7 +328,6 @@ def _parser() -> argparse.ArgumentParser:
     redrive.add_argument("--dry-run", action="store_true", help="list what would be re-driven, send nothing")
     redrive.add_argument("--limit", "-n", type=int, help="re-drive at most this many, oldest first")
     redrive.set_defaults(run="workers:cmd_redrive")
-    return parser
 
 
 def _root_flags(parser: argparse.ArgumentParser) -> None:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import anthropic
 
-from memstream.llm.base import Completion, JsonSchema, LLMError
+from memstream.llm.base import Completion, JsonSchema, LLMError, one_line
 from memstream.llm.retry import RetryPolicy, with_retries
 
 # A fast, low-cost model: memory extraction is short prompts with structured answers.
@@ -98,10 +98,10 @@ class AnthropicLLM:
         if isinstance(err, anthropic.APITimeoutError):
             return f"{where}: request timeout after {self._timeout:g}s per attempt"
         if isinstance(err, anthropic.APIConnectionError):
-            return _one_line(f"{where}: connection failed: {err.__cause__ or err}")
+            return one_line(f"{where}: connection failed: {err.__cause__ or err}")
         if isinstance(err, anthropic.APIStatusError):
-            return _one_line(f"{where}: HTTP {err.status_code} {_error_summary(err.body)}")
-        return _one_line(f"{where}: {type(err).__name__}: {err}")
+            return one_line(f"{where}: HTTP {err.status_code} {_error_summary(err.body)}")
+        return one_line(f"{where}: {type(err).__name__}: {err}")
 
 
 def _retryable(err: anthropic.AnthropicError) -> bool:
@@ -118,7 +118,3 @@ def _error_summary(body: object) -> str:
         if isinstance(error, dict) and ("type" in error or "message" in error):
             return f"{error.get('type', 'error')}: {error.get('message', '')}"
     return str(body)[:_BODY_EXCERPT_CHARS]
-
-
-def _one_line(text: str) -> str:
-    return " ".join(text.split())

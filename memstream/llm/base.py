@@ -61,3 +61,17 @@ def waiting_calls(llm: object) -> int:
     """How many calls wait for a slot of ``llm`` (a local model's); 0 for hosted providers."""
     waiting = getattr(llm, "waiting", 0)
     return waiting if isinstance(waiting, int) else 0
+
+
+def connection_cause(err: Exception) -> str:
+    """What went wrong with a provider's connection, without aiohttp's `ssl:<SSLContext object at 0x…>` noise."""
+    import aiohttp  # only on a failure: the providers that use it have loaded it already
+
+    if isinstance(err, aiohttp.ClientConnectorError):
+        return f"{err.host}:{err.port}: {err.os_error.strerror or err.os_error}"
+    return str(err) or type(err).__name__
+
+
+def one_line(text: str) -> str:
+    """A provider's error message on one line (LLMError reasons go into logs and answers)."""
+    return " ".join(text.split())

@@ -15,7 +15,7 @@ import httpx
 from google import genai
 from google.genai import errors, types
 
-from memstream.llm.base import Completion, JsonSchema, LLMError
+from memstream.llm.base import Completion, JsonSchema, LLMError, connection_cause, one_line
 from memstream.llm.retry import RetryPolicy, with_retries
 
 # A fast, low-cost model: memory extraction is short prompts with structured answers.
@@ -113,15 +113,15 @@ class GoogleLLM:
         """One log line: who failed, and why, in the terms the API used."""
         if isinstance(err, errors.APIError):
             retryable = err.code in _RETRYABLE_4XX or err.code >= 500
-            return LLMError(_one_line(f"{self._where}: HTTP {err.code} {_error_summary(err)}"), retryable=retryable)
+            return LLMError(one_line(f"{self._where}: HTTP {err.code} {_error_summary(err)}"), retryable=retryable)
         # Checked first: aiohttp's timeout errors are also ClientErrors, httpx's also TransportErrors.
         if isinstance(err, (TimeoutError, httpx.TimeoutException)):
             return LLMError(f"{self._where}: request timeout after {self._timeout:g}s per attempt")
         if isinstance(err, (aiohttp.ClientError, httpx.TransportError, ConnectionError)):
-            return LLMError(_one_line(f"{self._where}: connection failed: {_connection_cause(err)}"))
+            return LLMError(one_line(f"{self._where}: connection failed: {connection_cause(err)}"))
         # A 200 whose body is not JSON: a proxy's page, say. Not retried, as the same proxy would answer again.
         excerpt = str(err)[:_BODY_EXCERPT_CHARS]
-        return LLMError(_one_line(f"{self._where}: {type(err).__name__}: {excerpt}"), retryable=False)
+        return LLMError(one_line(f"{self._where}: {type(err).__name__}: {excerpt}"), retryable=False)
 
 
 def _error_summary(err: errors.APIError) -> str:
@@ -139,14 +139,3 @@ def _why_empty(response: types.GenerateContentResponse) -> str:
     if response.candidates:
         return f"finish reason {response.candidates[0].finish_reason}"
     return "no candidates"
-
-
-def _connection_cause(err: Exception) -> str:
-    """What went wrong with the connection, without aiohttp's `ssl:<SSLContext object at 0x…>` noise."""
-    if isinstance(err, aiohttp.ClientConnectorError):
-        return f"{err.host}:{err.port}: {err.os_error.strerror or err.os_error}"
-    return str(err) or type(err).__name__
-
-
-def _one_line(text: str) -> str:
-    return " ".join(text.split())

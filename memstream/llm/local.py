@@ -38,7 +38,7 @@ from typing import Any
 
 import aiohttp
 
-from memstream.llm.base import Completion, JsonSchema, LLMError
+from memstream.llm.base import Completion, JsonSchema, LLMError, connection_cause, one_line
 from memstream.llm.retry import RetryPolicy, with_retries
 
 log = logging.getLogger(__name__)
@@ -269,7 +269,7 @@ class LocalLLM:
                     break
                 chunk = _json_object(data, self._where)
                 if "error" in chunk:
-                    raise LLMError(_one_line(f"{self._where}: error while writing: {_error_summary(chunk, b'')}"))
+                    raise LLMError(one_line(f"{self._where}: error while writing: {_error_summary(chunk, b'')}"))
                 served = served or str(chunk.get("model") or "")
                 if isinstance(chunk.get("usage"), dict):
                     usage = chunk["usage"]
@@ -303,7 +303,7 @@ class LocalLLM:
                     continue
                 chunk = _json_object(line, self._where)
                 if "error" in chunk:
-                    raise LLMError(_one_line(f"{self._where}: error while writing: {_error_summary(chunk, b'')}"))
+                    raise LLMError(one_line(f"{self._where}: error while writing: {_error_summary(chunk, b'')}"))
                 message = chunk.get("message")
                 content = message.get("content") if isinstance(message, dict) else None
                 if isinstance(content, str) and content:
@@ -411,7 +411,7 @@ class _Stream:
         except TimeoutError as err:
             raise self._timed_out() from err
         except aiohttp.ClientError as err:
-            raise LLMError(_one_line(f"{where}: connection failed: {_connection_cause(err)}")) from err
+            raise LLMError(one_line(f"{where}: connection failed: {connection_cause(err)}")) from err
         if self._response.status != 200:
             await self._fail(self._response)
         return self._lines(self._response), self._clock
@@ -428,7 +428,7 @@ class _Stream:
             except TimeoutError as err:
                 raise self._timed_out() from err
             except aiohttp.ClientError as err:
-                raise LLMError(_one_line(f"{self._llm._where}: connection lost while writing: {err}")) from err
+                raise LLMError(one_line(f"{self._llm._where}: connection lost while writing: {err}")) from err
             if not raw:
                 return
             yield raw.decode(errors="replace").strip()
@@ -460,9 +460,9 @@ class _Stream:
         # llama-cpp-python's server answers its request validation error with a 500, not a 4xx.
         refused = status in (400, 422, 500) and any(w in raw.decode(errors="replace") for w in _FORMAT_WORDS)
         if self._formatted and refused:
-            raise _FormatRefused(_one_line(f"{where}: HTTP {status} {summary}"))
+            raise _FormatRefused(one_line(f"{where}: HTTP {status} {summary}"))
         retryable = status in _RETRYABLE_4XX or status >= 500
-        raise LLMError(_one_line(f"{where}: HTTP {status} {summary}"), retryable=retryable)
+        raise LLMError(one_line(f"{where}: HTTP {status} {summary}"), retryable=retryable)
 
 
 def _json_object(data: str, where: str) -> dict[str, Any]:
@@ -471,7 +471,7 @@ def _json_object(data: str, where: str) -> dict[str, Any]:
     except ValueError:
         parsed = None
     if not isinstance(parsed, dict):
-        raise LLMError(_one_line(f"{where}: a streamed chunk is not a JSON object: {data[:_BODY_EXCERPT_CHARS]}"))
+        raise LLMError(one_line(f"{where}: a streamed chunk is not a JSON object: {data[:_BODY_EXCERPT_CHARS]}"))
     return parsed
 
 
@@ -488,14 +488,3 @@ def _error_summary(parsed: object, raw: bytes) -> str:
         if isinstance(error, str):
             return error
     return raw[:_BODY_EXCERPT_CHARS].decode(errors="replace")
-
-
-def _connection_cause(err: Exception) -> str:
-    """What went wrong with the connection, without aiohttp's `ssl:<SSLContext object at 0x…>` noise."""
-    if isinstance(err, aiohttp.ClientConnectorError):
-        return f"{err.host}:{err.port}: {err.os_error.strerror or err.os_error}"
-    return str(err) or type(err).__name__
-
-
-def _one_line(text: str) -> str:
-    return " ".join(text.split())

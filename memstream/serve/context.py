@@ -51,6 +51,8 @@ ForgetSink = Callable[[ForgetScope], Awaitable[None]]
 #: The longest query, project path and request body the API reads.
 MAX_QUERY_CHARS = 4_000
 MAX_PROJECT_CHARS = 4_096
+#: The longest memory POST /memories (and MCP add_memory) takes: a statement, not a document.
+MAX_MEMORY_CHARS = 8_000
 MAX_BODY_BYTES = 1_000_000
 #: The most memories one ``GET /memories?ids=`` reads.
 MAX_IDS = 50

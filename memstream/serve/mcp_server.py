@@ -53,9 +53,25 @@ MemoryTypeName = Literal[
     "document_chunk",
 ]
 
+#: The API's limits (memstream/serve/context.py), spelled again so the stdio server stays light;
+#: tests/unit/test_mcp_server.py checks they stay the same.
+MAX_QUERY_CHARS = 4_000
+MAX_PROJECT_CHARS = 4_096
+MAX_MEMORY_CHARS = 8_000
+#: Limits of the MCP's own: an id (a memory's, a session's), a reason or title, a URL, a document's text.
+MAX_ID_CHARS = 200
+MAX_REASON_CHARS = 1_000
+MAX_URL_CHARS = 4_096
+MAX_DOCUMENT_CHARS = 900_000  # the API takes a body of 1,000,000 bytes at most
+#: How much of a memory's text add_memory's answer shows.
+PREVIEW_CHARS = 160
+
 Project = Annotated[
     str | None,
-    Field(description="Absolute path of the project directory; default: the client's working directory."),
+    Field(
+        description="Absolute path of the project directory; default: the client's working directory.",
+        max_length=MAX_PROJECT_CHARS,
+    ),
 ]
 
 
@@ -101,34 +117,98 @@ def client_roots(ctx: Context, project: str | None = None) -> ListRoots | None:
 Roots = Annotated[ListRootsResult | None, Resolve(client_roots)]
 
 
-def build_server(api: ApiClient, default_project: str | None) -> MCPServer:
-    """The MCP server over ``api``; ``default_project`` when the client offers no roots (None: required)."""
-    server = Server(NAME, instructions=INSTRUCTIONS, log_level="WARNING", version=package_version())
+#: Each tool's description, as the client's model reads it.
+DESCRIPTIONS = {
+    "search_memories": (
+        "Step 1 of 3: search the project's (and the user's) memories by meaning and keywords. "
+        "Answers a compact index: 'fields' names the columns of each row in 'hits' (id, type, scope, date, session, "
+        "score, preview), "
+        "best first, with a one-line preview; 'score' says which score the rows show (fused: the hybrid rank, "
+        "1.0 = best of this query's candidates). Then call get_memories with the ids you need (step 3), or "
+        "timeline around one (step 2). detail='full' returns full records instead (costs ~10x the tokens)."
+    ),
+    "timeline": (
+        "Step 2 of 3: what was stored before and after a memory (give 'id', from search_memories), "
+        "or a session's memories (give 'session'), in the order stored, as compact rows like search's. Then "
+        "get_memories for the ids you need."
+    ),
+    "get_memories": (
+        "Step 3 of 3: the full records of the memories you picked from search_memories or timeline, "
+        "several ids at once (text, type, scope, session, provenance as file:line, times; forgotten ones "
+        "too). Ids not found come back under 'missing'."
+    ),
+    "get_memory_block": (
+        "The [MEMORY] block for the project: its brief, architecture, tech and product context, "
+        "progress, last session and the user's preferences, plus memories relevant to 'query' if given. "
+        "Call it at the start of a task; for more, search_memories, then get_memories."
+    ),
+    "add_memory": (
+        "Remember a statement: it goes through memstream's pipeline (deduplication, audit). Returns "
+        "the memory's id once stored, or its status if it is still in flight. scope='user' needs no project. "
+        "To check what is already remembered, search_memories first, then get_memories."
+    ),
+    "memory_history": (
+        "The audit trail of one memory, oldest first: every decision and change (created, "
+        "deduped, updated, superseded, deleted/forgotten…) with its reason. The id comes from search_memories; "
+        "get_memories gives the memory itself."
+    ),
+    "list_memories": (
+        "The project's (and the user's) active memories, newest first, as compact rows "
+        "(id, type, scope, date, session, preview). To find something, search_memories is cheaper; get_memories gives "
+        "the full records of the ids you need."
+    ),
+    "forget_memory": (
+        "Forget a memory: it leaves search and the [MEMORY] block, and is kept as a tombstone with "
+        "your reason in its audit trail (never silently deleted). Find it with search_memories and check it "
+        "with get_memories first."
+    ),
+    "add_document": (
+        "Add a document to the project's memory: a web page by its URL, or text. It is split into "
+        "chunks that search_memories then finds beside the memories. Returns the document's id; list_documents "
+        "shows its progress (extracting, chunking, embedding, indexing, done or failed); then search_memories "
+        "finds its chunks and get_memories reads them."
+    ),
+    "list_documents": (
+        "The project's documents, newest first, with their status and number of chunks. To read "
+        "what they say, search_memories (their chunks are found beside the memories), then get_memories."
+    ),
+}
 
-    async def project_of(roots: ListRootsResult | None, project: str | None) -> str:
+
+class Tools:
+    """memstream's MCP tools over ``api``; ``default_project`` when the client offers no roots (None: required).
+
+    Each method is one tool (its name, arguments and schema are the method's), importable and testable alone."""
+
+    def __init__(self, api: ApiClient, default_project: str | None) -> None:
+        self.api = api
+        self.default_project = default_project
+
+    async def scope(self, roots: ListRootsResult | None, project: str | None) -> dict[str, str]:
+        """The API's scope parameters: the project (given, else the client's first root, else the default)
+        and this machine's user."""
+        return {"project": await self.project_of(roots, project), "user": self.api.user}
+
+    async def project_of(self, roots: ListRootsResult | None, project: str | None) -> str:
         if project and project.strip():
             return project.strip()
         root = _first_root(roots)
         if root:
             return root
-        if default_project:
-            return default_project
+        if self.default_project:
+            return self.default_project
         raise ToolError("give 'project' (the project directory's absolute path): this client offers no MCP roots")
 
-    def scope_params(project: str) -> dict[str, str]:
-        return {"project": project, "user": api.user}
-
-    @server.tool(
-        description="Step 1 of 3: search the project's (and the user's) memories by meaning and keywords. "
-        "Answers a compact index: 'fields' names the columns of each row in 'hits' (id, type, scope, date, session, "
-        "score, preview), "
-        "best first, with a one-line preview; 'score' says which score the rows show (fused: the hybrid rank, "
-        "1.0 = best of this query's candidates). Then call get_memories with the ids you need (step 3), or "
-        "timeline around one (step 2). detail='full' returns full records instead (costs ~10x the tokens).",
-        structured_output=False,
-    )
     async def search_memories(
-        query: Annotated[str, Field(description="What to look for, in natural language or keywords.", min_length=1)],
+        self,
+        query: Annotated[
+            str,
+            Field(
+                description="What to look for, in natural language or keywords.",
+                min_length=1,
+                max_length=MAX_QUERY_CHARS,
+            ),
+        ],
         roots: Roots,
         project: Project = None,
         limit: Annotated[int, Field(description="Most results to return.", ge=1, le=100)] = 10,
@@ -140,27 +220,23 @@ def build_server(api: ApiClient, default_project: str | None) -> MCPServer:
             Field(description="'index' (default): compact rows; 'full': every field of each memory."),
         ] = "index",
     ) -> str:
-        where = await project_of(roots, project)
         # Ask for more when filtering by type, so the filter still leaves ``limit`` results.
         asked = limit if not types else min(100, limit * 5)
-        params = {"q": query, "limit": str(asked), "detail": detail, **scope_params(where)}
-        found = await api.call("GET", "/search", params=params)
+        params = {"q": query, "limit": str(asked), "detail": detail, **await self.scope(roots, project)}
+        found = await self.api.call("GET", "/search", params=params)
         if detail == "full":
             results = [hit for hit in found["results"] if not types or hit["type"] in types][:limit]
             return compact({**found, "results": results})
         column = found["fields"].index("type")
         return compact({**found, "hits": [row for row in found["hits"] if not types or row[column] in types][:limit]})
 
-    @server.tool(
-        description="Step 2 of 3: what was stored before and after a memory (give 'id', from search_memories), "
-        "or a session's memories (give 'session'), in the order stored, as compact rows like search's. Then "
-        "get_memories for the ids you need.",
-        structured_output=False,
-    )
     async def timeline(
+        self,
         roots: Roots,
-        id: Annotated[str | None, Field(description="A memory id to look around.")] = None,
-        session: Annotated[str | None, Field(description="A session id to follow from its start.")] = None,
+        id: Annotated[str | None, Field(description="A memory id to look around.", max_length=MAX_ID_CHARS)] = None,
+        session: Annotated[
+            str | None, Field(description="A session id to follow from its start.", max_length=MAX_ID_CHARS)
+        ] = None,
         project: Project = None,
         before: Annotated[int, Field(description="Memories shown before 'id'.", ge=0, le=100)] = 5,
         after: Annotated[int, Field(description="Memories shown after 'id'.", ge=0, le=100)] = 5,
@@ -168,55 +244,45 @@ def build_server(api: ApiClient, default_project: str | None) -> MCPServer:
     ) -> str:
         if bool(id) == bool(session):
             raise ToolError("give either 'id' (a memory to look around) or 'session' (a session to follow)")
-        where = await project_of(roots, project)
-        params = {**scope_params(where), "before": str(before), "after": str(after), "limit": str(limit)}
+        params = {**await self.scope(roots, project), "before": str(before), "after": str(after), "limit": str(limit)}
         params.update({"id": id} if id else {"session": session or ""})
-        return compact(await api.call("GET", "/timeline", params=params))
+        return compact(await self.api.call("GET", "/timeline", params=params))
 
-    @server.tool(
-        description="Step 3 of 3: the full records of the memories you picked from search_memories or timeline, "
-        "several ids at once (text, type, scope, session, provenance as file:line, times; forgotten ones "
-        "too). Ids not found come back under 'missing'.",
-        structured_output=False,
-    )
     async def get_memories(
+        self,
         ids: Annotated[
-            list[Annotated[str, Field(min_length=1)]],
+            list[Annotated[str, Field(min_length=1, max_length=MAX_ID_CHARS)]],
             Field(description="The memory ids, from search_memories or timeline.", min_length=1, max_length=50),
         ],
     ) -> str:
         wanted = [_segment(one) for one in ids]
         if any("," in one for one in wanted):
             raise ToolError("each of 'ids' is one memory id, without commas")
-        return compact(await api.call("GET", "/memories", params={"ids": ",".join(wanted)}))
+        return compact(await self.api.call("GET", "/memories", params={"ids": ",".join(wanted)}))
 
-    @server.tool(
-        description="The [MEMORY] block for the project: its brief, architecture, tech and product context, "
-        "progress, last session and the user's preferences, plus memories relevant to 'query' if given. "
-        "Call it at the start of a task; for more, search_memories, then get_memories."
-    )
     async def get_memory_block(
+        self,
         roots: Roots,
         project: Project = None,
-        query: Annotated[str | None, Field(description="The current task; fills 'Relevant to Current Task'.")] = None,
+        query: Annotated[
+            str | None,
+            Field(description="The current task; fills 'Relevant to Current Task'.", max_length=MAX_QUERY_CHARS),
+        ] = None,
         max_tokens: Annotated[
             int | None, Field(description="Token budget of the block (default: the server's).", ge=100, le=50_000)
         ] = None,
     ) -> str:
-        where = await project_of(roots, project)
-        params = {"q": query or "", **scope_params(where)}
+        params = {"q": query or "", **await self.scope(roots, project)}
         if max_tokens:
             params["max_tokens"] = str(max_tokens)
-        return str(await api.call("GET", "/block", params=params))
+        return str(await self.api.call("GET", "/block", params=params))
 
-    @server.tool(
-        description="Remember a statement: it goes through memstream's pipeline (deduplication, audit). Returns "
-        "the memory's id once stored, or its status if it is still in flight. scope='user' needs no project. "
-        "To check what is already remembered, search_memories first, then get_memories.",
-        structured_output=False,
-    )
     async def add_memory(
-        text: Annotated[str, Field(description="The statement to remember, self-contained.", min_length=10)],
+        self,
+        text: Annotated[
+            str,
+            Field(description="The statement to remember, self-contained.", min_length=10, max_length=MAX_MEMORY_CHARS),
+        ],
         roots: Roots,
         project: Project = None,
         type: Annotated[
@@ -228,87 +294,87 @@ def build_server(api: ApiClient, default_project: str | None) -> MCPServer:
         ] = "project",
     ) -> str:
         # A user memory belongs to no project: it is never asked for one (nor the client's roots).
-        where = await project_of(roots, project) if scope == "project" else ""
-        body = {"text": text, "type": type, "scope": scope, "origin": "mcp:add_memory", **scope_params(where)}
-        if not where:
-            del body["project"]
-        added = await api.call("POST", "/memories", json=body)
-        # The stored memory's full record is one get_memories away; the answer says what happened.
-        return compact({key: value for key, value in added.items() if key != "memory"})
+        where = await self.scope(roots, project) if scope == "project" else {"user": self.api.user}
+        body = {"text": text, "type": type, "scope": scope, "origin": "mcp:add_memory", **where}
+        added = await self.api.call("POST", "/memories", json=body)
+        # The stored memory's full record is one get_memories away: the answer says what happened, and
+        # shows the start of the text, never all of it back.
+        answer = {key: value for key, value in added.items() if key != "memory"}
+        return compact({**answer, "preview": preview(text)})
 
-    @server.tool(
-        description="The audit trail of one memory, oldest first: every decision and change (created, "
-        "deduped, updated, superseded, deleted/forgotten…) with its reason. The id comes from search_memories; "
-        "get_memories gives the memory itself.",
-        structured_output=False,
-    )
-    async def memory_history(id: Annotated[str, Field(description="The memory's id.", min_length=1)]) -> str:
-        found = await api.call("GET", "/history", params={"memory_id": id})
+    async def memory_history(
+        self, id: Annotated[str, Field(description="The memory's id.", min_length=1, max_length=MAX_ID_CHARS)]
+    ) -> str:
+        found = await self.api.call("GET", "/history", params={"memory_id": id})
         if not found["records"]:
             raise ToolError(f"no history for memory {id}")
         return compact(found)
 
-    @server.tool(
-        description="The project's (and the user's) active memories, newest first, as compact rows "
-        "(id, type, scope, date, session, preview). To find something, search_memories is cheaper; get_memories gives "
-        "the full records of the ids you need.",
-        structured_output=False,
-    )
     async def list_memories(
+        self,
         roots: Roots,
         project: Project = None,
         type: Annotated[MemoryTypeName | None, Field(description="Only memories of this type.")] = None,
         limit: Annotated[int, Field(description="Most memories to return.", ge=1, le=1000)] = 50,
     ) -> str:
-        where = await project_of(roots, project)
-        params = {"limit": str(limit), "detail": "index", **scope_params(where)}
+        params = {"limit": str(limit), "detail": "index", **await self.scope(roots, project)}
         if type:
             params["type"] = type
-        return compact(await api.call("GET", "/memories", params=params))
+        return compact(await self.api.call("GET", "/memories", params=params))
 
-    @server.tool(
-        description="Forget a memory: it leaves search and the [MEMORY] block, and is kept as a tombstone with "
-        "your reason in its audit trail (never silently deleted). Find it with search_memories and check it "
-        "with get_memories first.",
-        structured_output=False,
-    )
     async def forget_memory(
-        id: Annotated[str, Field(description="The memory's id.", min_length=1)],
-        reason: Annotated[str, Field(description="Why it should be forgotten (recorded).", min_length=3)],
+        self,
+        id: Annotated[str, Field(description="The memory's id.", min_length=1, max_length=MAX_ID_CHARS)],
+        reason: Annotated[
+            str,
+            Field(description="Why it should be forgotten (recorded).", min_length=3, max_length=MAX_REASON_CHARS),
+        ],
     ) -> str:
-        return compact(await api.call("POST", f"/memories/{_segment(id)}/forget", json={"reason": reason}))
+        return compact(await self.api.call("POST", f"/memories/{_segment(id)}/forget", json={"reason": reason}))
 
-    @server.tool(
-        description="Add a document to the project's memory: a web page by its URL, or text. It is split into "
-        "chunks that search_memories then finds beside the memories. Returns the document's id; list_documents "
-        "shows its progress (extracting, chunking, embedding, indexing, done or failed); then search_memories "
-        "finds its chunks and get_memories reads them.",
-        structured_output=False,
-    )
     async def add_document(
+        self,
         roots: Roots,
-        url: Annotated[str | None, Field(description="An http(s) URL to fetch (HTML is reduced to its text).")] = None,
-        content: Annotated[str | None, Field(description="The document's text, when there is no URL.")] = None,
-        title: Annotated[str | None, Field(description="The title (default: the page's).")] = None,
+        url: Annotated[
+            str | None,
+            Field(description="An http(s) URL to fetch (HTML is reduced to its text).", max_length=MAX_URL_CHARS),
+        ] = None,
+        content: Annotated[
+            str | None,
+            Field(description="The document's text, when there is no URL.", max_length=MAX_DOCUMENT_CHARS),
+        ] = None,
+        title: Annotated[
+            str | None, Field(description="The title (default: the page's).", max_length=MAX_REASON_CHARS)
+        ] = None,
         project: Project = None,
     ) -> str:
         if bool(url) == bool(content):
             raise ToolError("give either 'url' or 'content'")
-        where = await project_of(roots, project)
+        where = await self.project_of(roots, project)
         body = {"source": url, "content": content, "title": title or "", "project": where}
-        return compact(await api.call("POST", "/documents", json={k: v for k, v in body.items() if v is not None}))
+        return compact(await self.api.call("POST", "/documents", json={k: v for k, v in body.items() if v is not None}))
 
-    @server.tool(
-        description="The project's documents, newest first, with their status and number of chunks. To read "
-        "what they say, search_memories (their chunks are found beside the memories), then get_memories.",
-        structured_output=False,
-    )
-    async def list_documents(roots: Roots, project: Project = None) -> str:
-        where = await project_of(roots, project)
-        found = await api.call("GET", "/documents", params={"project": where})
+    async def list_documents(self, roots: Roots, project: Project = None) -> str:
+        where = await self.project_of(roots, project)
+        found = await self.api.call("GET", "/documents", params={"project": where})
         return compact({"project": where, "documents": found["documents"]})
 
+
+def build_server(api: ApiClient, default_project: str | None) -> MCPServer:
+    """The MCP server over ``api``; ``default_project`` when the client offers no roots (None: required).
+
+    Every tool answers text only (no structured copy of the same answer: the client would get it twice)."""
+    server = Server(NAME, instructions=INSTRUCTIONS, log_level="WARNING", version=package_version())
+    tools = Tools(api, default_project)
+    for name, description in DESCRIPTIONS.items():
+        server.add_tool(getattr(tools, name), name=name, description=description, structured_output=False)
     return server
+
+
+def preview(text: str) -> str:
+    """The start of ``text`` on one line, at most PREVIEW_CHARS characters."""
+    line = " ".join(text.split())
+    return line if len(line) <= PREVIEW_CHARS else line[: PREVIEW_CHARS - 1] + "…"
 
 
 def compact(answer: Any) -> str:

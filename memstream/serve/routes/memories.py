@@ -21,6 +21,7 @@ from memstream.serve.context import (
     FORGOTTEN,
     JSON,
     MAX_IDS,
+    MAX_MEMORY_CHARS,
     WRITE_POLL_S,
     WRITE_WAIT_S,
     ApiContext,
@@ -107,8 +108,11 @@ async def add(request: Request) -> Response:
         else:
             # A user memory belongs to no project: only the caller's own user scope is written.
             check_user_write(principal, claimed)
+        text = str(body.get("text", ""))
+        if len(text) > MAX_MEMORY_CHARS:
+            raise ApiError(f"the text is longer than {MAX_MEMORY_CHARS} characters (a memory is a statement)")
         fact = make_fact(
-            str(body.get("text", "")),
+            text,
             project=project,
             user=principal.user,
             type=body.get("type") or None,
