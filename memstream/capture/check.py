@@ -36,7 +36,7 @@ def hook_files(host: str, settings: Settings, project: Path | None, home: Path) 
         return (
             [project / ".claude" / "settings.local.json", project / ".claude" / "settings.json"]
             if project
-            else [home / ".claude" / "settings.json"]
+            else [settings.claude_dir.expanduser() / "settings.json"]
         )
     if host == "gemini":
         return (

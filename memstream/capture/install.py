@@ -194,13 +194,14 @@ def plan(
     changes: list[Change]
     if host == "claude-code":
         if project is None:
+            claude = settings.claude_dir.expanduser()
             changes = [
                 js(
-                    home / ".claude" / "settings.json",
+                    claude / "settings.json",
                     lambda d: _json_hooks(d, host, None if remove else local_command),
                 ),
                 js(
-                    home / ".claude.json",
+                    claude_global_config(claude, home),
                     lambda d: _json_server(d, None if remove else dict(local_server, type="stdio")),
                 ),
             ]
@@ -236,6 +237,12 @@ def plan(
         ]
     text = None if remove else (script, hook_script(exe, data_dir))
     return Plan(host, data_dir, changes, record, remove, notes=_notes(host, project, remove), script=text)
+
+
+def claude_global_config(claude_dir: Path, home: Path) -> Path:
+    """Claude Code's global config (its MCP servers): ``~/.claude.json``, or inside ``CLAUDE_CONFIG_DIR``
+    once that moves its home."""
+    return home / ".claude.json" if claude_dir == home / ".claude" else claude_dir / ".claude.json"
 
 
 def _notes(host: str, project: Path | None, remove: bool) -> list[str]:

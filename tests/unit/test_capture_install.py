@@ -31,6 +31,8 @@ def home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     monkeypatch.delenv("XDG_STATE_HOME", raising=False)
     for name in ("CLAUDE", "CODEX", "GEMINI", "KIMI"):
         monkeypatch.delenv(f"MEMSTREAM_{name}_DIR", raising=False)
+    for name in ("CODEX_HOME", "CLAUDE_CONFIG_DIR", "GEMINI_CLI_HOME", "KIMI_SHARE_DIR"):
+        monkeypatch.delenv(name, raising=False)
     monkeypatch.delenv("MEMSTREAM_KAFKA_BOOTSTRAP", raising=False)
     monkeypatch.setenv("MEMSTREAM_DATA_DIR", str(tmp_path / "data"))
     monkeypatch.chdir(tmp_path)
@@ -440,3 +442,61 @@ def test_a_committed_mcp_entry_serves_the_data_dir_install_chose(
     monkeypatch.delenv("MEMSTREAM_DATA_DIR")
     assert run(*server["args"]) == 0
     assert served == [(tmp_path / "chosen").resolve()]
+
+
+#: Each CLI's own home variable, and where (relative to it) the CLI reads the file holding its hooks.
+HOME_VARIABLES = {
+    "claude-code": ("CLAUDE_CONFIG_DIR", "settings.json"),
+    "codex": ("CODEX_HOME", "config.toml"),
+    "gemini": ("GEMINI_CLI_HOME", ".gemini/settings.json"),
+    "kimi": ("KIMI_SHARE_DIR", "config.toml"),
+}
+
+
+@pytest.mark.parametrize("host", HOSTS)
+def test_install_writes_where_the_cli_reads_when_its_home_variable_is_set(
+    host: str, home: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    variable, hooks_file = HOME_VARIABLES[host]
+    elsewhere = tmp_path / "elsewhere"
+    monkeypatch.setenv(variable, str(elsewhere))
+    before = tree(home)
+    assert run("install", host) == 0
+    # Nothing the CLI never reads: only install's record goes under HOME.
+    assert {k: v for k, v in tree(home).items() if not k.startswith(".local")} == before
+    assert (elsewhere / hooks_file).is_file()
+    assert set(hook_commands(host, home)) == set(EVENTS[host])
+    capsys.readouterr()
+    assert run("install", host, "--check") == 0
+    assert str(elsewhere / hooks_file) in capsys.readouterr().out
+    assert run("uninstall", host) == 0
+    assert not elsewhere.exists()  # install made the folder, uninstall took it back
+    assert tree(home) == before
+
+
+def test_claude_codes_mcp_server_goes_beside_its_config_dir(
+    home: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("CLAUDE_CONFIG_DIR", str(tmp_path / "claude"))
+    assert run("install", "claude-code") == 0
+    # Claude Code keeps its global config in $CLAUDE_CONFIG_DIR/.claude.json once that is set.
+    assert "memstream" in json.loads((tmp_path / "claude" / ".claude.json").read_text())["mcpServers"]
+    assert not (home / ".claude.json").exists()
+
+
+def test_session_roots_follow_the_clis_home_variables(tmp_path: Path) -> None:
+    env = {
+        "CODEX_HOME": str(tmp_path / "codex"),
+        "CLAUDE_CONFIG_DIR": str(tmp_path / "claude"),
+        "GEMINI_CLI_HOME": str(tmp_path / "g"),
+        "KIMI_SHARE_DIR": str(tmp_path / "kimi"),
+    }
+    settings = Settings.from_env(env)
+    assert settings.codex_dir == tmp_path / "codex"
+    assert settings.claude_dir == tmp_path / "claude"
+    assert settings.gemini_dir == tmp_path / "g" / ".gemini"
+    assert settings.kimi_dir == tmp_path / "kimi"
+    # memstream's own variable, and an explicit setting, win.
+    assert Settings.from_env({**env, "MEMSTREAM_CODEX_DIR": "/x"}).codex_dir == Path("/x")
+    assert Settings.from_env(env, codex_dir=Path("/y")).codex_dir == Path("/y")
+    assert Settings.from_env({}).codex_dir == Path("~/.codex")
