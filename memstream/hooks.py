@@ -19,6 +19,14 @@ from memstream import hosts
 
 #: The hosts, as ``memstream hook`` and ``memstream install`` name them.
 HOSTS = hosts.NAMES
+USAGE = f"""usage: memstream hook HOST [--data-dir DIR] [PAYLOAD]
+
+A coding agent's hook (memstream install writes it into the CLI's settings): captures the session's new
+turns; at SessionStart prints the [MEMORY] block. It never fails the agent (exit status 0).
+
+  HOST            {", ".join(HOSTS)}
+  --data-dir DIR  memstream's data dir (default: MEMSTREAM_DATA_DIR, else the one install recorded)
+  PAYLOAD         the hook's JSON when the CLI passes it as an argument (Codex notify); else read on stdin"""
 #: Events that start a session: answered with memory, not captured.
 SESSION_START = "SessionStart"
 
@@ -87,6 +95,9 @@ def main(argv: list[str], *, stdin: IO[str] | None = None, stdout: IO[str] | Non
     """``memstream hook HOST [--data-dir DIR] [PAYLOAD]``; always 0."""
     try:
         args = list(argv)
+        if args[:1] in (["--help"], ["-h"]):
+            print(USAGE, file=stdout or sys.stdout)
+            return 0
         host = args.pop(0) if args else ""
         data_dir = ""
         if "--data-dir" in args:

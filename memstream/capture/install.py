@@ -305,6 +305,11 @@ def apply(planned: Plan) -> None:
         was = record.data_dirs.pop(planned.host, None)
         if was is not None and was not in record.data_dirs.values():
             _remove_hook_script(Path(was), record)  # no host's hooks run it any more
+        if not record.data_dirs:
+            # No host's install is left: a folder install made that others have filled since (the data
+            # dir's spool, a CLI's sessions) is theirs now, and a created file still there holds their
+            # settings. Forget them, so the record (and its folders) goes too.
+            record.created = {p for p in record.created if not p.endswith(os.sep) and not Path(p).exists()}
     else:
         record.data_dirs[planned.host] = str(planned.data_dir)
     if planned.script is not None:

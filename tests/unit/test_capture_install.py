@@ -500,3 +500,32 @@ def test_session_roots_follow_the_clis_home_variables(tmp_path: Path) -> None:
     assert Settings.from_env({**env, "MEMSTREAM_CODEX_DIR": "/x"}).codex_dir == Path("/x")
     assert Settings.from_env(env, codex_dir=Path("/y")).codex_dir == Path("/y")
     assert Settings.from_env({}).codex_dir == Path("~/.codex")
+
+
+def test_uninstalling_every_host_removes_the_install_record(home: Path, tmp_path: Path) -> None:
+    from memstream.capture.install_record import record_path
+
+    write_user_files(home)
+    project = tmp_path / "shop"
+    project.mkdir()
+    for host in HOSTS:
+        assert run("install", host) == 0
+    assert run("install", "gemini", "--project", str(project)) == 0
+    assert record_path(home).exists()
+    # Meanwhile the folders install made filled up: the data dir holds the spool, ~/.codex the sessions.
+    (tmp_path / "data" / "capture.db").write_text("")
+    (home / ".codex" / "sessions").mkdir()
+    for host in HOSTS:
+        assert run("uninstall", host) == 0
+    assert run("uninstall", "gemini", "--project", str(project)) == 0
+    assert not record_path(home).exists()
+    assert not (home / ".local").exists()
+
+
+def test_hook_help_prints_help(capsys: pytest.CaptureFixture[str]) -> None:
+    from memstream.hooks import main as hook_main
+
+    assert hook_main(["--help"]) == 0
+    out, err = capsys.readouterr()
+    assert "unknown host" not in err
+    assert "usage: memstream hook" in out and "claude-code" in out
