@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import os
 import shlex
+import shutil
 import time
 import tomllib
 from dataclasses import dataclass, field
@@ -71,6 +72,17 @@ def installed_hooks(host: str, settings: Settings, project: Path | None, home: P
             if is_ours(command, host):
                 found.commands.setdefault(event, []).append(str(command))
     return found
+
+
+def not_runnable(command: str) -> str:
+    """Why a hook command cannot run here ('' when it can): its program is missing or not on PATH."""
+    try:
+        program = shlex.split(command)[0]
+    except (ValueError, IndexError):
+        return f"cannot parse {command!r}"
+    if os.sep in program:
+        return "" if os.access(program, os.X_OK) else f"{program} does not exist or is not executable"
+    return "" if shutil.which(program) else f"`{program}` is not on PATH"
 
 
 def command_data_dir(command: str, host: str) -> Path:
@@ -153,6 +165,11 @@ def check(host: str, settings: Settings, *, project: Path | None, home: Path) ->
         if not commands:
             missing += 1
             lines.append(f"  {event}: not installed")
+            continue
+        unrunnable = not_runnable(commands[0])
+        if unrunnable:
+            missing += 1
+            lines.append(f"  {event}: installed but not runnable: {unrunnable}")
             continue
         data_dir = command_data_dir(commands[0], host)
         data_dirs.add(data_dir)

@@ -168,6 +168,14 @@ def plan(
         raise InstallError(f"unknown host {host!r} (expected one of: {', '.join(EVENTS)})")
     if project is not None and "project" not in hosts.BY_NAME[host].install_scopes:
         raise InstallError(f"{host} reads its hooks from its user config only: use --user")
+    if project is not None and not remove and shutil.which(ON_PATH) is None:
+        # A project's shared files run `memstream` from PATH; here it is not there (a venv install, not
+        # activated): the CLI would run a command that does not exist, and capture nothing.
+        raise InstallError(
+            f"`{ON_PATH}` is not on PATH here, and a project's shared files run it from PATH: put memstream on "
+            f"PATH (activate its venv, or install it with pipx or uv tool) and install again, or install for "
+            f"this user only (without --project)"
+        )
     record = InstallRecord.load(record_path(home))
     exe = executable or (ON_PATH if remove else memstream_executable())
     data_dir = settings.data_dir.expanduser().resolve()
@@ -269,10 +277,9 @@ def _notes(host: str, project: Path | None, remove: bool) -> list[str]:
             "memory through memstream's MCP tools (search, remember), registered in ~/.kimi/mcp.json."
         )
     if project is not None:
-        onpath = shutil.which(ON_PATH)
-        where = f"({onpath})" if onpath else "(not on PATH here: install memstream so that `memstream` runs)"
         notes.append(
-            f"The project's shared files run `memstream` from PATH {where}; they hold no path of this machine."
+            f"The project's shared files run `memstream` from PATH ({shutil.which(ON_PATH)}); they hold no path "
+            "of this machine."
         )
     return notes
 

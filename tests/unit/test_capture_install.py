@@ -10,6 +10,7 @@ import json
 import os
 import re
 import shlex
+import sys
 import tomllib
 from pathlib import Path
 
@@ -36,6 +37,8 @@ def home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     monkeypatch.delenv("MEMSTREAM_KAFKA_BOOTSTRAP", raising=False)
     monkeypatch.setenv("MEMSTREAM_DATA_DIR", str(tmp_path / "data"))
     monkeypatch.chdir(tmp_path)
+    # `memstream` runs from PATH, as for a user who installed it (a project's shared files need that).
+    monkeypatch.setenv("PATH", f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}")
     return home
 
 
@@ -529,3 +532,30 @@ def test_hook_help_prints_help(capsys: pytest.CaptureFixture[str]) -> None:
     out, err = capsys.readouterr()
     assert "unknown host" not in err
     assert "usage: memstream hook" in out and "claude-code" in out
+
+
+@pytest.mark.parametrize("host", ["claude-code", "codex", "gemini"])
+def test_a_project_install_refuses_a_command_that_is_not_on_path(
+    host: str, home: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    project = tmp_path / "shop"
+    project.mkdir()
+    monkeypatch.setenv("PATH", str(tmp_path / "empty-bin"))  # a venv install, not activated
+    assert run("install", host, "--project", str(project)) != 0
+    assert "not on PATH" in capsys.readouterr().err
+    assert list(project.iterdir()) == []  # nothing written that cannot run
+
+
+def test_check_says_not_runnable_when_the_hook_command_cannot_run(
+    home: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    project = tmp_path / "shop"
+    project.mkdir()
+    assert run("install", "gemini", "--project", str(project)) == 0
+    capsys.readouterr()
+    assert run("install", "gemini", "--project", str(project), "--check") == 0
+    assert "not runnable" not in capsys.readouterr().out
+    monkeypatch.setenv("PATH", str(tmp_path / "empty-bin"))
+    assert run("install", "gemini", "--project", str(project), "--check") == 1
+    out = capsys.readouterr().out
+    assert re.search(r"AfterAgent: installed but not runnable: .*memstream.* not on PATH", out)
