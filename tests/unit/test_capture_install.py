@@ -16,6 +16,7 @@ from pathlib import Path
 
 import pytest
 
+from memstream import hosts
 from memstream.capture.install import EVENTS, InstallError, plan
 from memstream.cli import main
 from memstream.settings import Settings
@@ -559,3 +560,28 @@ def test_check_says_not_runnable_when_the_hook_command_cannot_run(
     assert run("install", "gemini", "--project", str(project), "--check") == 1
     out = capsys.readouterr().out
     assert re.search(r"AfterAgent: installed but not runnable: .*memstream.* not on PATH", out)
+
+
+#: docs/capture.md's names for the hosts.
+DOC_NAMES = {"Claude Code": "claude-code", "Codex": "codex", "Gemini CLI": "gemini", "Kimi CLI": "kimi"}
+
+
+def test_the_docs_hooks_table_says_what_install_writes(home: Path) -> None:
+    docs = (Path(__file__).parents[2] / "docs" / "capture.md").read_text()
+    table = docs[docs.index("| host | events | settings written |") :].split("\n\n", 1)[0].splitlines()[2:]
+    rows = {
+        DOC_NAMES[cells[0]]: cells[1:] for cells in ([c.strip() for c in row.strip("|").split("|")] for row in table)
+    }
+    assert set(rows) == set(HOSTS)
+    for host, (events, files) in rows.items():
+        assert run("install", host) == 0
+        written = hook_commands(host, home)
+        assert events.split(", ") == list(written) == list(hosts.BY_NAME[host].events), host
+        for path in installed_hooks_files(host, home):
+            assert f"`~/{path.relative_to(home)}`" in files, (host, path)
+
+
+def installed_hooks_files(host: str, home: Path) -> list[Path]:
+    from memstream.capture.check import installed_hooks
+
+    return installed_hooks(host, Settings.from_env(), None, home).files
