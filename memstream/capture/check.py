@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from memstream.capture import jsonc
 from memstream.capture.handoff import pending_notes, run_marker
 from memstream.capture.install import EVENTS, is_ours
 from memstream.capture.install_record import installed_data_dir
@@ -53,7 +54,7 @@ def installed_hooks(host: str, settings: Settings, project: Path | None, home: P
     for path in hook_files(host, settings, project, home):
         try:
             text = path.read_text()
-            data: Any = tomllib.loads(text) if path.suffix == ".toml" else json.loads(text)
+            data: Any = tomllib.loads(text) if path.suffix == ".toml" else jsonc.loads(text)
         except (FileNotFoundError, ValueError):
             continue
         found.files.append(path)

@@ -45,6 +45,7 @@ from pathlib import Path
 from typing import Any
 
 from memstream import hosts
+from memstream.capture import jsonc
 from memstream.capture import settings_files as sf
 from memstream.capture.handoff import hook_script
 from memstream.capture.install_record import InstallRecord, record_path
@@ -85,7 +86,7 @@ class Change:
         """The top-level keys of the JSON file as it will be (none for TOML or an absent file)."""
         if self.after is None or self.path.suffix != ".json":
             return set()
-        data = json.loads(self.after)
+        data = jsonc.loads(self.after)
         return set(data) if isinstance(data, dict) else set()
 
     def diff(self) -> str:
@@ -368,7 +369,7 @@ def _read(path: Path) -> str | None:
 def _json_change(path: Path, edit: Callable[[dict[str, Any]], None], created: set[str]) -> Change:
     before = _read(path)
     try:
-        data = json.loads(before) if before and before.strip() else {}
+        data = jsonc.loads(before) if before and before.strip() else {}
     except ValueError as exc:
         raise InstallError(f"{path} is not valid JSON ({exc}): fix it first, memstream will not overwrite it") from None
     if not isinstance(data, dict):
@@ -385,8 +386,13 @@ def _json_change(path: Path, edit: Callable[[dict[str, Any]], None], created: se
         return Change(path, before, before)  # nothing to change: leave the file byte for byte
     if not data and (before is None or str(path) in created):
         return Change(path, before, None)  # memstream made this file, and it holds nothing else
-    style = sf.json_style(before, original) if before and before.strip() else sf.DEFAULT_JSON_STYLE
-    return Change(path, before, style.dumps(data), added)
+    if not before or not before.strip():
+        return Change(path, before, sf.DEFAULT_JSON_STYLE.dumps(data), added)
+    style = sf.json_style(before, original)
+    if style.dumps(original) == before:  # a file as a program writes it: it stays in that style
+        return Change(path, before, style.dumps(data), added)
+    # Comments or a person's own layout: only the members memstream changes are rewritten (jsonc).
+    return Change(path, before, jsonc.edit(before, data), added)
 
 
 def _json_hooks(data: dict[str, Any], host: str, command: str | None) -> None:

@@ -585,3 +585,43 @@ def installed_hooks_files(host: str, home: Path) -> list[Path]:
     from memstream.capture.check import installed_hooks
 
     return installed_hooks(host, Settings.from_env(), None, home).files
+
+
+#: A Gemini settings file as a person writes it: comments (which gemini-cli accepts) and their own layout.
+COMMENTED_GEMINI = """{
+  // the model I use at work
+  "model": { "name": "gemini-2.5-pro" },   /* not flash */
+  "hooks": {
+    "AfterAgent": [ { "hooks": [ { "type": "command", "command": "notify-send done" } ] } ]
+  },
+
+  "contextFileName":   "AGENTS.md"
+}
+"""
+
+
+def test_a_gemini_settings_file_with_comments_is_edited_in_place(home: Path) -> None:
+    path = home / ".gemini" / "settings.json"
+    path.parent.mkdir()
+    path.write_text(COMMENTED_GEMINI)
+    assert run("install", "gemini") == 0
+    after = path.read_text()
+    assert '// the model I use at work\n  "model": { "name": "gemini-2.5-pro" },   /* not flash */' in after
+    assert '"contextFileName":   "AGENTS.md"' in after
+    assert '"AfterAgent": [ { "hooks": [ { "type": "command", "command": "notify-send done" } ] }' in after
+    assert set(hook_commands("gemini", home)) == set(EVENTS["gemini"])
+    assert run("install", "gemini") == 0
+    assert path.read_text() == after  # twice is once
+    assert run("uninstall", "gemini") == 0
+    assert path.read_text() == COMMENTED_GEMINI  # byte for byte
+
+
+def test_a_hand_formatted_claude_settings_file_comes_back_byte_for_byte(home: Path) -> None:
+    path = home / ".claude" / "settings.json"
+    path.parent.mkdir()
+    text = '{\n    "model" : "opus",\n\n    "permissions": {"allow": ["Bash(ls)"]}\n}\n'
+    path.write_text(text)
+    assert run("install", "claude-code") == 0
+    assert '"permissions": {"allow": ["Bash(ls)"]}' in path.read_text()
+    assert run("uninstall", "claude-code") == 0
+    assert path.read_text() == text
