@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import copy
+from collections.abc import Callable
+from typing import Any
 
 import pytest
 
@@ -39,7 +41,7 @@ def test_comments_are_read_and_strings_that_look_like_comments_are_kept() -> Non
         lambda d: d["nested"]["b"]["c"].append("first"),
     ],
 )
-def test_an_addition_keeps_every_other_byte_and_its_removal_gives_the_text_back(change) -> None:  # type: ignore[no-untyped-def]
+def test_an_addition_keeps_every_other_byte_and_its_removal_gives_the_text_back(change: Callable[[Any], None]) -> None:
     data = loads(TEXT)
     changed = copy.deepcopy(data)
     change(changed)
