@@ -19,6 +19,14 @@ from memstream import hosts
 
 #: The hosts, as ``memstream hook`` and ``memstream install`` name them.
 HOSTS = hosts.NAMES
+USAGE = f"""usage: memstream hook HOST [--data-dir DIR] [PAYLOAD]
+
+A coding agent's hook (memstream install writes it into the CLI's settings): captures the session's new
+turns; at SessionStart prints the [MEMORY] block. It never fails the agent (exit status 0).
+
+  HOST            {", ".join(HOSTS)}
+  --data-dir DIR  memstream's data dir (default: MEMSTREAM_DATA_DIR, else the one install recorded)
+  PAYLOAD         the hook's JSON when the CLI passes it as an argument (Codex notify); else read on stdin"""
 #: Events that start a session: answered with memory, not captured.
 SESSION_START = "SessionStart"
 
@@ -83,27 +91,15 @@ def resolve_data_dir(host: str, given: str = "") -> Path:
     return Path(".memstream")  # Settings' default, without importing the settings on a hook's path
 
 
-def usage() -> str:
-    """``memstream hook --help``: what the command is for and how it is called."""
-    return (
-        "usage: memstream hook HOST [--data-dir DIR] [PAYLOAD]\n\n"
-        "The command the coding CLIs' hooks run (written by `memstream install HOST`); not for typing by hand.\n"
-        "It reads the hook's JSON on stdin (Codex's notify: as the last argument), answers SessionStart with\n"
-        "the [MEMORY] block and captures every other event, and always exits 0 so it never breaks the agent.\n\n"
-        f"HOST: one of {', '.join(HOSTS)}\n"
-        "--data-dir DIR: memstream's data dir (else MEMSTREAM_DATA_DIR, else the one `install` recorded)"
-    )
-
-
 def main(argv: list[str], *, stdin: IO[str] | None = None, stdout: IO[str] | None = None) -> int:
     """``memstream hook HOST [--data-dir DIR] [PAYLOAD]``; always 0."""
     try:
         args = list(argv)
-        if args and args[0] in ("-h", "--help"):
-            print(usage(), file=stdout or sys.stdout)
+        if args[:1] in (["--help"], ["-h"]):
+            print(USAGE, file=stdout or sys.stdout)
             return 0
         if not args:  # a person, not a hook (hooks always name their host): stdout stays a hook's answer
-            print(usage(), file=sys.stderr)
+            print(USAGE, file=sys.stderr)
             return 0
         host = args.pop(0)
         data_dir = ""

@@ -24,6 +24,16 @@ class Host:
     aliases: tuple[str, ...] = ()
     #: Where ``install`` may write its hooks: the user's config, a project's.
     install_scopes: tuple[str, ...] = ("user", "project")
+    #: The CLI's own variable for its home (``CODEX_HOME``), and the folder under it the CLI uses as its
+    #: home (Gemini's ``GEMINI_CLI_HOME`` stands for the user's home: it reads ``$GEMINI_CLI_HOME/.gemini``).
+    home_env: str = ""
+    home_under: str = ""
+
+    def home_from(self, value: str) -> str | None:
+        """The CLI's home, given its home variable's ``value`` (None: unset, the CLI uses its default)."""
+        if not value:
+            return None
+        return f"{value.rstrip('/')}/{self.home_under}" if self.home_under else value
 
     @property
     def session_root(self) -> str:
@@ -40,11 +50,19 @@ _EVERY_START = frozenset({"startup", "resume", "clear", "compact"})
 
 #: Every supported host, in the order help texts list them.
 HOSTS: tuple[Host, ...] = (
-    Host("claude-code", "claude", ("Stop", "SessionEnd"), _EVERY_START, aliases=("claude",)),
-    Host("codex", "codex", ("Stop",), _EVERY_START),
-    Host("gemini", "gemini", ("AfterAgent", "SessionEnd"), frozenset({"startup", "resume", "clear"}), ("gemini-cli",)),
-    # Kimi CLI reads hooks from its user config only.
-    Host("kimi", "kimi", ("Stop", "SessionEnd"), install_scopes=("user",)),
+    Host("claude-code", "claude", ("Stop", "SessionEnd"), _EVERY_START, ("claude",), home_env="CLAUDE_CONFIG_DIR"),
+    Host("codex", "codex", ("Stop",), _EVERY_START, home_env="CODEX_HOME"),
+    Host(
+        "gemini",
+        "gemini",
+        ("AfterAgent", "SessionEnd"),
+        frozenset({"startup", "resume", "clear"}),
+        ("gemini-cli",),
+        home_env="GEMINI_CLI_HOME",
+        home_under=".gemini",
+    ),
+    # Kimi CLI reads hooks from its user config only; KIMI_SHARE_DIR moves its ~/.kimi.
+    Host("kimi", "kimi", ("Stop", "SessionEnd"), install_scopes=("user",), home_env="KIMI_SHARE_DIR"),
 )
 BY_NAME: dict[str, Host] = {host.name: host for host in HOSTS}
 #: The hosts' names, as ``memstream hook`` and ``memstream install`` take them.

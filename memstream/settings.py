@@ -316,13 +316,15 @@ class Settings:
     )
 
     # --- capture (the capture spec) -------------------------------------------------------------
-    #: MEMSTREAM_CLAUDE_DIR: Claude Code's home, whose ``projects/`` holds its sessions.
+    #: MEMSTREAM_CLAUDE_DIR: Claude Code's home (``CLAUDE_CONFIG_DIR``), whose ``projects/`` holds its sessions.
+    #: Each of these four, unset, follows the CLI's own variable (named in brackets), else the CLI's default.
     claude_dir: Path = field(default=Path("~/.claude"), metadata=_env("MEMSTREAM_CLAUDE_DIR"))
     #: MEMSTREAM_CODEX_DIR: Codex's home (``CODEX_HOME``), whose ``sessions/`` holds its rollouts.
     codex_dir: Path = field(default=Path("~/.codex"), metadata=_env("MEMSTREAM_CODEX_DIR"))
-    #: MEMSTREAM_GEMINI_DIR: Gemini CLI's home, whose ``tmp/<project hash>/chats/`` holds its sessions.
+    #: MEMSTREAM_GEMINI_DIR: Gemini CLI's home (``$GEMINI_CLI_HOME/.gemini``), whose ``tmp/<project hash>/chats/``
+    #: holds its sessions.
     gemini_dir: Path = field(default=Path("~/.gemini"), metadata=_env("MEMSTREAM_GEMINI_DIR"))
-    #: MEMSTREAM_KIMI_DIR: Kimi CLI's home, whose ``sessions/`` holds its wire logs.
+    #: MEMSTREAM_KIMI_DIR: Kimi CLI's home (``KIMI_SHARE_DIR``), whose ``sessions/`` holds its wire logs.
     kimi_dir: Path = field(default=Path("~/.kimi"), metadata=_env("MEMSTREAM_KIMI_DIR"))
     #: MEMSTREAM_WATCH: ``memstream up`` also follows the CLIs' session folders, as ``memstream watch`` does.
     watch: bool = field(default=False, metadata=_env("MEMSTREAM_WATCH"))
@@ -407,6 +409,12 @@ class Settings:
                 values[f.name] = overrides[f.name]
             elif environ.get(name, "") != "":
                 values[f.name] = _parse(name, environ[name], f.default)
+        from memstream import hosts
+
+        for host in hosts.HOSTS:  # a CLI's own home variable (CODEX_HOME …) moves its sessions and settings
+            home = host.home_from(environ.get(host.home_env, "")) if host.home_env else None
+            if host.session_root not in values and home is not None:
+                values[host.session_root] = Path(home)
         settings = cls(**values)
         settings.validate()
         return settings

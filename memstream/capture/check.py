@@ -10,12 +10,14 @@ from __future__ import annotations
 import json
 import os
 import shlex
+import shutil
 import time
 import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from memstream.capture import jsonc
 from memstream.capture.handoff import pending_notes, run_marker
 from memstream.capture.install import EVENTS, is_ours
 from memstream.capture.install_record import installed_data_dir
@@ -36,7 +38,7 @@ def hook_files(host: str, settings: Settings, project: Path | None, home: Path) 
         return (
             [project / ".claude" / "settings.local.json", project / ".claude" / "settings.json"]
             if project
-            else [home / ".claude" / "settings.json"]
+            else [settings.claude_dir.expanduser() / "settings.json"]
         )
     if host == "gemini":
         return (
@@ -52,7 +54,7 @@ def installed_hooks(host: str, settings: Settings, project: Path | None, home: P
     for path in hook_files(host, settings, project, home):
         try:
             text = path.read_text()
-            data: Any = tomllib.loads(text) if path.suffix == ".toml" else json.loads(text)
+            data: Any = tomllib.loads(text) if path.suffix == ".toml" else jsonc.loads(text)
         except (FileNotFoundError, ValueError):
             continue
         found.files.append(path)
@@ -71,6 +73,17 @@ def installed_hooks(host: str, settings: Settings, project: Path | None, home: P
             if is_ours(command, host):
                 found.commands.setdefault(event, []).append(str(command))
     return found
+
+
+def not_runnable(command: str) -> str:
+    """Why a hook command cannot run here ('' when it can): its program is missing or not on PATH."""
+    try:
+        program = shlex.split(command)[0]
+    except (ValueError, IndexError):
+        return f"cannot parse {command!r}"
+    if os.sep in program:
+        return "" if os.access(program, os.X_OK) else f"{program} does not exist or is not executable"
+    return "" if shutil.which(program) else f"`{program}` is not on PATH"
 
 
 def command_data_dir(command: str, host: str) -> Path:
@@ -153,6 +166,11 @@ def check(host: str, settings: Settings, *, project: Path | None, home: Path) ->
         if not commands:
             missing += 1
             lines.append(f"  {event}: not installed")
+            continue
+        unrunnable = not_runnable(commands[0])
+        if unrunnable:
+            missing += 1
+            lines.append(f"  {event}: installed but not runnable: {unrunnable}")
             continue
         data_dir = command_data_dir(commands[0], host)
         data_dirs.add(data_dir)

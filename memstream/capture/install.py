@@ -45,6 +45,7 @@ from pathlib import Path
 from typing import Any
 
 from memstream import hosts
+from memstream.capture import jsonc
 from memstream.capture import settings_files as sf
 from memstream.capture.handoff import hook_script
 from memstream.capture.install_record import InstallRecord, record_path
@@ -85,7 +86,7 @@ class Change:
         """The top-level keys of the JSON file as it will be (none for TOML or an absent file)."""
         if self.after is None or self.path.suffix != ".json":
             return set()
-        data = json.loads(self.after)
+        data = jsonc.loads(self.after)
         return set(data) if isinstance(data, dict) else set()
 
     def diff(self) -> str:
@@ -168,6 +169,14 @@ def plan(
         raise InstallError(f"unknown host {host!r} (expected one of: {', '.join(EVENTS)})")
     if project is not None and "project" not in hosts.BY_NAME[host].install_scopes:
         raise InstallError(f"{host} reads its hooks from its user config only: use --user")
+    if project is not None and not remove and shutil.which(ON_PATH) is None:
+        # A project's shared files run `memstream` from PATH; here it is not there (a venv install, not
+        # activated): the CLI would run a command that does not exist, and capture nothing.
+        raise InstallError(
+            f"`{ON_PATH}` is not on PATH here, and a project's shared files run it from PATH: put memstream on "
+            f"PATH (activate its venv, or install it with pipx or uv tool) and install again, or install for "
+            f"this user only (without --project)"
+        )
     record = InstallRecord.load(record_path(home))
     exe = executable or (ON_PATH if remove else memstream_executable())
     data_dir = settings.data_dir.expanduser().resolve()
@@ -194,13 +203,14 @@ def plan(
     changes: list[Change]
     if host == "claude-code":
         if project is None:
+            claude = settings.claude_dir.expanduser()
             changes = [
                 js(
-                    home / ".claude" / "settings.json",
+                    claude / "settings.json",
                     lambda d: _json_hooks(d, host, None if remove else local_command),
                 ),
                 js(
-                    home / ".claude.json",
+                    claude_global_config(claude, home),
                     lambda d: _json_server(d, None if remove else dict(local_server, type="stdio")),
                 ),
             ]
@@ -238,6 +248,12 @@ def plan(
     return Plan(host, data_dir, changes, record, remove, notes=_notes(host, project, remove), script=text)
 
 
+def claude_global_config(claude_dir: Path, home: Path) -> Path:
+    """Claude Code's global config (its MCP servers): ``~/.claude.json``, or inside ``CLAUDE_CONFIG_DIR``
+    once that moves its home."""
+    return home / ".claude.json" if claude_dir == home / ".claude" else claude_dir / ".claude.json"
+
+
 def _notes(host: str, project: Path | None, remove: bool) -> list[str]:
     """What the user must know or do after installing for this host."""
     if remove:
@@ -262,10 +278,9 @@ def _notes(host: str, project: Path | None, remove: bool) -> list[str]:
             "memory through memstream's MCP tools (search, remember), registered in ~/.kimi/mcp.json."
         )
     if project is not None:
-        onpath = shutil.which(ON_PATH)
-        where = f"({onpath})" if onpath else "(not on PATH here: install memstream so that `memstream` runs)"
         notes.append(
-            f"The project's shared files run `memstream` from PATH {where}; they hold no path of this machine."
+            f"The project's shared files run `memstream` from PATH ({shutil.which(ON_PATH)}); they hold no path "
+            "of this machine."
         )
     return notes
 
@@ -298,6 +313,11 @@ def apply(planned: Plan) -> None:
         was = record.data_dirs.pop(planned.host, None)
         if was is not None and was not in record.data_dirs.values():
             _remove_hook_script(Path(was), record)  # no host's hooks run it any more
+        if not record.data_dirs:
+            # No host's install is left: a folder install made that others have filled since (the data
+            # dir's spool, a CLI's sessions) is theirs now, and a created file still there holds their
+            # settings. Forget them, so the record (and its folders) goes too.
+            record.created = {p for p in record.created if not p.endswith(os.sep) and not Path(p).exists()}
     else:
         record.data_dirs[planned.host] = str(planned.data_dir)
     if planned.script is not None:
@@ -349,7 +369,7 @@ def _read(path: Path) -> str | None:
 def _json_change(path: Path, edit: Callable[[dict[str, Any]], None], created: set[str]) -> Change:
     before = _read(path)
     try:
-        data = json.loads(before) if before and before.strip() else {}
+        data = jsonc.loads(before) if before and before.strip() else {}
     except ValueError as exc:
         raise InstallError(f"{path} is not valid JSON ({exc}): fix it first, memstream will not overwrite it") from None
     if not isinstance(data, dict):
@@ -366,8 +386,13 @@ def _json_change(path: Path, edit: Callable[[dict[str, Any]], None], created: se
         return Change(path, before, before)  # nothing to change: leave the file byte for byte
     if not data and (before is None or str(path) in created):
         return Change(path, before, None)  # memstream made this file, and it holds nothing else
-    style = sf.json_style(before, original) if before and before.strip() else sf.DEFAULT_JSON_STYLE
-    return Change(path, before, style.dumps(data), added)
+    if not before or not before.strip():
+        return Change(path, before, sf.DEFAULT_JSON_STYLE.dumps(data), added)
+    style = sf.json_style(before, original)
+    if style.dumps(original) == before:  # a file as a program writes it: it stays in that style
+        return Change(path, before, style.dumps(data), added)
+    # Comments or a person's own layout: only the members memstream changes are rewritten (jsonc).
+    return Change(path, before, jsonc.edit(before, data), added)
 
 
 def _json_hooks(data: dict[str, Any], host: str, command: str | None) -> None:

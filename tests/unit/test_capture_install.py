@@ -10,11 +10,13 @@ import json
 import os
 import re
 import shlex
+import sys
 import tomllib
 from pathlib import Path
 
 import pytest
 
+from memstream import hosts
 from memstream.capture.install import EVENTS, InstallError, plan
 from memstream.cli import main
 from memstream.settings import Settings
@@ -31,9 +33,13 @@ def home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     monkeypatch.delenv("XDG_STATE_HOME", raising=False)
     for name in ("CLAUDE", "CODEX", "GEMINI", "KIMI"):
         monkeypatch.delenv(f"MEMSTREAM_{name}_DIR", raising=False)
+    for name in ("CODEX_HOME", "CLAUDE_CONFIG_DIR", "GEMINI_CLI_HOME", "KIMI_SHARE_DIR"):
+        monkeypatch.delenv(name, raising=False)
     monkeypatch.delenv("MEMSTREAM_KAFKA_BOOTSTRAP", raising=False)
     monkeypatch.setenv("MEMSTREAM_DATA_DIR", str(tmp_path / "data"))
     monkeypatch.chdir(tmp_path)
+    # `memstream` runs from PATH, as for a user who installed it (a project's shared files need that).
+    monkeypatch.setenv("PATH", f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}")
     return home
 
 
@@ -440,3 +446,182 @@ def test_a_committed_mcp_entry_serves_the_data_dir_install_chose(
     monkeypatch.delenv("MEMSTREAM_DATA_DIR")
     assert run(*server["args"]) == 0
     assert served == [(tmp_path / "chosen").resolve()]
+
+
+#: Each CLI's own home variable, and where (relative to it) the CLI reads the file holding its hooks.
+HOME_VARIABLES = {
+    "claude-code": ("CLAUDE_CONFIG_DIR", "settings.json"),
+    "codex": ("CODEX_HOME", "config.toml"),
+    "gemini": ("GEMINI_CLI_HOME", ".gemini/settings.json"),
+    "kimi": ("KIMI_SHARE_DIR", "config.toml"),
+}
+
+
+@pytest.mark.parametrize("host", HOSTS)
+def test_install_writes_where_the_cli_reads_when_its_home_variable_is_set(
+    host: str, home: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    variable, hooks_file = HOME_VARIABLES[host]
+    elsewhere = tmp_path / "elsewhere"
+    monkeypatch.setenv(variable, str(elsewhere))
+    before = tree(home)
+    assert run("install", host) == 0
+    # Nothing the CLI never reads: only install's record goes under HOME.
+    assert {k: v for k, v in tree(home).items() if not k.startswith(".local")} == before
+    assert (elsewhere / hooks_file).is_file()
+    assert set(hook_commands(host, home)) == set(EVENTS[host])
+    capsys.readouterr()
+    assert run("install", host, "--check") == 0
+    assert str(elsewhere / hooks_file) in capsys.readouterr().out
+    assert run("uninstall", host) == 0
+    assert not elsewhere.exists()  # install made the folder, uninstall took it back
+    assert tree(home) == before
+
+
+def test_claude_codes_mcp_server_goes_beside_its_config_dir(
+    home: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("CLAUDE_CONFIG_DIR", str(tmp_path / "claude"))
+    assert run("install", "claude-code") == 0
+    # Claude Code keeps its global config in $CLAUDE_CONFIG_DIR/.claude.json once that is set.
+    assert "memstream" in json.loads((tmp_path / "claude" / ".claude.json").read_text())["mcpServers"]
+    assert not (home / ".claude.json").exists()
+
+
+def test_session_roots_follow_the_clis_home_variables(tmp_path: Path) -> None:
+    env = {
+        "CODEX_HOME": str(tmp_path / "codex"),
+        "CLAUDE_CONFIG_DIR": str(tmp_path / "claude"),
+        "GEMINI_CLI_HOME": str(tmp_path / "g"),
+        "KIMI_SHARE_DIR": str(tmp_path / "kimi"),
+    }
+    settings = Settings.from_env(env)
+    assert settings.codex_dir == tmp_path / "codex"
+    assert settings.claude_dir == tmp_path / "claude"
+    assert settings.gemini_dir == tmp_path / "g" / ".gemini"
+    assert settings.kimi_dir == tmp_path / "kimi"
+    # memstream's own variable, and an explicit setting, win.
+    assert Settings.from_env({**env, "MEMSTREAM_CODEX_DIR": "/x"}).codex_dir == Path("/x")
+    assert Settings.from_env(env, codex_dir=Path("/y")).codex_dir == Path("/y")
+    assert Settings.from_env({}).codex_dir == Path("~/.codex")
+
+
+def test_uninstalling_every_host_removes_the_install_record(home: Path, tmp_path: Path) -> None:
+    from memstream.capture.install_record import record_path
+
+    write_user_files(home)
+    project = tmp_path / "shop"
+    project.mkdir()
+    for host in HOSTS:
+        assert run("install", host) == 0
+    assert run("install", "gemini", "--project", str(project)) == 0
+    assert record_path(home).exists()
+    # Meanwhile the folders install made filled up: the data dir holds the spool, ~/.codex the sessions.
+    (tmp_path / "data" / "capture.db").write_text("")
+    (home / ".codex" / "sessions").mkdir()
+    for host in HOSTS:
+        assert run("uninstall", host) == 0
+    assert run("uninstall", "gemini", "--project", str(project)) == 0
+    assert not record_path(home).exists()
+    assert not (home / ".local").exists()
+
+
+def test_hook_help_prints_help(capsys: pytest.CaptureFixture[str]) -> None:
+    from memstream.hooks import main as hook_main
+
+    assert hook_main(["--help"]) == 0
+    out, err = capsys.readouterr()
+    assert "unknown host" not in err
+    assert "usage: memstream hook" in out and "claude-code" in out
+
+
+@pytest.mark.parametrize("host", ["claude-code", "codex", "gemini"])
+def test_a_project_install_refuses_a_command_that_is_not_on_path(
+    host: str, home: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    project = tmp_path / "shop"
+    project.mkdir()
+    monkeypatch.setenv("PATH", str(tmp_path / "empty-bin"))  # a venv install, not activated
+    assert run("install", host, "--project", str(project)) != 0
+    assert "not on PATH" in capsys.readouterr().err
+    assert list(project.iterdir()) == []  # nothing written that cannot run
+
+
+def test_check_says_not_runnable_when_the_hook_command_cannot_run(
+    home: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    project = tmp_path / "shop"
+    project.mkdir()
+    assert run("install", "gemini", "--project", str(project)) == 0
+    capsys.readouterr()
+    assert run("install", "gemini", "--project", str(project), "--check") == 0
+    assert "not runnable" not in capsys.readouterr().out
+    monkeypatch.setenv("PATH", str(tmp_path / "empty-bin"))
+    assert run("install", "gemini", "--project", str(project), "--check") == 1
+    out = capsys.readouterr().out
+    assert re.search(r"AfterAgent: installed but not runnable: .*memstream.* not on PATH", out)
+
+
+#: docs/capture.md's names for the hosts.
+DOC_NAMES = {"Claude Code": "claude-code", "Codex": "codex", "Gemini CLI": "gemini", "Kimi CLI": "kimi"}
+
+
+def test_the_docs_hooks_table_says_what_install_writes(home: Path) -> None:
+    docs = (Path(__file__).parents[2] / "docs" / "capture.md").read_text()
+    table = docs[docs.index("| host | events | settings written |") :].split("\n\n", 1)[0].splitlines()[2:]
+    rows = {
+        DOC_NAMES[cells[0]]: cells[1:] for cells in ([c.strip() for c in row.strip("|").split("|")] for row in table)
+    }
+    assert set(rows) == set(HOSTS)
+    for host, (events, files) in rows.items():
+        assert run("install", host) == 0
+        written = hook_commands(host, home)
+        assert events.split(", ") == list(written) == list(hosts.BY_NAME[host].events), host
+        for path in installed_hooks_files(host, home):
+            assert f"`~/{path.relative_to(home)}`" in files, (host, path)
+
+
+def installed_hooks_files(host: str, home: Path) -> list[Path]:
+    from memstream.capture.check import installed_hooks
+
+    return installed_hooks(host, Settings.from_env(), None, home).files
+
+
+#: A Gemini settings file as a person writes it: comments (which gemini-cli accepts) and their own layout.
+COMMENTED_GEMINI = """{
+  // the model I use at work
+  "model": { "name": "gemini-2.5-pro" },   /* not flash */
+  "hooks": {
+    "AfterAgent": [ { "hooks": [ { "type": "command", "command": "notify-send done" } ] } ]
+  },
+
+  "contextFileName":   "AGENTS.md"
+}
+"""
+
+
+def test_a_gemini_settings_file_with_comments_is_edited_in_place(home: Path) -> None:
+    path = home / ".gemini" / "settings.json"
+    path.parent.mkdir()
+    path.write_text(COMMENTED_GEMINI)
+    assert run("install", "gemini") == 0
+    after = path.read_text()
+    assert '// the model I use at work\n  "model": { "name": "gemini-2.5-pro" },   /* not flash */' in after
+    assert '"contextFileName":   "AGENTS.md"' in after
+    assert '"AfterAgent": [ { "hooks": [ { "type": "command", "command": "notify-send done" } ] }' in after
+    assert set(hook_commands("gemini", home)) == set(EVENTS["gemini"])
+    assert run("install", "gemini") == 0
+    assert path.read_text() == after  # twice is once
+    assert run("uninstall", "gemini") == 0
+    assert path.read_text() == COMMENTED_GEMINI  # byte for byte
+
+
+def test_a_hand_formatted_claude_settings_file_comes_back_byte_for_byte(home: Path) -> None:
+    path = home / ".claude" / "settings.json"
+    path.parent.mkdir()
+    text = '{\n    "model" : "opus",\n\n    "permissions": {"allow": ["Bash(ls)"]}\n}\n'
+    path.write_text(text)
+    assert run("install", "claude-code") == 0
+    assert '"permissions": {"allow": ["Bash(ls)"]}' in path.read_text()
+    assert run("uninstall", "claude-code") == 0
+    assert path.read_text() == text
