@@ -3,8 +3,10 @@ memory page, the confirmation before a document is removed, and a failed documen
 
 from __future__ import annotations
 
+import os
 import uuid
 from datetime import UTC, datetime
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -34,9 +36,22 @@ async def test_a_memory_page_says_the_graph_is_off_when_the_server_runs_without_
         await page.goto(f"{world.base}/console/memories/{memory.id}")
         hint = await page.locator("p.hint").inner_text()
         assert "knowledge graph is off on this server" in hint
+        await shoot(page, "memory-graph-off")
     finally:
         providers.graph = graph
         await page.context.close()
+
+
+async def shoot(page: Any, name: str) -> None:
+    """At 1280 and 390 px: never wider than a 390 px phone; saved when MEMSTREAM_CONSOLE_SCREENSHOTS names a folder."""
+    folder = os.environ.get("MEMSTREAM_CONSOLE_SCREENSHOTS")
+    for width in (1280, 390):
+        await page.set_viewport_size({"width": width, "height": 900})
+        if width == 390:
+            assert await page.evaluate("document.documentElement.scrollWidth") <= 390, name
+        if folder:
+            await page.screenshot(path=str(Path(folder) / f"console2-{name}-{width}.png"), full_page=True)
+    await page.set_viewport_size({"width": 1440, "height": 900})
 
 
 def document(document_id: str, title: str, status: Any, error: str = "") -> Document:
@@ -69,6 +84,7 @@ async def test_a_failed_documents_reason_is_shown_and_removal_asks_first(world: 
         row = page.locator("tr", has_text="The gone runbook")
         assert await row.locator("p.reason").inner_text() == f"why: {reason}"
         assert await page.locator("tr", has_text="The kept runbook").locator("p.reason").count() == 0
+        await shoot(page, "documents-failed")
 
         # Dismissing the confirmation keeps the document: nothing is posted.
         asked: list[str] = []
