@@ -229,6 +229,10 @@ class Settings:
     tombstone_retention_days: float = field(default=30.0, metadata=_env("MEMSTREAM_TOMBSTONE_RETENTION_DAYS"))
     #: MEMSTREAM_HISTORY_RETENTION_DAYS: audit records are purged this long after.
     history_retention_days: float = field(default=180.0, metadata=_env("MEMSTREAM_HISTORY_RETENTION_DAYS"))
+    #: MEMSTREAM_WORDS_RETENTION_DAYS: caps the retention of every topic holding people's words (turns
+    #: included) at topic creation, so a forget's words leave the broker within it; 0: the declared
+    #: retentions (docs/security.md). Capping ``turns`` bounds how far back a replay can re-extract.
+    words_retention_days: float = field(default=0.0, metadata=_env("MEMSTREAM_WORDS_RETENTION_DAYS"))
     #: MEMSTREAM_RETENTION_INTERVAL: seconds between two retention sweeps.
     retention_interval: float = field(default=21_600.0, metadata=_env("MEMSTREAM_RETENTION_INTERVAL"))
 
@@ -493,7 +497,13 @@ class Settings:
                 raise SettingsError(f"{_var(name)} must be between 0 and 1, got {getattr(self, name)}")
         if not 50 <= self.graph_boost_timeout_ms <= 5000:
             raise SettingsError(f"{_var('graph_boost_timeout_ms')} must be between 50 and 5000")
-        for name in ("tombstone_retention_days", "history_retention_days", "embed_batch_window", "embed_threads"):
+        for name in (
+            "tombstone_retention_days",
+            "history_retention_days",
+            "embed_batch_window",
+            "embed_threads",
+            "words_retention_days",
+        ):
             if getattr(self, name) < 0:
                 raise SettingsError(f"{_var(name)} must not be negative")
         if self.watch_sweep <= 0:

@@ -268,6 +268,9 @@ class ForgetScope(MemoryOp, tag="op.forget-scope.v1", kw_only=True, frozen=True)
 
     scope: Scope
     forgotten_at: datetime
+    #: The audit of what the forget cannot reach: per topic still holding the scope's words, until
+    #: when (None: kept forever, the ``turns`` topic). Empty on forgets recorded before it existed.
+    words_held_until: dict[str, datetime | None] = {}
 
 
 Change = Literal["created", "refreshed", "deleted", "superseded"]

@@ -9,7 +9,7 @@ from typing import Any
 from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 from aiokafka.errors import TopicAlreadyExistsError
 
-from memstream.topics.catalog import ALL_TOPICS, TopicSpec, topic_name
+from memstream.topics.catalog import ALL_TOPICS, TopicSpec, topic_config, topic_name
 
 log = logging.getLogger(__name__)
 
@@ -32,8 +32,10 @@ async def ensure_topics(
     replication: int = 1,
     specs: tuple[TopicSpec, ...] = ALL_TOPICS,
     security: Mapping[str, Any] | None = None,
+    words_retention_ms: int = 0,
 ) -> list[str]:
-    """Create missing topics; existing ones are left as they are. Returns the names created."""
+    """Create missing topics; existing ones are left as they are. Returns the names created.
+    ``words_retention_ms``: caps the retention of the topics holding people's words (0: as declared)."""
     admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap, client_id=f"{prefix}-admin", **(security or {}))
     await admin.start()
     try:
@@ -43,7 +45,7 @@ async def ensure_topics(
                 topic_name(prefix, spec),
                 num_partitions=partitions_of(spec, partitions),
                 replication_factor=replication,
-                topic_configs=dict(spec.config),
+                topic_configs=topic_config(spec, words_retention_ms),
             )
             for spec in specs
             if topic_name(prefix, spec) not in existing

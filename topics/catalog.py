@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from datetime import datetime, timedelta
 from typing import Any
 
 from memstream.schemas import (
@@ -173,3 +174,43 @@ ALL_TOPICS: tuple[TopicSpec, ...] = (
 
 def topic_name(prefix: str, spec: TopicSpec) -> str:
     return f"{prefix}.{spec.name}"
+
+
+#: The delete-policy topics whose records may still carry a forgotten scope's words after its forget:
+#: nothing deletes one scope's records from them, so the words stay until the topic's retention
+#: passes (docs/security.md, "What remains where after a forget"; the changelogs, cleared by the
+#: forget and compacted by the broker, are not listed).
+WORD_HOLDING_TOPICS: tuple[TopicSpec, ...] = (
+    TURNS,
+    SNAPSHOTS,
+    PARKED,
+    FACTS,
+    EMBEDDED,
+    MEMORY_OPS,
+    MEMORY_UPDATED,
+    CONSOLIDATION,
+    HISTORY,
+    DEAD_LETTERS,
+    DOCUMENTS,
+)
+
+
+def topic_config(spec: TopicSpec, words_retention_ms: int = 0) -> dict[str, str]:
+    """The configs a topic is created with: its declared ones, the retention of a word-holding topic
+    capped at ``words_retention_ms`` when that is set (``MEMSTREAM_WORDS_RETENTION_DAYS``)."""
+    config = dict(spec.config)
+    if words_retention_ms > 0 and spec in WORD_HOLDING_TOPICS:
+        declared = int(config.get("retention.ms", "-1"))
+        config["retention.ms"] = str(words_retention_ms if declared < 0 else min(declared, words_retention_ms))
+    return config
+
+
+def words_held_until(forgotten_at: datetime, words_retention_ms: int = 0) -> dict[str, datetime | None]:
+    """Per topic that may still hold a scope's words, when the last record written before its forget
+    at ``forgotten_at`` passes the topic's retention as memstream creates it (None: kept forever). On
+    a Kafka cluster whose topics were created with another retention, that retention applies instead."""
+    held: dict[str, datetime | None] = {}
+    for spec in WORD_HOLDING_TOPICS:
+        retention_ms = int(topic_config(spec, words_retention_ms).get("retention.ms", "-1"))
+        held[spec.name] = None if retention_ms < 0 else forgotten_at + timedelta(milliseconds=retention_ms)
+    return held

@@ -165,6 +165,11 @@ def cmd_forget(args: argparse.Namespace, settings: Settings) -> int:
     _, reply = api_request(settings, "POST", "/admin/forget", {}, body)
     data = json.loads(reply)
     print(f"forgetting {what} (scope {data['scope_key']}): the pipeline is purging it")
+    held = data.get("words_held_until") or {}
+    if held:
+        print("still on topics until their retention passes (a Kafka cluster's own retention may differ):")
+        for topic, until in held.items():
+            print(f"  {topic}: {until or 'kept forever'}")
     return 0
 
 

@@ -11,6 +11,7 @@ from datetime import UTC, datetime
 
 from memstream.identity import derived_id, project_key, user_key
 from memstream.schemas import ForgetScope
+from memstream.topics.catalog import words_held_until
 
 
 class ForgetError(ValueError):
@@ -18,7 +19,12 @@ class ForgetError(ValueError):
 
 
 def forget_event(
-    *, user: str = "", project: str = "", requested_by: str = "", at: datetime | None = None
+    *,
+    user: str = "",
+    project: str = "",
+    requested_by: str = "",
+    at: datetime | None = None,
+    words_retention_ms: int = 0,
 ) -> ForgetScope:
     """The ``ForgetScope`` for one user (an identity) or one project (a directory or ``p_…`` key)."""
     if bool(user.strip()) == bool(project.strip()):
@@ -36,4 +42,5 @@ def forget_event(
         scope=scope,  # type: ignore[arg-type]
         forgotten_at=at,
         requested_by=requested_by,
+        words_held_until=words_held_until(at, words_retention_ms),
     )

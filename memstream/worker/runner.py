@@ -149,6 +149,7 @@ async def start(
             partitions=settings.partitions,
             replication=settings.replication,
             security=client_options(settings) if broker is None else None,
+            words_retention_ms=int(settings.words_retention_days * 86_400_000),
         )
         timings["topics"] = time.monotonic() - began
         if before_worker is not None:

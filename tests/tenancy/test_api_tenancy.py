@@ -346,6 +346,14 @@ async def test_the_admin_forget_route_names_one_scope(world: World) -> None:
     assert [(f.scope, f.scope_key, f.requested_by) for f in world.forgets] == [("user", user_key(BOB), "admin")]
 
 
+async def test_the_admin_forget_says_which_topics_still_hold_the_words(world: World) -> None:
+    response = await world.post("/admin/forget", "admin", {"user": BOB})
+    held = response.json()["words_held_until"]
+    assert held["turns"] is None, "the turns topic keeps them forever"
+    assert held["history"] and held["history"] > response.json()["forgotten_at"]
+    assert world.forgets[-1].words_held_until["history"] is not None, "the ledger's audit record says so too"
+
+
 async def test_the_mounted_app_sees_the_callers_principal(world: World) -> None:
     response = await world.get("/mcp/", "alice")
     assert response.status_code == 200 and response.json() == {"mcp": f"user {ALICE} on 1 project(s)"}

@@ -59,12 +59,25 @@ async def forget_scope(request: Request) -> Response:
         project = body.get("project", "")
         if project:
             project_param(project)
-        event = forget_event(user=body.get("user", ""), project=project, requested_by=principal.describe())
+        event = forget_event(
+            user=body.get("user", ""),
+            project=project,
+            requested_by=principal.describe(),
+            words_retention_ms=int(ctx.providers.settings.words_retention_days * 86_400_000),
+        )
     except (msgspec.ValidationError, msgspec.DecodeError, ForgetError, ApiError) as exc:
         return error(str(exc))
     await ctx.publish_forget(event)
     return JSON(
-        {"scope": event.scope, "scope_key": event.scope_key, "forgotten_at": event.forgotten_at.isoformat()},
+        {
+            "scope": event.scope,
+            "scope_key": event.scope_key,
+            "forgotten_at": event.forgotten_at.isoformat(),
+            # What the forget cannot reach: the topics still holding the scope's words, until when.
+            "words_held_until": {
+                topic: until.isoformat() if until else None for topic, until in event.words_held_until.items()
+            },
+        },
         status_code=202,
     )
 
