@@ -14,8 +14,10 @@ never resumed, and nothing restarted it.
 :class:`Recovery` adds the fix-up for every processing guarantee, with a stricter rule than
 Faust's: a partition's end counts as read only when nothing is left in the changelog queue, no
 record of it arrived since the previous look, and the consumer's fetch position is at or past the
-partition's true end (:func:`passed_ends`). Then Faust's own loop ends recovery at its next idle
-cycle (5 s). :class:`TableManager` is Faust's, building this recovery (``faust.App(TableManager=...)``).
+partition's true end (:func:`passed_ends`) -- and it has been read again once from the last offset
+received with the same outcome, since records fetched and then dropped (Faust clears the changelog
+queue when flow control resumes) look the same until then. Then Faust's own loop ends recovery at
+its next idle cycle (5 s). :class:`TableManager` is Faust's, building this recovery (``faust.App(TableManager=...)``).
 """
 
 from __future__ import annotations
@@ -67,11 +69,13 @@ class Recovery(_FaustRecovery):
     def __post_init__(self) -> None:
         super().__post_init__()
         self._looked: dict[TP, int | None] = {}
+        #: Per partition, the last offset received when it was sought back to it (once per offset).
+        self._sought: dict[TP, int] = {}
 
     async def settle_passed_ends(self) -> dict[TP, int]:
         """One look: record as read every active changelog end the consumer passed without a record."""
         if not self.in_recovery:
-            self._looked = {}
+            self._looked, self._sought = {}, {}
             return {}
         offsets = self.active_offsets
         waiting = [tp for tp, left in self.active_remaining().items() if left > 0]
@@ -90,6 +94,17 @@ class Recovery(_FaustRecovery):
             positions,
             queue_empty=self.tables.changelog_queue.empty(),
         )
+        again = {tp: offsets[tp] for tp in done if self._sought.get(tp) != offsets[tp]}
+        if again:
+            # Records fetched but never handed on (Faust clears the changelog queue when flow control
+            # resumes) look the same as offsets with no record: read from the last one received again
+            # first, as Faust's own seek does; only an end still not reached after that is a gap.
+            log.info("table recovery: reading %s again from the last offset received", again)
+            await consumer.seek_wait({tp: max(offset, 0) for tp, offset in again.items()})
+            self._sought.update(again)
+            for tp in again:
+                self._looked.pop(tp, None)
+                done.pop(tp)
         for tp, highwater in done.items():
             log.warning(
                 "table recovery: %s ends at %d but its last record arrived at %d and the consumer is at %s;"

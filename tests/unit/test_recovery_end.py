@@ -18,45 +18,70 @@ CHANGELOG = TP("memstream-windows-changelog", 0)
 
 
 class FakeConsumer:
+    """A consumer whose fetch is at ``position``; a seek reads from there again, and nothing new
+    arrives (the offset past the last record has none)."""
+
     def __init__(self, position: int | None) -> None:
         self.at = position
+        self.seeks: list[dict[TP, int]] = []
 
     async def position(self, tp: TP) -> int | None:
         return self.at
 
+    async def seek_wait(self, partitions: dict[TP, int]) -> None:
+        self.seeks.append(dict(partitions))
 
-def recovering(position: int | None) -> tuple[faust.App, Recovery]:
+
+def recovering(position: int | None) -> tuple[faust.App, Recovery, FakeConsumer]:
     app = faust.App("recovery-test", broker="kafka://127.0.0.1:1", store="memory://", TableManager=TableManager)
     recovery = app.tables.recovery  # type: ignore[attr-defined]
     assert isinstance(recovery, Recovery)
-    app._consumer = FakeConsumer(position)  # type: ignore[assignment]
+    consumer = FakeConsumer(position)
+    app._consumer = consumer  # type: ignore[assignment]
     recovery.in_recovery = True
     # Faust keeps the partition's last offset (end - 1): the end is 446, the last record that
     # arrives is at 444, the offset 445 is a marker no fetch delivers.
     recovery.active_highwaters = Counter({CHANGELOG: 445})
     recovery.active_offsets = Counter({CHANGELOG: 444})
-    return app, recovery
+    return app, recovery, consumer
 
 
 def test_faust_alone_waits_for_an_end_no_record_arrives_at() -> None:
-    app, recovery = recovering(position=446)
+    app, recovery, _ = recovering(position=446)
     assert not app.in_transaction  # so Faust's own fix-up (detect_aborted_tx) never runs
     assert recovery.need_recovery()
 
 
 def test_an_end_the_consumer_passed_with_nothing_arriving_counts_as_read() -> None:
-    _, recovery = recovering(position=446)
+    _, recovery, consumer = recovering(position=446)
 
     async def looks() -> None:
         assert await recovery.settle_passed_ends() == {}  # first look: records may still be on the way
-        assert await recovery.settle_passed_ends() == {CHANGELOG: 445}
+        assert await recovery.settle_passed_ends() == {}  # passed: read again from the last one received
+        assert consumer.seeks == [{CHANGELOG: 444}]
+        assert await recovery.settle_passed_ends() == {}
+        assert await recovery.settle_passed_ends() == {CHANGELOG: 445}  # still nothing: a gap
+        assert consumer.seeks == [{CHANGELOG: 444}]
 
     asyncio.run(looks())
     assert not recovery.need_recovery()
 
 
+def test_records_that_arrive_after_the_read_again_are_not_skipped() -> None:
+    _, recovery, _ = recovering(position=446)
+
+    async def looks() -> None:
+        await recovery.settle_passed_ends()
+        await recovery.settle_passed_ends()  # read again
+        recovery.active_offsets[CHANGELOG] = 445  # the dropped record came: recovery ends by itself
+
+    asyncio.run(looks())
+    assert not recovery.need_recovery()
+    assert asyncio.run(recovery.settle_passed_ends()) == {}
+
+
 def test_a_consumer_short_of_the_end_keeps_recovery_waiting() -> None:
-    _, recovery = recovering(position=445)
+    _, recovery, _ = recovering(position=445)
 
     async def looks() -> None:
         for _ in range(3):
