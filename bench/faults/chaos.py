@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import dataclasses
+import json
 import uuid
 from pathlib import Path
 
@@ -33,6 +35,7 @@ def main() -> None:
     parser.add_argument("--outage", type=float, default=300.0, help="LLM outage seconds (0: skip)")
     parser.add_argument("--outage-sessions", type=int, default=60)
     parser.add_argument("--workdir", type=Path, default=Path(".memstream") / "chaos")
+    parser.add_argument("--json", action="store_true", help="each kill run's outcome as one JSON object too")
     args = parser.parse_args()
     per_run: list[Outcome] = []
     for run in range(args.runs):
@@ -53,6 +56,10 @@ def main() -> None:
         )
         per_run.append(outcome)
         print(f"kill -9 run {run}: {outcome.render()}", flush=True)
+        if args.json:
+            fields = {k: v for k, v in dataclasses.asdict(outcome).items() if k != "notes"}
+            notes = {k: v for k, v in outcome.notes.items() if k != "trace"}
+            print(json.dumps({"run": run, **fields, "notes": notes}, default=str), flush=True)
     if len(per_run) > 1:
         lost = [o.lost for o in per_run]
         duplicated = [o.duplicated for o in per_run]

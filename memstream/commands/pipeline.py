@@ -71,12 +71,13 @@ def _end(loop: asyncio.AbstractEventLoop, status: int | None = None) -> None:
 
 #: Seconds between checks that every Faust service of a running worker is alive.
 WATCH_SECONDS = 1.0
-#: Exit status of `memstream up` when a Faust service crashed (a supervisor restarts it).
+#: Exit status of `memstream up` when the worker is not live: a Faust service crashed, or a partition
+#: made no progress for health.LIVE_STALL_SECONDS (a supervisor restarts it).
 EXIT_CRASHED = 70
 
 
 async def _up(settings: Settings) -> int:
-    from memstream.telemetry import dump, health
+    from memstream.telemetry import dump
     from memstream.telemetry.tracing import configure_tracing
     from memstream.worker import drain, runner
     from memstream.worker.recycle import Recycler
@@ -119,9 +120,10 @@ async def _up(settings: Settings) -> int:
     status = 0
     try:
         while not stop.is_set():
-            crashed = health.crashed(running.pipeline.app)
-            if crashed:
-                _say(f"memstream: a service crashed, exiting: {'; '.join(crashed)}", sys.stderr)
+            # Not live: a service crashed, or a partition made no progress past health.LIVE_STALL_SECONDS.
+            now_status = running.health()
+            if not now_status.live:
+                _say(f"memstream: the worker is not live, exiting: {'; '.join(now_status.problems)}", sys.stderr)
                 status = EXIT_CRASHED
                 break
             if await recycler.due(running):

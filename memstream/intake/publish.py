@@ -14,7 +14,7 @@ import msgspec
 from aiokafka import AIOKafkaProducer
 
 from memstream.identity import turn_session_key
-from memstream.intake.turnlog import TurnLog
+from memstream.intake.turnlog import TurnLog, prepare
 from memstream.kafka import doorbell
 from memstream.limits import RECORD_MAX_BYTES, TURN_CONTENT_MAX_CHARS
 from memstream.logs import quiet_payload_loggers
@@ -153,15 +153,11 @@ async def send_turns(
 
     aiokafka keeps one request in flight per broker, so turns of one session (one partition) stay in order.
     """
-    seqs = log.append(turns) if log is not None else []
+    prepared = [prepare(turn) for turn in turns]  # each key and bytes made once, for the log and the send
+    seqs = log.append(turns, prepared) if log is not None else []
     topic = topic_name(prefix, TURNS)
     with stage_span("memstream.intake.publish.batch", topic=topic, size=len(turns)):
-        futures = [
-            await producer.send(
-                topic, encode(turn), key=turn_session_key(turn.session_id, turn.project, turn.user).encode()
-            )
-            for turn in turns
-        ]
+        futures = [await producer.send(topic, event, key=key.encode()) for key, event in prepared]
         for future in futures:
             await future
     if log is not None:

@@ -108,19 +108,15 @@ class TurnLog:
     def __exit__(self, *exc: object) -> None:
         self.close()
 
-    def append(self, turns: Sequence[Turn]) -> list[int]:
-        """Write the turns durably, in order, in one transaction (one fsync); their sequence numbers."""
+    def append(self, turns: Sequence[Turn], prepared: Sequence[tuple[str, bytes]] | None = None) -> list[int]:
+        """Write the turns durably, in order, in one transaction (one fsync); their sequence numbers.
+        ``prepared``: each turn's session key and encoded bytes, where the caller has them already
+        (the spool's flush sends the same bytes: made once, ~8 µs a turn less)."""
         now = time.time()
+        keyed = prepared if prepared is not None else [prepare(t) for t in turns]
         rows = [
-            (
-                now,
-                turn_session_key(t.session_id, t.project, t.user),
-                user_key(t.user),
-                project_key(t.project),
-                t.role,
-                encode(t),
-            )
-            for t in turns
+            (now, key, user_key(t.user), project_key(t.project), t.role, event)
+            for t, (key, event) in zip(turns, keyed, strict=True)
         ]
         with self._transaction():
             self._db.executemany(
@@ -138,8 +134,10 @@ class TurnLog:
         with self._lock:
             self._db.execute("PRAGMA synchronous=NORMAL")
             try:
-                with self._transaction():
-                    self._db.executemany("UPDATE turns SET published = 1 WHERE seq = ?", [(seq,) for seq in seqs])
+                with self._transaction():  # by runs of consecutive seqs: one statement per append, mostly
+                    self._db.executemany(
+                        "UPDATE turns SET published = 1 WHERE seq BETWEEN ? AND ?", list(_runs(sorted(seqs)))
+                    )
             finally:
                 self._db.execute("PRAGMA synchronous=FULL")
 
@@ -218,6 +216,24 @@ class TurnLog:
                 self._db.execute("ROLLBACK")
                 raise
             self._db.execute("COMMIT")
+
+
+def prepare(turn: Turn) -> tuple[str, bytes]:
+    """A turn's key on the turns topic and its bytes, as the log keeps and the producer sends them."""
+    return turn_session_key(turn.session_id, turn.project, turn.user), encode(turn)
+
+
+def _runs(seqs: Sequence[int]) -> Iterator[tuple[int, int]]:
+    """Sorted ``seqs`` as (first, last) runs of consecutive numbers."""
+    if not seqs:
+        return
+    first = last = seqs[0]
+    for seq in seqs[1:]:
+        if seq != last + 1:
+            yield first, last
+            first = seq
+        last = seq
+    yield first, last
 
 
 def append_for(settings: Settings, turns: Sequence[Turn]) -> tuple[TurnLog | None, list[int]]:

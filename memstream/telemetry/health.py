@@ -9,6 +9,11 @@ Ready: live, and start-up finished (topics created, partitions assigned, tables
 recovered, agents running, the runtime file written), and no partition stalled: one
 with records left to read whose read position has not moved for ``stall_seconds``.
 
+A partition stalled for ``LIVE_STALL_SECONDS`` makes the worker not live either: a worker that makes
+no progress that long will not make it on its own (a table recovery that waited forever for an
+offset no record is at kept a restarted worker "starting" for over ten minutes, issue 35.6), and
+only a restart — `memstream up` exits, a supervisor starts it again — gets it going.
+
 Nothing here imports Faust: it reads the app it is given.
 """
 
@@ -21,6 +26,9 @@ from typing import Any
 #: A partition with lag whose position has not moved for this long is stalled. Longer than
 #: any wait a stage makes on purpose (a parked retry waits at most the backoff cap, 30 s).
 STALL_SECONDS = 120.0
+#: A partition stalled this long makes the worker not live (a supervisor restarts it): five times
+#: the readiness bound, longer than any table recovery measured (seconds for ~10k changelog records).
+LIVE_STALL_SECONDS = 600.0
 
 
 @dataclass
@@ -39,14 +47,19 @@ class Watch:
     """Per partition, the last read position seen and since when, to tell a stall."""
 
     stall_seconds: float = STALL_SECONDS
+    live_stall_seconds: float = LIVE_STALL_SECONDS
     seen: dict[Any, tuple[int | None, float]] = field(default_factory=dict)
 
     def stalled(self, tp: Any, position: int | None, lag: int, now: float) -> bool:
+        return self.stalled_for(tp, position, lag, now) >= self.stall_seconds
+
+    def stalled_for(self, tp: Any, position: int | None, lag: int, now: float) -> float:
+        """Seconds ``tp`` has had records to read with its read position at ``position`` (0: moving)."""
         last = self.seen.get(tp)
         if last is None or last[0] != position or lag == 0:
             self.seen[tp] = (position, now)
-            return False
-        return now - last[1] >= self.stall_seconds
+            return 0.0
+        return now - last[1]
 
 
 def crashed(app: Any) -> list[str]:
@@ -77,7 +90,11 @@ def status(app: Any, *, started: bool, announced: bool, watch: Watch, now: float
         problems.append("starting: the runtime file is not written yet")
     if started:
         problems += _not_running(app)
-        problems += _stalls(app, watch, time.monotonic() if now is None else now)
+        stalls, stuck = _stalls(app, watch, time.monotonic() if now is None else now)
+        problems += stalls
+        if stuck:
+            live = False
+            problems.append(f"not live: no progress for {watch.live_stall_seconds:.0f} s or more (restart the worker)")
     return Status(live=live, ready=not problems, problems=problems)
 
 
@@ -97,11 +114,13 @@ def _not_running(app: Any) -> list[str]:
     return found
 
 
-def _stalls(app: Any, watch: Watch, now: float) -> list[str]:
+def _stalls(app: Any, watch: Watch, now: float) -> tuple[list[str], bool]:
+    """The stalled partitions, and whether one is stalled past the liveness bound."""
     consumer = getattr(app, "_consumer", None)
     if consumer is None:
-        return []
+        return [], False
     found = []
+    stuck = False
     for tp in consumer.assignment():
         if tp.topic.endswith("-changelog"):  # changelogs are read on recovery only
             continue
@@ -111,6 +130,8 @@ def _stalls(app: Any, watch: Watch, now: float) -> list[str]:
         read = consumer._read_offset.get(tp)  # Faust keeps no public position
         position = read + 1 if read is not None else None
         lag = max(0, high - (position or 0))
-        if watch.stalled(tp, position, lag, now):
+        stalled = watch.stalled_for(tp, position, lag, now)
+        if stalled >= watch.stall_seconds:
             found.append(f"{tp.topic}[{tp.partition}] has {lag} records to read and has not moved")
-    return found
+        stuck = stuck or stalled >= watch.live_stall_seconds
+    return found, stuck

@@ -26,6 +26,7 @@ from memstream.intake.turnlog import TurnLog
 from memstream.kafka.codec import register_codec
 from memstream.kafka.doorbell import Doorbell
 from memstream.kafka.ledger import ForgottenLedger, ledger_of
+from memstream.kafka.recovery import TableManager
 from memstream.kafka.security import client_options, faust_credentials
 from memstream.kafka.transport import MemstreamApp
 from memstream.ports import Providers
@@ -83,6 +84,8 @@ def build_app(settings: Settings, providers: Providers, bootstrap: str, *, web: 
         web_port=settings.http_port,
         autodiscover=False,
         processing_guarantee=settings.processing_guarantee,
+        # Faust's, whose table recovery also ends on a changelog end no record is delivered at.
+        TableManager=TableManager,
         producer_max_request_size=limits.RECORD_MAX_BYTES,
         consumer_max_fetch_size=limits.FETCH_PARTITION_MAX_BYTES,
     )

@@ -125,3 +125,19 @@ def test_several_processes_append_at_once(tmp_path: Path) -> None:
         mine = [c for c in contents(items) if c.startswith(f"{w}-")]
         assert mine == [c for i in range(40) for c in (f"{w}-{i}", f"{w}-{i}!")]
     assert [item.seq for item in items] == sorted(item.seq for item in items)
+
+
+def test_published_marks_runs_of_seqs_and_nothing_else(tmp_path: Path) -> None:
+    from memstream.intake.turnlog import _runs, prepare
+
+    assert list(_runs([1, 2, 3, 7, 9, 10])) == [(1, 3), (7, 7), (9, 10)]
+    assert list(_runs([])) == []
+    turns = [turn("a", "user", f"q{i}") for i in range(6)]
+    with TurnLog(tmp_path / "t.db") as log:
+        seqs = log.append(turns[:3]) + log.append(turns[3:], [prepare(t) for t in turns[3:]])
+        log.published([seqs[0], seqs[1], seqs[3]])
+        assert contents(list(log.unfinished())) == [f"q{i}" for i in range(6)]
+        assert {item.key for item in log.unfinished()} == {turn_session_key("a", "/p", "u@x")}
+    with sqlite3.connect(tmp_path / "t.db") as db:
+        flags = db.execute("SELECT published FROM turns ORDER BY seq").fetchall()
+    assert [flag for (flag,) in flags] == [1, 1, 0, 1, 0, 0]
