@@ -5,13 +5,16 @@ that session is likely where the answer was said, and its exchanges deserve a pl
 exchange of another session that matches about as well. Each hit's fused score gains ``weight`` times
 the best score among the *other* hits of its session in the candidate pool; memories without a
 session (facts, documents) are ranked on their own score. Nothing is fetched: it reorders the
-candidates the hybrid search already holds, so it costs microseconds.
+candidates the hybrid search already holds, so it costs microseconds. The fused score replaces the
+hit's score, so what search shows is what it ranked by.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from typing import Final
+
+import msgspec
 
 from memstream.schemas.memory import HybridHit
 
@@ -21,9 +24,10 @@ SESSION_WEIGHT: Final = 0.2
 
 
 def session_fusion(hits: Sequence[HybridHit], weight: float) -> list[HybridHit]:
-    """``hits`` reordered by score plus ``weight`` × the best other score of the hit's session.
-
-    Ties keep the incoming order; every hit keeps its own scores (only the order changes).
+    """``hits`` reordered by score plus ``weight`` × the best other score of the hit's session, each hit's
+    ``score`` now that fused score: the score shown is the one ranked by (issue 37.6), and a later step that
+    re-sorts by score (a query naming a time, ``recall.dates``) keeps the fusion's order. The legs' own
+    scores (``vector_score``, ``bm25_score``) are untouched. Ties keep the incoming order.
     """
     if weight <= 0.0 or len(hits) < 2:
         return list(hits)
@@ -44,5 +48,6 @@ def session_fusion(hits: Sequence[HybridHit], weight: float) -> list[HybridHit]:
         others = (top[1] if len(top) > 1 else 0.0) if hit.score >= top[0] else top[0]
         return hit.score + weight * others
 
-    order = sorted(range(len(hits)), key=lambda i: -support(hits[i]))
-    return [hits[i] for i in order]
+    fused = [msgspec.structs.replace(hit, score=support(hit)) for hit in hits]
+    order = sorted(range(len(fused)), key=lambda i: -fused[i].score)
+    return [fused[i] for i in order]

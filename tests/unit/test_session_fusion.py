@@ -37,10 +37,25 @@ def test_memories_without_a_session_keep_their_own_score() -> None:
     assert ids(session_fusion(hits, 0.3)) == ["fact", "other", "s1", "s2"]  # 0.78 each, ties keep order
 
 
-def test_scores_are_kept_and_weight_zero_changes_nothing() -> None:
+def test_the_score_is_the_one_ranked_by_and_weight_zero_changes_nothing() -> None:
+    # Search answers showed the score from before fusion (0.926, 0.828, 1.0, 0.702 ... best first: issue 37.6).
     hits = [hit("lone", 0.80, "a"), hit("x1", 0.78, "b"), hit("x2", 0.70, "b")]
     assert session_fusion(hits, 0.0) == hits
-    assert sorted(h.score for h in session_fusion(hits, 0.5)) == sorted(h.score for h in hits)
+    fused = session_fusion(hits, 0.3)
+    assert [(h.memory.id, round(h.score, 3)) for h in fused] == [("x1", 0.99), ("x2", 0.934), ("lone", 0.8)]
+    assert [(h.vector_score, h.bm25_score) for h in fused] == [(0.78, None), (0.70, None), (0.80, None)]
+
+
+def test_a_time_named_with_nothing_said_then_keeps_the_fused_order() -> None:
+    # said_then re-sorts by score: on the pre-fusion score it undid session fusion for every query naming a time.
+    from datetime import UTC, datetime
+
+    from memstream.recall.dates import said_then
+    from memstream.rules.dates import Span
+
+    hits = [hit("lone", 0.80, "a"), hit("x1", 0.78, "b"), hit("x2", 0.70, "b")]
+    never = Span(datetime(1990, 1, 1, tzinfo=UTC), datetime(1990, 2, 1, tzinfo=UTC), "in January 1990")
+    assert ids(said_then(session_fusion(hits, 0.3), never)) == ["x1", "x2", "lone"]
 
 
 async def test_search_ranks_with_session_fusion_from_its_own_pool(tmp_path: Path) -> None:
