@@ -26,8 +26,11 @@ from faust.types import EventT
 
 from memstream.agents.base import DeadLetters, expect, guarded, state_table
 from memstream.agents.counters import counters
+from memstream.embed.base import Embedder
+from memstream.identity import normalize_content
 from memstream.ports import Providers
 from memstream.rules import audit, provenance
+from memstream.rules.forgotten import continued_id, grew_after_forget, said_since
 from memstream.schemas import (
     AnyMemoryOp,
     CreateMemory,
@@ -89,11 +92,15 @@ def forgotten_before(op: AnyMemoryOp, forgotten_at: datetime | None) -> bool:
     return op.memory.updated_at <= forgotten_at
 
 
-async def apply(store: MemoryStore, op: AnyMemoryOp) -> tuple[str, Memory] | None:
-    """Apply one operation; returns the change made and the memory after it, or None."""
+async def apply(store: MemoryStore, op: AnyMemoryOp, embedder: Embedder | None = None) -> tuple[str, Memory] | None:
+    """Apply one operation; returns the change made and the memory after it, or None. ``embedder``
+    embeds what a session said after a forgotten exchange (:func:`_said_since`); without one it keeps
+    the operation's vector."""
     if isinstance(op, CreateMemory):
         existing = await store.get(op.memory.id)
         memory = op.memory
+        if existing is not None and grew_after_forget(existing, memory):
+            return await _said_since(store, existing, op, embedder)
         if existing is not None and not _reasserted(existing, memory):
             # A replay or a redelivery: keep its history (and its supersession), refresh content.
             memory = msgspec.structs.replace(
@@ -153,6 +160,28 @@ async def apply(store: MemoryStore, op: AnyMemoryOp) -> tuple[str, Memory] | Non
     raise TypeError(f"unknown memory operation {type(op).__name__}")
 
 
+async def _said_since(
+    store: MemoryStore, existing: Memory, op: CreateMemory, embedder: Embedder | None
+) -> tuple[str, Memory] | None:
+    """A new version of a forgotten (or marked wrong) exchange: the session went on after the forget. The
+    forgotten memory is never rewritten; the turns said since become a memory of their own (issue 37.4),
+    embedded alone so the forgotten words do not steer search to it either."""
+    mark = str(existing.superseded_by)
+    text = said_since(existing.text, op.memory.text)
+    if not text:
+        return None  # a redelivery or replay of what was forgotten
+    memory = msgspec.structs.replace(
+        op.memory,
+        id=continued_id(existing.id, mark),
+        text=text,
+        content_hash=normalize_content(text).content_hash,
+        superseded_by=None,
+        superseded_at=None,
+    )
+    vector = (await embedder.embed_documents([text]))[0] if embedder is not None else op.vector
+    return await apply(store, msgspec.structs.replace(op, memory=memory, vector=vector))
+
+
 def _reasserted(existing: Memory, memory: Memory) -> bool:
     """Is ``memory`` a newer statement of a superseded memory (not a replay of the old one)?
 
@@ -199,7 +228,7 @@ def register(app: faust.App, topics: Topics, providers: Providers, sink: DeadLet
                 span.set_attribute("store.change", "forgotten")
                 stats.add(op.scope_key, StoreStats(skipped=1))
                 return
-            result = await apply(providers.store, op)  # type: ignore[arg-type]
+            result = await apply(providers.store, op, providers.embedder)  # type: ignore[arg-type]
             if result is None:
                 span.set_attribute("store.change", "none")
                 stats.add(op.scope_key, StoreStats(skipped=1))
