@@ -251,7 +251,12 @@ async def test_events_a_stream_skipped_with_nothing_after_them_come_again(
         consumer: Any = app.consumer
         tp = next(tp for tp in consumer.assignment() if tp.topic == app.conf.id)
         app.flow_control.suspend()  # the stream skips what it is handed; the consumer's own flow stays on
-        await until(lambda: consumer._read_offset.get(tp) == EVENTS - 1, "every event handed on while suspended")
+        # Handed on up to the last event, as a quiet machine does; on a loaded one the fetch may stop short
+        # while suspended (seen: at 362 of 399 for 60 s), and the events it did hand on are still skipped
+        # with nothing after them taken -- the case this test is about -- so it goes on from there.
+        await until(
+            lambda: consumer._read_offset.get(tp) == EVENTS - 1, "every event handed on while suspended", must=False
+        )
         app.flow_control.resume()  # clears the queues; nothing seeks back
         await until(lambda: set(range(EVENTS)) <= set(processed), "every event processed", must=False, seconds=30)
     missing = sorted(set(range(EVENTS)) - set(processed))

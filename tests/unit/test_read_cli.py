@@ -132,5 +132,7 @@ def test_search_into_a_closed_pipe_exits_0_quietly(api: type[FakeApi], env: dict
 
 
 def test_install_dry_run_into_a_closed_pipe_exits_0_quietly(env: dict[str, str], tmp_path: Path) -> None:
-    done = closed_pipe(["install", "claude-code", "--dry-run", "--project", str(tmp_path)], env, tmp_path)
+    # A project install refuses a `memstream` that is not on PATH (issue 37.7): here it is, as after an install.
+    on_path = {**env, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}"}
+    done = closed_pipe(["install", "claude-code", "--dry-run", "--project", str(tmp_path)], on_path, tmp_path)
     assert (done.returncode, done.stderr) == (0, "")
