@@ -50,6 +50,8 @@ Scope = Literal["project", "user"]
 #: A memory forgotten on request is superseded by this marker (plus the operation id), not by
 #: another memory.
 FORGOTTEN_MARK: Final = "forgotten:"
+#: A memory marked wrong (in the console) is superseded by this marker (plus the operation id).
+WRONG_MARK: Final = "wrong:"
 
 
 class Citation(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):

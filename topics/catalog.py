@@ -180,18 +180,8 @@ def topic_name(prefix: str, spec: TopicSpec) -> str:
 #: nothing deletes one scope's records from them, so the words stay until the topic's retention
 #: passes (docs/security.md, "What remains where after a forget"; the changelogs, cleared by the
 #: forget and compacted by the broker, are not listed).
-WORD_HOLDING_TOPICS: tuple[TopicSpec, ...] = (
-    TURNS,
-    SNAPSHOTS,
-    PARKED,
-    FACTS,
-    EMBEDDED,
-    MEMORY_OPS,
-    MEMORY_UPDATED,
-    CONSOLIDATION,
-    HISTORY,
-    DEAD_LETTERS,
-    DOCUMENTS,
+WORD_HOLDING_TOPICS: tuple[TopicSpec, ...] = tuple(
+    spec for spec in ALL_TOPICS if spec.config.get("cleanup.policy") != "compact"
 )
 
 

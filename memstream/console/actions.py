@@ -23,11 +23,12 @@ import msgspec
 from memstream.identity import derived_id, memory_id, normalize_content
 from memstream.rules.secrets import redact
 from memstream.schemas import CreateMemory, Memory, Provenance, SetImportance, SupersedeMemory
+from memstream.schemas.memory import FORGOTTEN_MARK, WRONG_MARK
 
 #: A forgotten memory is superseded by this marker plus the op id (as the API's forget does).
-FORGOTTEN = "forgotten:"
+FORGOTTEN = FORGOTTEN_MARK
 #: A memory marked wrong is superseded by this marker plus the op id.
-WRONG = "wrong:"
+WRONG = WRONG_MARK
 #: The importance a pin sets.
 PINNED = 1.0
 #: The longest reason kept, and the shortest and longest corrected text.

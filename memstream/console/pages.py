@@ -14,6 +14,7 @@ from typing import Any
 from memstream.auth import Principal
 from memstream.console.html import Html, esc, join, options, render, url, when
 from memstream.recall.staleness import citations_of
+from memstream.rules.forgotten import taken_out
 from memstream.schemas import MEMORY_TYPES, HistoryRecord, Memory
 from memstream.store.graph import GraphAround
 
@@ -425,7 +426,7 @@ def memory(
     actions = Html("")
     if may_act and item.superseded_by is None:
         actions = _actions(item, csrf)
-    elif may_act and (item.superseded_by or "").startswith(("forgotten:", "wrong:")):
+    elif may_act and taken_out(item.superseded_by):
         actions = render(
             '<h2>Undo</h2><form method="post" action="{base}/memories/{id}/restore" class="stack">{csrf}'
             '<label for="restore-reason">Why restore it (optional)</label><input id="restore-reason" name="reason">'

@@ -13,6 +13,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 
+from memstream.rules.forgotten import taken_out
 from memstream.schemas import Memory
 
 #: A turn's role mark as snapshots write it (``memstream.rules.snapshot``): at a line's start or inline.
@@ -71,7 +72,7 @@ def timeline(session_id: str, made: Sequence[Memory]) -> Timeline:
             order[key] = (line, m.created_at, m.id)
         entry.memories.append(m)
     ordered = [exchanges[k] for k in sorted(exchanges, key=lambda k: order[k])]
-    forgotten = [m for m in made if m.superseded_by and m.superseded_by.startswith(("forgotten:", "wrong:"))]
+    forgotten = [m for m in made if taken_out(m.superseded_by)]
     return Timeline(title_of(ordered), ordered, forgotten)
 
 

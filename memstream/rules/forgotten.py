@@ -12,10 +12,10 @@ from __future__ import annotations
 import re
 
 from memstream.identity import derived_id
-from memstream.schemas.memory import FORGOTTEN_MARK, Memory
+from memstream.schemas.memory import FORGOTTEN_MARK, WRONG_MARK, Memory
 
 #: Marks of a memory taken out on request: forgotten, or marked wrong in the console.
-TAKEN_OUT: tuple[str, ...] = (FORGOTTEN_MARK, "wrong:")
+TAKEN_OUT: tuple[str, ...] = (FORGOTTEN_MARK, WRONG_MARK)
 #: The types a session's exchange is stored as in raw mode: its text grows while the session goes on.
 RAW_EXCHANGE_TYPES: frozenset[str] = frozenset({"conversation"})
 #: Where a raw exchange's turns begin ("[user] …", "[assistant] …").
