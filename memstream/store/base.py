@@ -526,11 +526,11 @@ class QdrantMemories(ABC):
         """The fields of :data:`MEMORY_INDEXES` without their payload index."""
 
     async def index_health(self) -> IndexHealth:
-        memories = await self._count(Select())
-        active = await self._count(memory_select(None, include_superseded=False))
+        # Each counted on its own: all minus active, read at two moments, went below zero
+        # when the pipeline stored a memory in between.
         return IndexHealth(
-            memories=memories,
-            superseded=memories - active,
+            memories=await self._count(Select()),
+            superseded=await self._count(Select({"status": ["superseded"]})),
             missing_sparse=await self._count_lacking(BM25_VECTOR) if self._bm25 else 0,
             missing_dense=await self._count_lacking(DENSE_VECTOR),
             missing_indexes=await self._missing_indexes(),

@@ -94,3 +94,22 @@ async def test_a_dropped_payload_index_is_recreated(tmp_path: Any) -> None:
         assert (await store.index_health()).missing_indexes == ()
     finally:
         await store.close()
+
+
+async def test_superseded_is_counted_itself_not_told_from_two_counts(store: MemoryStore, monkeypatch: Any) -> None:
+    # A write landing between two counts once made the doctor report -1 superseded memories
+    # (all minus active, read at two moments while the pipeline stored a re-driven turn).
+    for n in range(2):
+        await store.upsert(memory(n), vector(n))
+    counted = store._count
+    writes = iter([memory(5)])
+
+    async def count_then_write(select: Any) -> int:
+        found = await counted(select)
+        for late in writes:
+            await store.upsert(late, vector(5))
+        return found
+
+    monkeypatch.setattr(store, "_count", count_then_write)
+    health = await store.index_health()
+    assert health.superseded == 0 and health.memories in (2, 3)
