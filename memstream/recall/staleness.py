@@ -24,6 +24,7 @@ from __future__ import annotations
 import os
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from datetime import datetime
 from functools import lru_cache
 from typing import Any, Final, Literal
 
@@ -228,6 +229,16 @@ def memory_status(checked: Sequence[Checked]) -> str:
     if "changed" in known or "gone" in known:
         return "changed"
     return "moved" if "moved" in known else "current"
+
+
+def gone_since(checked: Sequence[Checked]) -> list[datetime | None] | None:
+    """When each cited file went, for a memory whose every citation is ``gone`` (None otherwise: one
+    file still there, moved, or not checkable here): the committer date of the commit that deleted it,
+    None for a file git names no deleting commit for (deleted in the work tree only). What the aging
+    stage weighs with :func:`memstream.rules.aging.gone_long_enough`."""
+    if not checked or any(c.status != "gone" for c in checked):
+        return None
+    return [git.commit_time(c.citation.repo, c.commit) if c.commit and c.citation.repo else None for c in checked]
 
 
 @lru_cache(maxsize=1)
