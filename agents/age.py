@@ -7,8 +7,11 @@ progress memory seen and the summaries already condensed. Relies on one scope's 
 arriving in order; a progress memory older than the newest seen is itself aged out.
 
 A timer (every ``MEMSTREAM_RETENTION_INTERVAL``, on the owner of the one ``consolidation``
-partition, like retention) retires memories whose code is long gone (issue 39): every file a
-memory cites deleted, each by a commit at least ``MEMSTREAM_CODE_GONE_DAYS`` old. It reads the
+partition, like retention) checks the code memories cite (issue 39). It records a ``code-status``
+history record when a memory's status changes (current → changed, moved or gone, and back), once
+per change: the last recorded status is kept in the process and read from history on a miss. It
+retires memories whose code is long gone: every file a memory cites deleted, each by a commit at
+least ``MEMSTREAM_CODE_GONE_DAYS`` old. It reads the
 work trees, so it runs only where they are on the worker's machine (``MEMSTREAM_CHECK_CITATIONS``,
 the embedded default); a citation of a repository not here is ``unknown`` and keeps its memory.
 The memory is superseded by a ``forgotten:`` mark with the cause ``aging:code-gone: …`` (audited as
@@ -21,6 +24,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Sequence
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
@@ -32,11 +36,14 @@ from memstream.agents.base import DeadLetters, expect, guarded, state_table
 from memstream.identity import derived_id
 from memstream.ports import Providers
 from memstream.recall import staleness
+from memstream.rules import audit
 from memstream.rules.aging import condense_prompt, gone_long_enough, stale_progress, summaries_to_condense
 from memstream.rules.extraction import CONDENSE_SYSTEM, parse_facts
 from memstream.schemas import AgeState, DeleteMemory, Fact, Memory, MemoryUpdated, SupersedeMemory
+from memstream.schemas.history import HistoryRecord
 from memstream.schemas.memory import FORGOTTEN_MARK
 from memstream.store.base import MemoryStore
+from memstream.store.history import HistoryStore
 from memstream.telemetry.tracing import stage_span
 from memstream.topics.binding import Topics
 
@@ -46,6 +53,9 @@ log = logging.getLogger(__name__)
 CONDENSED_KEEP = 64
 #: The cause of a memory retired because the code it cites is long gone (audited as ``aged-out``).
 CODE_GONE_CAUSE = "aging:code-gone"
+#: History records read for a memory's last recorded code status; code statuses remembered in the process.
+HISTORY_READ = 100
+SEEN_KEPT = 200_000
 #: Scopes, and active memories per scope, one sweep for gone code reads at most.
 CODE_GONE_SCOPES = 1000
 CODE_GONE_PER_SCOPE = 5000
@@ -67,37 +77,90 @@ def code_gone_retirement(memory: Memory, checked: Sequence[staleness.Checked], d
 
 
 def code_gone(
-    memories: Sequence[Memory], checker: staleness.Checker, days: float, now: datetime
-) -> list[SupersedeMemory]:
-    """The retirements due among ``memories`` (blocking: git runs here): every cited file gone, each
-    deleted by a commit ``days`` old or more, and the memory not stated (or restored) since the last went."""
-    due = []
+    memory: Memory, checked: Sequence[staleness.Checked], days: float, now: datetime
+) -> SupersedeMemory | None:
+    """The retirement of ``memory`` if it is due: every cited file gone, each deleted by a commit ``days``
+    old or more, and the memory not stated (or restored) since the last of them went."""
+    since = staleness.gone_since(checked)
+    if since is None or not gone_long_enough(since, now, days):
+        return None
+    if memory.updated_at >= max(when for when in since if when is not None):
+        return None  # restored, or said again, after its code went: someone still wants it
+    return code_gone_retirement(memory, checked, days)
+
+
+def code_status_record(
+    memory: Memory, last: str, status: str, checked: Sequence[staleness.Checked], now: datetime
+) -> HistoryRecord:
+    """The audit record of a memory's code status changing from ``last`` to ``status``."""
+    return audit.record(
+        "code-status",
+        scope_key=memory.scope_key,
+        ts=now,
+        about=f"code-status:{memory.id}:{last}:{status}:{now.isoformat()}",
+        memory_id=memory.id,
+        reason=f"code {status} (was {last}): " + "; ".join(staleness.describe(c) for c in checked),
+        origin=STAGE,
+    )
+
+
+@dataclass(slots=True)
+class CodeSweep:
+    """What one sweep of the memories' code found: status changes to record, memories to retire."""
+
+    records: list[HistoryRecord] = field(default_factory=list)
+    retire: list[SupersedeMemory] = field(default_factory=list)
+
+
+def _checks(memories: Sequence[Memory], checker: staleness.Checker) -> list[tuple[Memory, list[staleness.Checked]]]:
+    # Blocking (git runs here): called in a thread.
+    out = []
     for memory in memories:
         cited = staleness.citations_of(memory)
-        if not cited:
-            continue
-        checked = checker.check_all(cited)
-        since = staleness.gone_since(checked)
-        if since is None or not gone_long_enough(since, now, days):
-            continue
-        if memory.updated_at >= max(when for when in since if when is not None):
-            continue  # restored, or said again, after its code went: someone still wants it
-        due.append(code_gone_retirement(memory, checked, days))
-    return due
+        if cited:
+            out.append((memory, checker.check_all(cited)))
+    return out
 
 
-async def sweep_code_gone(
-    store: MemoryStore, checker: staleness.Checker | None, days: float, now: datetime
-) -> list[SupersedeMemory]:
-    """One sweep for gone code over every scope's active memories; nothing when the work trees are not
-    read here (``checker`` None: ``MEMSTREAM_CHECK_CITATIONS`` off) or ``days`` is 0."""
-    if checker is None or days <= 0:
-        return []
-    due: list[SupersedeMemory] = []
+async def last_code_status(history: HistoryStore, memory_id: str) -> str:
+    """The status the memory's history last recorded (``current`` if none: its code was current when cited)."""
+    for record in reversed(await history.for_memory(memory_id, limit=HISTORY_READ)):
+        if record.outcome == "code-status" and record.reason.startswith("code "):
+            return record.reason.split(" ", 2)[1]
+    return "current"
+
+
+async def sweep_code(
+    store: MemoryStore,
+    history: HistoryStore,
+    checker: staleness.Checker | None,
+    days: float,
+    now: datetime,
+    seen: dict[str, str],
+) -> CodeSweep:
+    """One sweep over every scope's active memories that cite code: a record for each whose status changed
+    since its history last said (``seen`` keeps what was recorded, so a warm sweep reads no history), and
+    the retirements due. Nothing when the work trees are not read here (``checker`` None:
+    ``MEMSTREAM_CHECK_CITATIONS`` off); ``days`` 0 retires nothing."""
+    found = CodeSweep()
+    if checker is None:
+        return found
+    if len(seen) > SEEN_KEPT:
+        seen.clear()
     for scope_key in await store.scopes(limit=CODE_GONE_SCOPES):
         memories = await store.list([scope_key], limit=CODE_GONE_PER_SCOPE)
-        due += await asyncio.to_thread(code_gone, memories, checker, days, now)
-    return due
+        for memory, checked in await asyncio.to_thread(_checks, memories, checker):
+            status = staleness.memory_status(checked)
+            if not status:
+                continue  # nothing checkable here: unknown is no change
+            last = seen.get(memory.id) or await last_code_status(history, memory.id)
+            if status != last:
+                found.records.append(code_status_record(memory, last, status, checked, now))
+            seen[memory.id] = status
+            retire = code_gone(memory, checked, days, now) if days > 0 else None
+            if retire is not None:
+                found.retire.append(retire)
+    return found
 
 
 def register(app: faust.App, topics: Topics, providers: Providers, sink: DeadLetters) -> faust.types.AgentT:
@@ -177,6 +240,9 @@ def register(app: faust.App, topics: Topics, providers: Providers, sink: DeadLet
         await guarded(stream, STAGE, sink, handle)
 
     consolidation_topic = topics.consolidation.get_topic_name()
+    # Only where the work trees are read here; a checker of its own, since its git runs in a thread.
+    checker = staleness.Checker() if staleness.checker_for(settings) is not None else None
+    seen: dict[str, str] = {}  # the code status last recorded per memory (history is read on a miss)
 
     @app.timer(settings.retention_interval, name="age-code-gone")
     async def age_code_gone() -> None:
@@ -184,9 +250,12 @@ def register(app: faust.App, topics: Topics, providers: Providers, sink: DeadLet
         if not any(tp.topic == consolidation_topic for tp in app.assignor.assigned_actives()):
             return
         try:
-            # A checker of its own: the sweep's git answers run in a thread, apart from recall's.
-            checker = staleness.Checker() if staleness.checker_for(settings) is not None else None
-            for op in await sweep_code_gone(providers.store, checker, settings.code_gone_days, datetime.now(UTC)):
+            found = await sweep_code(
+                providers.store, providers.history, checker, settings.code_gone_days, datetime.now(UTC), seen
+            )
+            for record in found.records:
+                await topics.history.send(key=record.scope_key.encode(), value=record)
+            for op in found.retire:
                 await topics.memory_ops.send(key=op.scope_key.encode(), value=op)
                 log.info("aging retired %s: %s", op.memory_id, op.cause)
         except asyncio.CancelledError:

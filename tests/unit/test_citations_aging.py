@@ -11,11 +11,11 @@ from pathlib import Path
 import msgspec
 import pytest
 
-from agents.age import code_gone, sweep_code_gone
+from agents.age import code_gone, sweep_code
 from memstream.console import actions
 from memstream.recall.staleness import Checker
 from memstream.rules import audit
-from memstream.schemas import Citation, Memory, Provenance
+from memstream.schemas import Citation, HistoryRecord, Memory, Provenance
 from memstream.schemas.memory import FORGOTTEN_MARK
 from memstream.settings import Settings
 from tests.unit.test_citations_capture import make_repo
@@ -51,6 +51,18 @@ class Store:
         return [m for m in self.memories if m.scope_key in scope_keys and m.superseded_by is None][:limit]
 
 
+class History:
+    def __init__(self) -> None:
+        self.records: list[HistoryRecord] = []
+
+    async def for_memory(self, memory_id: str, *, limit: int = 100) -> list[HistoryRecord]:
+        return [r for r in self.records if r.memory_id == memory_id][-limit:]
+
+
+async def retirements(memories: list[Memory], checker: Checker | None, days: float) -> list:
+    return (await sweep_code(Store(memories), History(), checker, days, NOW, {})).retire  # type: ignore[arg-type]
+
+
 @pytest.fixture
 def repo(tmp_path: Path) -> tuple[Path, str, str]:
     root = tmp_path / "r"
@@ -82,21 +94,21 @@ async def test_a_memory_whose_every_file_is_long_gone_is_retired_audited_and_res
         memory("far", [old, elsewhere], long_ago),  # one repository not on this machine: unknown, kept
         memory("restated", [old], NOW - timedelta(days=1)),  # said again after its file went
     ]
-    [op] = await sweep_code_gone(Store(memories), Checker(), 30, NOW)  # type: ignore[arg-type]
+    [op] = await retirements(memories, Checker(), 30)
     assert op.memory_id == "gone"
     assert op.superseded_by.startswith(FORGOTTEN_MARK)
     assert op.cause.startswith("aging:code-gone:") and f"old_gone.py deleted in {deleting[:7]}" in op.cause
     assert audit.store_outcome("superseded", op.cause) == "aged-out"
     # The same sweep again sends the same operation (idempotent); a shorter setting retires the recent one too.
-    assert await sweep_code_gone(Store(memories), Checker(), 30, NOW) == [op]  # type: ignore[arg-type]
-    assert {o.memory_id for o in await sweep_code_gone(Store(memories), Checker(), 3, NOW)} == {"gone", "recent"}  # type: ignore[arg-type]
+    assert await retirements(memories, Checker(), 30) == [op]
+    assert {o.memory_id for o in await retirements(memories, Checker(), 3)} == {"gone", "recent"}
 
     # Reversible: the console's restore brings it back, and the next sweep leaves it be.
     retired = msgspec.structs.replace(memories[0], superseded_by=op.superseded_by)
     assert actions.restorable(retired)
     back = actions.restore(retired, "still true of the new module", [0.0], by="me", now=NOW).memory
     assert back.superseded_by is None
-    assert code_gone([back], Checker(), 30, NOW) == []
+    assert code_gone(back, Checker().check_all([old]), 30, NOW) is None
 
 
 async def test_nothing_is_retired_where_the_work_trees_are_not_read_or_the_setting_is_zero(
@@ -104,7 +116,36 @@ async def test_nothing_is_retired_where_the_work_trees_are_not_read_or_the_setti
 ) -> None:
     root, first, _ = repo
     memories = [memory("gone", [Citation(path="old_gone.py", repo=str(root), commit=first)], NOW - timedelta(days=60))]
-    assert await sweep_code_gone(Store(memories), None, 30, NOW) == []  # type: ignore[arg-type]
-    assert await sweep_code_gone(Store(memories), Checker(), 0, NOW) == []  # type: ignore[arg-type]
+    assert await retirements(memories, None, 30) == []
+    assert await retirements(memories, Checker(), 0) == []
     assert Settings.from_env({}).code_gone_days == 30.0
     assert Settings.from_env({"MEMSTREAM_CHECK_CITATIONS": "false"}).check_citations is False
+
+
+async def test_a_change_of_code_status_is_recorded_once_per_change_not_per_sweep(tmp_path: Path) -> None:
+    root = tmp_path / "r"
+    root.mkdir()
+    (root / "a.py").write_text("x = 1\n")
+    make_repo(root)
+    first = commit_at(root, "first", NOW - timedelta(days=3))
+    memories = [memory("m", [cite(root, "a.py", first)], NOW - timedelta(days=3))]
+    store, history, seen = Store(memories), History(), {}
+
+    async def sweep(seen: dict[str, str]) -> list[str]:
+        found = await sweep_code(store, history, Checker(), 30, NOW, seen)  # type: ignore[arg-type]
+        history.records += found.records
+        return [r.reason for r in found.records]
+
+    assert await sweep(seen) == []  # current, as when it was cited: nothing to say
+    (root / "a.py").write_text("x = 2\n")
+    commit_at(root, "edit", NOW - timedelta(days=1))
+    [changed] = await sweep(seen)
+    assert changed.startswith("code changed (was current): a.py @ ")
+    assert await sweep(seen) == []  # the same status again: no record
+    assert await sweep({}) == []  # a restarted worker reads the last status from history
+    (root / "a.py").unlink()
+    commit_at(root, "delete", NOW - timedelta(hours=1))
+    [gone] = await sweep(seen)
+    assert gone.startswith("code gone (was changed): a.py @ ") and "deleted in" in gone
+    assert [r.outcome for r in history.records] == ["code-status", "code-status"]
+    assert len({r.record_id for r in history.records}) == 2
