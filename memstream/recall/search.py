@@ -305,7 +305,7 @@ def repeated(memories: Sequence[Memory]) -> set[str]:
 
 
 #: Said after a block entry whose cited code changed or moved since the memory was captured.
-CODE_CHANGED = " (code changed since)"
+CODE_CHANGED = staleness.CODE_CHANGED
 #: The code statuses a block entry is marked for (a ``gone`` one is not shown at all).
 STALE_SHOWN = frozenset({"changed", "moved"})
 

@@ -40,6 +40,8 @@ STATUSES: Final[tuple[str, ...]] = Status.__args__  # type: ignore[attr-defined]
 STALE: Final = frozenset({"changed", "moved", "gone"})
 #: How much a search hit's score is multiplied by when the code it speaks of is gone (it also ranks last).
 GONE_SCORE_FACTOR: Final = 0.5
+#: Said after a block entry whose cited code changed or moved since the memory was captured.
+CODE_CHANGED: Final = " (code changed since)"
 #: How many citation answers a checker keeps before it starts again (a long-lived MCP process).
 RESULTS_KEPT: Final = 20_000
 
@@ -298,3 +300,59 @@ def describe(checked: Checked) -> str:
     where = f"{c.path}:{c.start}-{c.end}" if c.start else c.path
     at = f" @ {c.commit[:7]}{'+dirty' if c.dirty else ''}" if c.commit else ""
     return f"{where}{at}: {checked.note}"
+
+
+def cited_entries(memories: Sequence[Memory]) -> list[dict[str, Any]]:
+    """A block's shown memories (``Block.memories``, in the order of its entry lines) that cite code: the
+    entry's index among the block's ``- `` lines and its citations, for a client to check them
+    (``GET /block?cited=1``)."""
+    out = []
+    for index, memory in enumerate(memories):
+        cited = citations_of(memory)
+        if cited:
+            out.append({"entry": index, "id": memory.id, "citations": [msgspec.to_builtins(c) for c in cited]})
+    return out
+
+
+def recheck_block(answer: Mapping[str, Any], checker: Checker) -> str:
+    """The block text of a ``GET /block?cited=1`` answer, its cited entries checked here, where the work
+    tree is (a remote server cannot read it): a ``gone`` entry is left out (and a section it leaves empty),
+    a ``changed`` or ``moved`` one ends with :data:`CODE_CHANGED`. Unchanged when the server checked."""
+    text = str(answer.get("text") or "")
+    cited = {int(e["entry"]): e for e in answer.get("cited") or [] if isinstance(e, dict) and "entry" in e}
+    if answer.get("checked") or not cited:
+        return text
+    lines: list[str] = []
+    entry = -1
+    for line in text.split("\n"):
+        if line.startswith("- "):
+            entry += 1
+            if entry in cited:
+                status, _ = check_record(cited[entry], checker)
+                if status == "gone":
+                    continue
+                if status in ("changed", "moved") and not line.endswith(CODE_CHANGED):
+                    line += CODE_CHANGED
+        lines.append(line)
+    # A section whose every entry was left out goes too.
+    kept = [
+        line
+        for i, line in enumerate(lines)
+        if not (line.startswith("## ") and (i + 1 >= len(lines) or not lines[i + 1].startswith("- ")))
+    ]
+    return "\n".join(kept)
+
+
+def recheck_records(records: Sequence[Any], checker: Checker) -> list[Any]:
+    """Full records (``get``, a full search's ``results``) with their ``code`` checked here: a client's answer
+    about the work tree it runs in, where a remote server could not say (``current`` says nothing)."""
+    out = []
+    for record in records:
+        if isinstance(record, dict) and record.get("citations"):
+            status, _ = check_record(record, checker)
+            if status:
+                record = {k: v for k, v in record.items() if k != "code"}
+                if status != "current":
+                    record["code"] = status
+        out.append(record)
+    return out

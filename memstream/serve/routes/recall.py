@@ -5,10 +5,10 @@ from __future__ import annotations
 import logging
 
 from starlette.requests import Request
-from starlette.responses import PlainTextResponse, Response, StreamingResponse
+from starlette.responses import JSONResponse, PlainTextResponse, Response, StreamingResponse
 from starlette.routing import Route
 
-from memstream.recall import answers
+from memstream.recall import answers, staleness
 from memstream.recall import search as recall
 from memstream.recall import timeline as timelines
 from memstream.serve.context import (
@@ -90,6 +90,12 @@ async def block(request: Request) -> Response:
     shown = await recall.block_scopes(ctx.providers, keys, query, max_tokens=max_tokens)
     await record_usage(ctx, shown.memories)
     metrics.INJECTED_TOKENS.labels("block").observe(recall.estimate_tokens(shown.text))
+    if request.query_params.get("cited") == "1":
+        # For a client where the work tree is (hook, MCP stdio): the cited entries, and whether this
+        # server checked them itself (docs/recall.md, "Citations").
+        checked = staleness.checker_for(ctx.providers.settings) is not None
+        cited = staleness.cited_entries(shown.memories)
+        return JSONResponse({"text": shown.text, "checked": checked, "cited": cited})
     return PlainTextResponse(shown.text)
 
 
