@@ -356,3 +356,32 @@ def recheck_records(records: Sequence[Any], checker: Checker) -> list[Any]:
                     record["code"] = status
         out.append(record)
     return out
+
+
+#: The order a stale listing shows memories in: the staler first, then those that cannot be checked here.
+LISTING_ORDER: Final = {"gone": 0, "changed": 1, "moved": 2, "unknown": 3}
+
+
+@dataclass(frozen=True, slots=True)
+class Stale:
+    """A memory whose cited code changed, moved or is gone, or cannot be checked here (``unknown``)."""
+
+    memory: Memory
+    status: str
+    checked: list[Checked]
+
+
+def stale_memories(memories: Iterable[Memory], checker: Checker | None) -> list[Stale]:
+    """The memories (of a project) whose code is stale, the staler first, then the ``unknown`` ones: every
+    cited memory when ``checker`` is None (the work trees are not read on this host). Blocking: git runs."""
+    out = []
+    for memory in memories:
+        cited = citations_of(memory)
+        if not cited:
+            continue
+        checked = checker.check_all(cited) if checker is not None else [Checked(c, "unknown") for c in cited]
+        status = memory_status(checked) or "unknown"
+        if status in LISTING_ORDER:
+            out.append(Stale(memory, status, checked))
+    out.sort(key=lambda one: LISTING_ORDER[one.status])  # stable: newest first within a status
+    return out
