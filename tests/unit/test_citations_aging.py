@@ -129,7 +129,8 @@ async def test_a_change_of_code_status_is_recorded_once_per_change_not_per_sweep
     make_repo(root)
     first = commit_at(root, "first", NOW - timedelta(days=3))
     memories = [memory("m", [cite(root, "a.py", first)], NOW - timedelta(days=3))]
-    store, history, seen = Store(memories), History(), {}
+    store, history = Store(memories), History()
+    seen: dict[str, str] = {}
 
     async def sweep(seen: dict[str, str]) -> list[str]:
         found = await sweep_code(store, history, Checker(), 30, NOW, seen)  # type: ignore[arg-type]
