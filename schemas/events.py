@@ -193,6 +193,8 @@ class Fact(Event, tag="fact.v1", kw_only=True, frozen=True):
     #: A raw exchange's identity (its snapshot's ``exchange_id``): its memory's id derives from it, so a
     #: later snapshot of the same exchange refreshes that memory instead of adding one. "" otherwise.
     exchange_id: str = ""
+    #: A conversation's speaker (user key): its memory is theirs to read (``Memory.speaker``). "" otherwise.
+    speaker: str = ""
     ts: datetime
 
 

@@ -24,6 +24,7 @@ from memstream.console.context import (
     form,
     may_act,
     page,
+    project_key_of,
     projects,
     readable,
     recorded,
@@ -47,7 +48,8 @@ async def memories_view(request: Request) -> Response:
     scope_filter = params.get("scope", "")
     if scope_filter:
         keys = [k for k in keys if k.startswith("u_" if scope_filter == "user" else "p_")]
-    listing = await views.memories_listing(con.providers, keys, params)
+    reads = con.reads_for(principal, project_key_of(params["project"]) if params.get("project") else "")
+    listing = await views.memories_listing(reads, keys, params)
     con.known.remember([r.memory for r in listing.rows])
     main = pages.memories(
         params,
@@ -95,7 +97,11 @@ async def memory_view(request: Request) -> Response:
         csrf_of(request),
         may_act=may_act(principal, found),
         graph_enabled=con.providers.graph is not None,
-        in_block=await views.block_verdict(con.providers, found, block_keys(principal, found)),
+        in_block=await views.block_verdict(
+            con.reads_for(principal, found.scope_key if found.scope_key.startswith("p_") else ""),
+            found,
+            block_keys(principal, found),
+        ),
     )
     return page(request, "Memory", main, "memories", notice=request.query_params.get("notice", ""))
 
@@ -200,7 +206,8 @@ async def export(request: Request) -> Response:
 
     async def lines() -> AsyncIterator[bytes]:
         for key in keys:
-            for m in await con.providers.store.list([key], include_superseded=True, limit=1_000_000):
+            reads = con.reads_for(principal, key if key.startswith("p_") else "")
+            for m in await reads.store.list([key], include_superseded=True, limit=1_000_000):
                 if may_read_scope(principal, m.scope_key):
                     yield msgspec.json.encode(answers.full_record(m)) + b"\n"  # the shape `get` returns
 
