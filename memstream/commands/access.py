@@ -173,6 +173,28 @@ def cmd_forget(args: argparse.Namespace, settings: Settings) -> int:
     return 0
 
 
+def cmd_share(args: argparse.Namespace, settings: Settings) -> int:
+    """Share a project's conversations with its members (or stop), through ``POST /admin/sharing``; without
+    a project, list the shared projects and the recorded changes."""
+    from memstream.commands.read import api_request
+
+    if args.project:
+        body = {"project": str(Path(args.project).resolve()), "shared": not args.off}
+        _, reply = api_request(settings, "POST", "/admin/sharing", {}, body)
+        change = json.loads(reply)["change"]
+        state = "share their conversations" if change["shared"] else "each read only their own conversations"
+        print(f"the members of {args.project} now {state} (changed by {change['by']} at {change['at']})")
+        return 0
+    _, reply = api_request(settings, "GET", "/admin/sharing", {})
+    data = json.loads(reply)
+    print("projects sharing their members' conversations: " + (", ".join(data["shared"]) or "none"))
+    for change in data["changes"]:
+        print(
+            f"  {change['at']}  {change['project']}  {'shared' if change['shared'] else 'private'}  by {change['by']}"
+        )
+    return 0
+
+
 def forget_memory(settings: Settings, memory_id: str, reason: str) -> int:
     """Forget one memory through the API's forget (the path MCP and the console take): it stays in the
     store marked forgotten, with the reason in its audit trail, and the console can restore it."""

@@ -33,7 +33,7 @@ class ReadAs:
         return self._visible(await self._store.get(memory_id))
 
     async def search(self, vector: Sequence[float], scope_keys: Sequence[str], **kwargs: Any) -> list[ScoredMemory]:
-        return await self._store.search(vector, scope_keys, **kwargs, speaker=self.speaker)
+        return await self._store.search(vector, scope_keys, **{**kwargs, "speaker": self.speaker})
 
     async def hybrid_search(
         self,
@@ -44,10 +44,12 @@ class ReadAs:
         fusion: Fusion = "weighted",
         **kwargs: Any,
     ) -> list[HybridHit]:
-        return await self._store.hybrid_search(text, vector, scope_keys, fusion=fusion, **kwargs, speaker=self.speaker)
+        return await self._store.hybrid_search(
+            text, vector, scope_keys, fusion=fusion, **{**kwargs, "speaker": self.speaker}
+        )
 
     async def list(self, scope_keys: Sequence[str] | None, **kwargs: Any) -> list[Memory]:
-        return await self._store.list(scope_keys, **kwargs, speaker=self.speaker)
+        return await self._store.list(scope_keys, **{**kwargs, "speaker": self.speaker})
 
     async def count(self, scope_keys: Sequence[str] | None = None, **kwargs: Any) -> int:
-        return await self._store.count(scope_keys, **kwargs, speaker=self.speaker)
+        return await self._store.count(scope_keys, **{**kwargs, "speaker": self.speaker})

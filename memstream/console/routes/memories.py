@@ -48,7 +48,8 @@ async def memories_view(request: Request) -> Response:
     scope_filter = params.get("scope", "")
     if scope_filter:
         keys = [k for k in keys if k.startswith("u_" if scope_filter == "user" else "p_")]
-    reads = con.reads_for(principal, project_key_of(params["project"]) if params.get("project") else "")
+    project = project_key_of(params["project"]) if params.get("project") else ""
+    reads = con.reads_for(principal, project)
     listing = await views.memories_listing(reads, keys, params)
     con.known.remember([r.memory for r in listing.rows])
     main = pages.memories(
@@ -62,7 +63,15 @@ async def memories_view(request: Request) -> Response:
         problems=listing.problems,
         filtered=listing.filtered,
     )
-    return page(request, "Memories", main, "memories", notice=params.get("notice", ""))
+    notice = params.get("notice", "") or (sharing_note(con.ctx.shares(project)) if project else "")
+    return page(request, "Memories", main, "memories", notice=notice)
+
+
+def sharing_note(shared: bool) -> str:
+    """What the project's sharing setting (an admin's: ``memstream share``) means for who reads what."""
+    if shared:
+        return "This project shares its members' conversations: every member reads every exchange."
+    return "Each member of this project reads only their own conversations; its facts and documents are shared."
 
 
 async def memory_view(request: Request) -> Response:
