@@ -273,6 +273,10 @@ class ForgetScope(MemoryOp, tag="op.forget-scope.v1", kw_only=True, frozen=True)
     #: The audit of what the forget cannot reach: per topic still holding the scope's words, until
     #: when (None: kept forever, the ``turns`` topic). Empty on forgets recorded before it existed.
     words_held_until: dict[str, datetime | None] = {}
+    #: A user's forget: the memories of other scopes that held the user's words (their exchanges in every
+    #: project), which the store deleted; the history agent purges their audit records too. Set by the
+    #: store agent on the forget it passes on; empty otherwise.
+    removed_elsewhere: list[str] = []
 
 
 Change = Literal["created", "refreshed", "deleted", "superseded"]

@@ -165,6 +165,11 @@ def cmd_forget(args: argparse.Namespace, settings: Settings) -> int:
     _, reply = api_request(settings, "POST", "/admin/forget", {}, body)
     data = json.loads(reply)
     print(f"forgetting {what} (scope {data['scope_key']}): the pipeline is purging it")
+    removed = data.get("removed") or {}
+    for scope, count in (data.get("memories") or {}).items():
+        print(f"  {scope}: {removed.get(scope, 0)} of {count} memories removed")
+    if not data.get("done", True):
+        print("  (the pipeline is still removing the rest)")
     held = data.get("words_held_until") or {}
     if held:
         print("still on topics until their retention passes (a Kafka cluster's own retention may differ):")

@@ -253,11 +253,13 @@ def memory_select(
     *,
     sessions: Sequence[str] | None = None,
     speaker: str | None = None,
+    spoken_by: str | None = None,
 ) -> Select:
     """The memories in these scopes (None: every scope), of these types and sessions (None: every one).
 
     ``speaker``: a reader's user key, who reads only their own conversations and what is shared
     (speaker "", or none stored: memories from before the field); None reads every speaker's.
+    ``spoken_by``: only the conversations of this speaker (a user's forget finds them so).
     """
     absent_or = {} if speaker is None else {"speaker": sorted({speaker, ""})}
     all_of: dict[str, list[str]] = {}
@@ -267,6 +269,8 @@ def memory_select(
         all_of["type"] = list(types)
     if sessions is not None:
         all_of["session_id"] = list(sessions)
+    if spoken_by is not None:
+        all_of["speaker"] = [spoken_by]
     if not include_superseded:
         # The keyword, not a bool: qdrant-edge-py 0.9 turns MatchValue(False) into 0.
         all_of["status"] = ["active"]
@@ -460,10 +464,12 @@ class MemoryStore(Protocol):
         sessions: Sequence[str] | None = None,
         before: datetime | None = None,
         speaker: str | None = None,
+        spoken_by: str | None = None,
     ) -> list[Memory]:
         """Memories in the given scopes (None: every scope), newest ``updated_at`` first; ``sessions``:
         only those of these sessions (a timeline's thread, a session in the console); ``before``: only
-        those updated at or before it (the next page of a newest-first listing)."""
+        those updated at or before it (the next page of a newest-first listing); ``speaker`` and
+        ``spoken_by`` as :func:`memory_select` says."""
 
     async def count(
         self, scope_keys: Sequence[str] | None = None, *, include_superseded: bool = True, speaker: str | None = None
@@ -671,8 +677,11 @@ class QdrantMemories(ABC):
         sessions: Sequence[str] | None = None,
         before: datetime | None = None,
         speaker: str | None = None,
+        spoken_by: str | None = None,
     ) -> list[Memory]:
-        select = memory_select(scope_keys, types, include_superseded, sessions=sessions, speaker=speaker)
+        select = memory_select(
+            scope_keys, types, include_superseded, sessions=sessions, speaker=speaker, spoken_by=spoken_by
+        )
         payloads = await self._newest(select, limit, before)
         memories = [memory_from_payload(p) for p in payloads]
         # Equal times come back in any order; by id, both backends agree.
