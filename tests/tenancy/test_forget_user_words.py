@@ -29,7 +29,7 @@ from memstream.front.app import create_app
 from memstream.identity import project_key, turn_session_key, user_key
 from memstream.intake.publish import make_turn, publish, publish_events
 from memstream.intake.turnlog import TurnLog, path_of
-from memstream.schemas import ForgetScope, decode
+from memstream.schemas import ForgetScope, Turn, decode
 from memstream.serve.context import ApiContext
 from memstream.topics import FORGOTTEN
 from memstream.worker import runner
@@ -171,12 +171,12 @@ async def words_left(world: World, user: str) -> list[str]:
             found.append(f"history of {memory_id}")
     with TurnLog(path_of(running.settings)) as log:
         logged = [decode(t.event) for t in log.all()]
-    found += [f"turn log {t.session_id}" for t in logged if getattr(t, "user", "") == user]
-    app = running.pipeline.app
+    found += [f"turn log {t.session_id}" for t in logged if isinstance(t, Turn) and t.user == user]
+    windows: Any = running.pipeline.app.tables["snapshot-sessions"]
     for who, project, session in sessions(world):
         if who != user:
             continue
-        window = app.tables["snapshot-sessions"].get(turn_session_key(session, project, user))
+        window = windows.get(turn_session_key(session, project, user))
         if window is not None and window.applied:
             found.append(f"session window {session}")
     return found
