@@ -124,6 +124,7 @@ class World:
     hub: EventHub
     #: Every exchange's memory id, by its mark.
     ids: dict[str, str]
+    settings: Any = None
 
     def headers(self, who: str) -> dict[str, str]:
         return {"Authorization": f"Bearer {self.tokens[who]}"}
@@ -179,7 +180,7 @@ async def world(tmp_path_factory: Any) -> AsyncIterator[World]:
         )
         serving = asyncio.create_task(server.serve())
         await _until(lambda: server is not None and server.started)
-        yield World(f"http://127.0.0.1:{port}", tokens, providers, source, hub, ids)
+        yield World(f"http://127.0.0.1:{port}", tokens, providers, source, hub, ids, settings)
     finally:
         if server is not None and serving is not None:
             server.should_exit = True
@@ -336,3 +337,28 @@ async def test_an_admin_reads_every_exchange(world: World) -> None:
     async with httpx.AsyncClient(base_url=world.url, headers=world.headers("admin"), timeout=60) as client:
         found = (await client.get("/search", params={"q": QUERY, "project": TEAM, "limit": "50"})).text
     assert {w for w in MARKS if w in found} == {mark(who, TEAM) for who in USERS}
+
+
+async def test_the_share_verb_changes_the_setting_as_an_admin_and_lists_the_changes(
+    world: World, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import argparse
+    import dataclasses
+
+    from memstream.commands.access import cmd_share
+
+    port = int(world.url.rsplit(":", 1)[1])
+    admin = dataclasses.replace(world.settings, token=world.tokens["admin"], http_port=port)
+    assert await asyncio.to_thread(cmd_share, argparse.Namespace(project=TEAM, off=False), admin) == 0
+    assert "now share their conversations (changed by ops" in capsys.readouterr().out
+    async with httpx.AsyncClient(base_url=world.url, headers=world.headers("bob"), timeout=60) as client:
+        found = (await client.get("/search", params={"q": QUERY, "project": TEAM, "limit": "50"})).text
+    assert {w for w in MARKS if w in found} == {mark(who, TEAM) for who in USERS}
+    assert await asyncio.to_thread(cmd_share, argparse.Namespace(project=TEAM, off=True), admin) == 0
+    assert await asyncio.to_thread(cmd_share, argparse.Namespace(project="", off=False), admin) == 0
+    listed = capsys.readouterr().out
+    assert "projects sharing their members' conversations: none" in listed
+    assert listed.count(project_key(TEAM)) == 2 and "private  by ops" in listed
+    user = dataclasses.replace(admin, token=world.tokens["alice"])
+    with pytest.raises(Exception, match="403"):
+        await asyncio.to_thread(cmd_share, argparse.Namespace(project=TEAM, off=False), user)
