@@ -588,6 +588,11 @@ class Settings:
         return Path(self.tokens_path) if self.tokens_path else self.data_dir / "tokens.json"
 
     @property
+    def sharing_file(self) -> Path:
+        """Which projects share their members' conversations, and who changed it (``memstream share``)."""
+        return self.tokens_file.with_name("sharing.json")
+
+    @property
     def local_token_file(self) -> Path:
         """The token of this machine's user, created by the first ``memstream up`` on loopback."""
         return self.data_dir / "local-token"
