@@ -33,7 +33,7 @@ from memstream.front.app import create_app
 from memstream.identity import derived_id, normalize_content, project_key, user_key
 from memstream.ports import Providers
 from memstream.rules.extraction import raw_facts
-from memstream.schemas import EmbeddedFact, Memory, MemoryUpdated, Snapshot
+from memstream.schemas import Citation, EmbeddedFact, Memory, MemoryUpdated, Provenance, Snapshot
 from memstream.serve.context import ApiContext
 from memstream.serve.events import EventHub
 from tests.conftest import make_settings
@@ -85,6 +85,8 @@ async def say(providers: Providers, who: str, project: str, n: int) -> None:
         turn_index=1,
         exchange_id=derived_id("exchange", who, project),
         ts=T + timedelta(minutes=n),
+        # Code cited in a work tree not on this host: the console's stale view lists it as unknown.
+        sources=[Provenance(source_type="claude", citations=[Citation(path="deploy.sh", repo="/nowhere/zebra")])],
     )
     decider = Decider(providers)
     for i, extracted in enumerate(raw_facts(snapshot.exchange)):
@@ -225,6 +227,7 @@ async def http_reads(world: World, who: str) -> dict[str, str]:
             await read(f"console memories {project}", "/console/", project=project)
             await read(f"console block {project}", "/console/block", project=project, q=QUERY)
             await read(f"console sessions {project}", "/console/sessions", project=project)
+            await read(f"console stale {project}", "/console/stale", project=project)
         await read("get many", "/memories", ids=",".join(world.ids.values()))
         for word, memory_id in world.ids.items():
             await read(f"get {word}", f"/memories/{memory_id}")
@@ -269,6 +272,7 @@ async def test_nobody_reads_anothers_exchange_on_any_read_path(world: World) -> 
             assert mark(who, project) in reads[f"search {project}"], (who, project)
             assert mark(who, project) in reads[f"mcp search {project}"], (who, project)
             assert mark(who, project) in reads[f"console memories {project}"], (who, project)
+            assert mark(who, project) in reads[f"console stale {project}"], (who, project)
         assert "TEAMFACT-Q4" in reads[f"search {TEAM}"] and "TEAMFACT-Q4" in reads[f"block {TEAM}"]
 
 

@@ -31,7 +31,9 @@ async def stale_view(request: Request) -> Response:
         keys = [key for key in await scope_keys(con, principal, project) if key.startswith("p_")]
     except (AuthError, ValueError) as exc:
         return page(request, "Stale code", Html(""), "stale", status=403, error=str(exc))
-    memories = await con.providers.store.list(keys, limit=STALE_READ) if keys else []
+    # Read as this caller: another member's conversations are not theirs to see, stale or not.
+    reads = con.reads_for(principal, keys[0] if len(keys) == 1 else "")
+    memories = await reads.store.list(keys, limit=STALE_READ) if keys else []
     checker = staleness.checker_for(con.providers.settings)
     rows = await asyncio.to_thread(staleness.stale_memories, memories, checker)
     main = pages.stale(
