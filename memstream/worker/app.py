@@ -8,13 +8,11 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
-from types import MappingProxyType
 from typing import Any
 
 import faust
-from faust.contrib.asgi import AsgiService
 from faust.contrib.opentelemetry import sdk_is_configured, setup_opentelemetry
 
 import memstream.agents as agents
@@ -61,6 +59,8 @@ class Pipeline:
     topics: Topics
     providers: Providers
     dead_letters: DeadLetters
+    #: The HTTP API (memstream.front.app), served by memstream.worker.api_thread; None without ``web``.
+    api: Any = None
 
 
 def build_app(settings: Settings, providers: Providers, bootstrap: str, *, web: bool = True) -> Pipeline:
@@ -76,12 +76,9 @@ def build_app(settings: Settings, providers: Providers, bootstrap: str, *, web: 
         topic_partitions=settings.partitions,
         topic_replication_factor=settings.replication,
         **CONSUMER_OPTIONS,
-        # The API is a Starlette app (memstream.front.app) served by uvicorn on the worker's loop, in place
-        # of Faust's aiohttp server: Faust starts it once tables are recovered (faust.contrib.asgi).
-        web_enabled=web,
-        web_host=settings.http_host,
-        web_bind=settings.http_host,
-        web_port=settings.http_port,
+        # No Faust web server: the API is a Starlette app (memstream.front.app) that runs on the worker's
+        # loop, its socket held by a thread of its own across the worker's restarts (worker.api_thread).
+        web_enabled=False,
         autodiscover=False,
         processing_guarantee=settings.processing_guarantee,
         # Faust's, whose table recovery also ends on a changelog end no record is delivered at.
@@ -102,6 +99,7 @@ def build_app(settings: Settings, providers: Providers, bootstrap: str, *, web: 
         module.register(app, topics, providers, dead_letters)
     if sdk_is_configured():  # else the sensor would read every event's headers for no-op spans
         setup_opentelemetry(app)
+    asgi = None
     if web:
         context = api.ApiContext(
             providers=providers,
@@ -118,8 +116,8 @@ def build_app(settings: Settings, providers: Providers, bootstrap: str, *, web: 
             events=event_hub(settings, bootstrap),
             kafka_bootstrap=bootstrap,
         )
-        app.web_server(type("MemstreamApi", (ApiService,), {"asgi_app": create_app(context), "faust_app": app}))
-    return Pipeline(app=app, topics=topics, providers=providers, dead_letters=dead_letters)
+        asgi = create_app(context)
+    return Pipeline(app=app, topics=topics, providers=providers, dead_letters=dead_letters, api=asgi)
 
 
 def event_hub(settings: Settings, bootstrap: str) -> EventHub:
@@ -131,24 +129,6 @@ def event_hub(settings: Settings, bootstrap: str) -> EventHub:
         options=client_options(settings),
     )
     return EventHub(source, client_buffer=settings.events_buffer, heartbeat_s=settings.events_heartbeat_s)
-
-
-class ApiService(AsgiService):
-    """Faust's uvicorn service, started only once the API listens (so "ready" means it answers)."""
-
-    # No proxy headers: uvicorn would take X-Forwarded-For from any loopback peer as the client's
-    # address; the guard reads it only from MEMSTREAM_TRUSTED_PROXIES (memstream.serve.guard).
-    uvicorn_options: Mapping[str, Any] = MappingProxyType(
-        {"access_log": False, "log_level": "warning", "proxy_headers": False}
-    )
-
-    async def on_start(self) -> None:
-        await super().on_start()
-        server, serving = self._server, self._serve_fut
-        while not server.started:
-            if serving is not None and serving.done():
-                raise RuntimeError(f"the HTTP API could not listen on {self.host}:{self.port}")
-            await asyncio.sleep(0.01)
 
 
 def _health(app: MemstreamApp) -> health.Status:

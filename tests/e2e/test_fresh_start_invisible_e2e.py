@@ -22,14 +22,7 @@ from tests.e2e.test_up_fresh_broker_e2e import cli, eventually
 from tests.faults.test_startup import health
 from tests.support.chaos import ROOT, worker_env
 
-pytestmark = [
-    pytest.mark.e2e,
-    pytest.mark.xfail(
-        strict=True,
-        reason="issue 35.7 not built: the API is served on the Faust worker's loop and goes away "
-        "while the broker is started afresh (see /work/notes/apithread.md)",
-    ),
-]
+pytestmark = pytest.mark.e2e
 
 
 def test_a_search_loop_sees_no_failed_request_through_a_broker_fresh_start(tmp_path: Path) -> None:
