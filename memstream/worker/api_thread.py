@@ -23,9 +23,10 @@ import logging
 import threading
 from collections.abc import Awaitable, Callable, MutableMapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 log = logging.getLogger(__name__)
+T = TypeVar("T")
 
 Scope = MutableMapping[str, Any]
 Message = MutableMapping[str, Any]
@@ -89,7 +90,7 @@ class _Lifespan:
 
     async def enter(self) -> None:
         scope = {"type": "lifespan", "asgi": {"version": "3.0", "spec_version": "2.0"}, "state": {}}
-        self._task = asyncio.create_task(self._app(scope, self._to_app.get, self._from_app.put))
+        self._task = asyncio.create_task(_awaited(self._app(scope, self._to_app.get, self._from_app.put)))
         self._to_app.put_nowait({"type": "lifespan.startup"})
         answer = await self._answer()
         if answer is not None and answer["type"] != "lifespan.startup.complete":
@@ -149,12 +150,17 @@ class ApiThread:
             config = uvicorn.Config(
                 self, host=self.host, port=self.port, lifespan="off", loop="none", log_config=None, **UVICORN_OPTIONS
             )
-            self._server = uvicorn.Server(config)
+            listening = self._listening
+
+            class Server(uvicorn.Server):
+                async def startup(self, sockets: Any = None) -> None:
+                    await super().startup(sockets)  # exits (SystemExit) when it cannot listen
+                    listening.set()
+
+            self._server = Server(config)
             self._thread = threading.Thread(target=self._run, name="memstream-api", daemon=True)
             self._thread.start()
-        deadline = asyncio.get_running_loop().time() + LISTEN_SECONDS
-        while not self._listening.is_set() and asyncio.get_running_loop().time() < deadline:
-            await asyncio.sleep(0.01)
+        await asyncio.to_thread(self._listening.wait, LISTEN_SECONDS)
         if self._failed is not None or not self._listening.is_set() or not self._server.started:
             raise RuntimeError(f"the HTTP API could not listen on {self.host}:{self.port}") from self._failed
 
@@ -196,9 +202,7 @@ class ApiThread:
         if thread is None:
             return
         server.should_exit = True
-        deadline = asyncio.get_running_loop().time() + CLOSE_SECONDS
-        while thread.is_alive() and asyncio.get_running_loop().time() < deadline:
-            await asyncio.sleep(0.02)
+        await asyncio.to_thread(thread.join, CLOSE_SECONDS)
         if thread.is_alive():
             log.warning("the API's thread did not end within %.0fs; leaving it", CLOSE_SECONDS)
 
@@ -234,11 +238,7 @@ class ApiThread:
 
     async def _serve(self) -> None:
         self._loop, self._changed = asyncio.get_running_loop(), asyncio.Event()
-        serving = asyncio.create_task(self._server.serve())
-        while not self._server.started and not serving.done():
-            await asyncio.sleep(0.01)
-        self._listening.set()
-        await serving
+        await self._server.serve()
 
     def _changed_now(self) -> None:
         assert self._changed is not None
@@ -264,12 +264,12 @@ class ApiThread:
         started = False
 
         async def across_receive() -> Message:  # called on the worker's loop
-            return await asyncio.wrap_future(asyncio.run_coroutine_threadsafe(receive(), api_loop))
+            return await asyncio.wrap_future(asyncio.run_coroutine_threadsafe(_awaited(receive()), api_loop))
 
         async def across_send(message: Message) -> None:  # called on the worker's loop
             nonlocal started
             started = True
-            await asyncio.wrap_future(asyncio.run_coroutine_threadsafe(send(message), api_loop))
+            await asyncio.wrap_future(asyncio.run_coroutine_threadsafe(_awaited(send(message)), api_loop))
 
         while True:
             worker = await self._next_worker()
@@ -299,6 +299,10 @@ class ApiThread:
             await _unavailable(send)
         elif scope["type"] == "websocket":
             await send({"type": "websocket.close", "code": 1013, "reason": "memstream is restarting"})
+
+
+async def _awaited(awaitable: Awaitable[T]) -> T:
+    return await awaitable
 
 
 async def _unavailable(send: Send) -> None:
