@@ -118,7 +118,11 @@ class Running:
             finally:
                 if self.broker is not None and not keep_broker:
                     self.broker.stop()
-                if self.announced:
+                if self.announced and keep_broker:
+                    # Started afresh next (memstream.worker.recycle): `up` still runs, so a `memstream
+                    # publish` meanwhile waits for "ready" instead of hearing "not running".
+                    _write_runtime_file(self.settings, self.bootstrap, self.broker, ready=False)
+                elif self.announced:
                     remove_runtime_file(self.settings)
 
 
