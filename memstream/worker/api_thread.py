@@ -51,6 +51,12 @@ CLOSE_SECONDS = 5.0
 LISTEN_SECONDS = 30.0
 
 
+#: The reads answered on the API's own loop when a reads app is attached (issue 42): a search, a block or
+#: an MCP call does not wait for the worker's loop, busy with a backlog; what they send (usage, MCP's
+#: writes) still goes through the worker's loop (memstream.worker.app.reads_context).
+READ_PATHS = frozenset({"/search", "/block", "/mcp", "/mcp/"})
+
+
 class _Retry(Exception):
     """The worker was detached before the request reached it: ask the next one."""
 
@@ -64,6 +70,10 @@ class _Worker:
     open: bool = True
     handling: set[asyncio.Task[Any]] = field(default_factory=set)
     lifespan: _Lifespan | None = None
+    #: The app for :data:`READ_PATHS`, served on the API's own loop, and the requests it is handling there.
+    reads: ASGIApp | None = None
+    reads_lifespan: _Lifespan | None = None
+    reading: set[asyncio.Task[Any]] = field(default_factory=set)
 
     async def handle(self, scope: Scope, receive: Receive, send: Send) -> None:
         """On the worker's loop."""
@@ -164,34 +174,46 @@ class ApiThread:
         if self._failed is not None or not self._listening.is_set() or not self._server.started:
             raise RuntimeError(f"the HTTP API could not listen on {self.host}:{self.port}") from self._failed
 
-    async def attach(self, app: ASGIApp) -> None:
-        """Serve ``app`` on the running loop (its lifespan entered first), listening if not yet."""
+    async def attach(self, app: ASGIApp, reads: ASGIApp | None = None) -> None:
+        """Serve ``app`` on the running loop (its lifespan entered first), listening if not yet; and
+        ``reads``, if given, for :data:`READ_PATHS` on the API's own loop."""
         lifespan = _Lifespan(app)
         await lifespan.enter()
+        worker = _Worker(app, asyncio.get_running_loop(), lifespan=lifespan, reads=reads)
         try:
             await self.open()
+            if reads is not None:
+                worker.reads_lifespan = _Lifespan(reads)
+                await self._on_api_loop(worker.reads_lifespan.enter())
         except BaseException:
-            await lifespan.leave()
+            await self._leave(worker)
             raise
-        self._worker = _Worker(app, asyncio.get_running_loop(), lifespan=lifespan)
+        self._worker = worker
         self._notify()
 
     async def detach(self) -> None:
         """Stop handing requests to the attached app: new ones wait for the next; those under way get
-        :data:`FINISH_SECONDS`, then the lifespan is left, then they are cancelled. On the app's loop."""
+        :data:`FINISH_SECONDS`, then the lifespans are left, then they are cancelled. On the app's loop."""
         worker, self._worker = self._worker, None
         if worker is None:
             return
         worker.open = False
         self._notify()
-        if worker.handling:
-            await asyncio.wait(set(worker.handling), timeout=FINISH_SECONDS)
-        if worker.lifespan is not None:
-            await worker.lifespan.leave()
-        if worker.handling:
-            await asyncio.wait(set(worker.handling), timeout=FINISH_SECONDS)
-        for task in set(worker.handling):
-            task.cancel()
+        await self._leave(worker)
+
+    async def _leave(self, worker: _Worker) -> None:
+        if worker.reads_lifespan is not None:
+            with contextlib.suppress(RuntimeError, TimeoutError):  # the API's loop is gone: nothing runs there
+                await self._on_api_loop(_finish(worker.reading, worker.reads_lifespan))
+        await _finish(worker.handling, worker.lifespan)
+
+    async def _on_api_loop(self, work: Awaitable[T]) -> T:
+        loop = self._loop
+        if loop is None or loop.is_closed():
+            raise RuntimeError("the API's loop is not running")
+        done = asyncio.run_coroutine_threadsafe(_awaited(work), loop)
+        # Bounded: a thread that died meanwhile would never answer.
+        return await asyncio.wait_for(asyncio.wrap_future(done), 2 * (FINISH_SECONDS + LIFESPAN_SECONDS))
 
     async def close(self) -> None:
         """Stop listening and end the thread, within :data:`CLOSE_SECONDS` or so."""
@@ -275,6 +297,9 @@ class ApiThread:
             worker = await self._next_worker()
             if worker is None:
                 break
+            if worker.reads is not None and scope["type"] == "http" and scope["path"] in READ_PATHS:
+                await _handle_here(worker, scope, receive, send)
+                return
             try:
                 handled = asyncio.run_coroutine_threadsafe(
                     worker.handle(scope, across_receive, across_send), worker.loop
@@ -299,6 +324,29 @@ class ApiThread:
             await _unavailable(send)
         elif scope["type"] == "websocket":
             await send({"type": "websocket.close", "code": 1013, "reason": "memstream is restarting"})
+
+
+async def _finish(handling: set[asyncio.Task[Any]], lifespan: _Lifespan | None) -> None:
+    """The requests under way get :data:`FINISH_SECONDS`, then ``lifespan`` is left, then they get as
+    long again, then what is left is cancelled (on the loop they run on)."""
+    if handling:
+        await asyncio.wait(set(handling), timeout=FINISH_SECONDS)
+    if lifespan is not None:
+        await lifespan.leave()
+    if handling:
+        await asyncio.wait(set(handling), timeout=FINISH_SECONDS)
+    for task in set(handling):
+        task.cancel()
+
+
+async def _handle_here(worker: _Worker, scope: Scope, receive: Receive, send: Send) -> None:
+    task, reads = asyncio.current_task(), worker.reads
+    assert task is not None and reads is not None
+    worker.reading.add(task)
+    try:
+        await reads(scope, receive, send)
+    finally:
+        worker.reading.discard(task)
 
 
 async def _awaited(awaitable: Awaitable[T]) -> T:

@@ -7,6 +7,8 @@ broker address once they are known.
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
+import dataclasses
 import logging
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
@@ -61,6 +63,9 @@ class Pipeline:
     dead_letters: DeadLetters
     #: The HTTP API (memstream.front.app), served by memstream.worker.api_thread; None without ``web``.
     api: Any = None
+    #: The same API for the reads the API's own loop answers (search, block, MCP: issue 42), its writes
+    #: sent on the worker's loop (:func:`reads_context`); None without ``web``.
+    api_reads: Any = None
 
 
 def build_app(settings: Settings, providers: Providers, bootstrap: str, *, web: bool = True) -> Pipeline:
@@ -117,7 +122,54 @@ def build_app(settings: Settings, providers: Providers, bootstrap: str, *, web: 
             kafka_bootstrap=bootstrap,
         )
         asgi = create_app(context)
-    return Pipeline(app=app, topics=topics, providers=providers, dead_letters=dead_letters, api=asgi)
+        reads = create_app(reads_context(context, asyncio.get_running_loop()))
+    return Pipeline(app=app, topics=topics, providers=providers, dead_letters=dead_letters, api=asgi, api_reads=reads)
+
+
+def reads_context(context: api.ApiContext, loop: asyncio.AbstractEventLoop) -> api.ApiContext:
+    """``context`` for an app served on another thread's loop (memstream.worker.api_thread): reads call
+    the providers there (the store's and the query embedder's threads are their own, and the store's
+    and graph's locks are taken by the pipeline's writes only), so a search does not wait for the
+    worker's loop; every send runs on the worker's ``loop``, where its producer lives. Usage records
+    are sent without waiting (a ranking signal: a read never waits for it). No events, console or
+    maintenance: those stay on the worker's loop."""
+
+    def on_worker(sink: Callable[..., Awaitable[Any]] | None) -> Any:
+        if sink is None:
+            return None
+
+        async def sending(*args: Any) -> Any:
+            return await sink(*args)
+
+        async def send(*args: Any) -> Any:
+            return await asyncio.wrap_future(asyncio.run_coroutine_threadsafe(sending(*args), loop))
+
+        return send
+
+    async def recording(record: MemoryUsage) -> None:
+        await context.record_usage(record)
+
+    async def usage(record: MemoryUsage) -> None:
+        sent: concurrent.futures.Future[None] = asyncio.run_coroutine_threadsafe(recording(record), loop)
+        sent.add_done_callback(_usage_sent)
+
+    return dataclasses.replace(
+        context,
+        record_usage=usage,
+        publish_turns=on_worker(context.publish_turns),
+        publish_forget=on_worker(context.publish_forget),
+        send_fact=on_worker(context.send_fact),
+        send_memory_op=on_worker(context.send_memory_op),
+        send_document=on_worker(context.send_document),
+        events=None,
+        console=False,
+        maintenance=None,
+    )
+
+
+def _usage_sent(sent: concurrent.futures.Future[None]) -> None:
+    if not sent.cancelled() and sent.exception() is not None:
+        logging.getLogger(__name__).warning("could not record memory usage", exc_info=sent.exception())
 
 
 def event_hub(settings: Settings, bootstrap: str) -> EventHub:

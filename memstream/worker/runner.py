@@ -200,7 +200,7 @@ async def start(
         await worker.start()
         await asyncio.wait_for(worker.ready.wait(), READY_TIMEOUT_SECONDS)
         if running.api is not None:  # "ready" means the API answers
-            await running.api.attach(pipeline.api)
+            await running.api.attach(pipeline.api, pipeline.api_reads)
         timings["ready"] = time.monotonic() - began
     except BaseException:
         # A failed or interrupted start stops what it started: the worker (its agents and

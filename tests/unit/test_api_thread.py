@@ -119,3 +119,38 @@ def test_a_port_taken_is_said() -> None:
             return "attached"
 
         assert asyncio.run(scenario()) == f"the HTTP API could not listen on 127.0.0.1:{port}"
+
+
+def test_reads_are_answered_on_the_api_thread_while_the_worker_loop_is_busy() -> None:
+    """Issue 42: a search waited for the worker's loop, busy with a backlog. With a reads app attached,
+    /search is answered on the API's own loop; the other routes still go to the worker's loop."""
+    seen: dict[str, object] = {}
+    port = free_port()
+    answered = threading.Event()
+    answers: list[dict[str, object]] = []
+
+    def search() -> None:
+        import json
+        import urllib.request
+
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/search", timeout=30) as response:
+            answers.append(json.loads(response.read()))
+        answered.set()
+
+    async def scenario() -> None:
+        api = ApiThread("127.0.0.1", port)
+        reads = Starlette(routes=[Route("/search", lambda request: JSONResponse({"thread": threading.get_ident()}))])
+        await api.attach(make_app("worker", seen), reads)
+        try:
+            asker = threading.Thread(target=search)
+            asker.start()
+            # The worker's loop is busy (a backlog's batch): the search is answered meanwhile, elsewhere.
+            assert answered.wait(10), "the search waited for the worker's loop"
+            asker.join()
+            assert answers[0]["thread"] != threading.get_ident()
+            async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{port}", timeout=30) as client:
+                assert (await client.get("/who")).json()["app"] == "worker"
+        finally:
+            await api.close()
+
+    asyncio.run(scenario())
