@@ -80,6 +80,7 @@ async def _up(settings: Settings) -> int:
     from memstream.telemetry import dump
     from memstream.telemetry.tracing import configure_tracing
     from memstream.worker import drain, runner
+    from memstream.worker.api_thread import ApiThread
     from memstream.worker.recycle import Recycler
 
     if runner.read_runtime_file(settings):
@@ -99,17 +100,25 @@ async def _up(settings: Settings) -> int:
     async def recover(bootstrap: str) -> None:  # the turn log's unfinished turns, before any new one
         await durable.recover(settings, bootstrap)
 
-    starting = asyncio.create_task(runner.start(settings, before_worker=recover))
+    # The API's socket is `up`'s, not the worker's: it stays open while the broker and the worker are
+    # started afresh, and its requests wait for the fresh worker (issue 35.7).
+    api = ApiThread(settings.http_host, settings.http_port)
+    starting = asyncio.create_task(runner.start(settings, before_worker=recover, api=api))
     stopping = asyncio.create_task(stop.wait())
     await asyncio.wait({starting, stopping}, return_when=asyncio.FIRST_COMPLETED)
     if not starting.done():
         _say("\nmemstream: stopping (start-up interrupted)…")
         starting.cancel()  # runner.start stops the worker and broker it started
         await asyncio.wait({starting})
+        await api.close()
         _say("memstream: stopped.")
         return 0
     stopping.cancel()
-    running = starting.result()
+    try:
+        running = starting.result()
+    except BaseException:
+        await api.close()
+        raise
     dump.install(loop, lambda: running.pipeline.app)  # kill -USR1: what it is doing, in its log
     _say(_banner(running))
     from memstream.commands.capture import start_capture
@@ -143,7 +152,10 @@ async def _up(settings: Settings) -> int:
         await _stop_capture(capture)  # no more turns taken in
         drained = status == 0 and await drain.drain(running, settings.drain_seconds, _say, now)
         await sweep.close()
-        await running.stop(cancel=not drained)
+        try:
+            await running.stop(cancel=not drained)
+        finally:
+            await api.close()
         _say("memstream: stopped." if drained else "memstream: stopped (not everything was drained).")
     return status or (0 if drained else drain.EXIT_NOT_DRAINED)
 

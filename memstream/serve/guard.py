@@ -17,7 +17,7 @@ and any mounted app find it.
 - The client's address is the connection's own; ``X-Forwarded-For`` is read only on a
   connection from a configured proxy (``MEMSTREAM_TRUSTED_PROXIES``), and then its last
   address that is not itself a trusted proxy counts. (uvicorn's own proxy-header handling,
-  which trusts loopback, is off: memstream.front.query_api and the worker's ApiService.)
+  which trusts loopback, is off: memstream.front.query_api and memstream.worker.api_thread.)
 - Only ``PUBLIC_PATHS`` (the readiness and liveness probes) pass without a token, matched exactly: no
   prefix, so ``/health/../memories`` is not public.
 - Open mode (``MEMSTREAM_API_OPEN``, loopback only): every caller is the given principal.

@@ -7,14 +7,14 @@ broker address once they are known.
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
+import dataclasses
 import logging
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
-from types import MappingProxyType
 from typing import Any
 
 import faust
-from faust.contrib.asgi import AsgiService
 from faust.contrib.opentelemetry import sdk_is_configured, setup_opentelemetry
 
 import memstream.agents as agents
@@ -61,6 +61,11 @@ class Pipeline:
     topics: Topics
     providers: Providers
     dead_letters: DeadLetters
+    #: The HTTP API (memstream.front.app), served by memstream.worker.api_thread; None without ``web``.
+    api: Any = None
+    #: The same API for the reads the API's own loop answers (search, block, MCP: issue 42), its writes
+    #: sent on the worker's loop (:func:`reads_context`); None without ``web``.
+    api_reads: Any = None
 
 
 def build_app(settings: Settings, providers: Providers, bootstrap: str, *, web: bool = True) -> Pipeline:
@@ -76,12 +81,9 @@ def build_app(settings: Settings, providers: Providers, bootstrap: str, *, web: 
         topic_partitions=settings.partitions,
         topic_replication_factor=settings.replication,
         **CONSUMER_OPTIONS,
-        # The API is a Starlette app (memstream.front.app) served by uvicorn on the worker's loop, in place
-        # of Faust's aiohttp server: Faust starts it once tables are recovered (faust.contrib.asgi).
-        web_enabled=web,
-        web_host=settings.http_host,
-        web_bind=settings.http_host,
-        web_port=settings.http_port,
+        # No Faust web server: the API is a Starlette app (memstream.front.app) that runs on the worker's
+        # loop, its socket held by a thread of its own across the worker's restarts (worker.api_thread).
+        web_enabled=False,
         autodiscover=False,
         processing_guarantee=settings.processing_guarantee,
         # Faust's, whose table recovery also ends on a changelog end no record is delivered at.
@@ -102,6 +104,7 @@ def build_app(settings: Settings, providers: Providers, bootstrap: str, *, web: 
         module.register(app, topics, providers, dead_letters)
     if sdk_is_configured():  # else the sensor would read every event's headers for no-op spans
         setup_opentelemetry(app)
+    asgi = None
     if web:
         context = api.ApiContext(
             providers=providers,
@@ -118,8 +121,55 @@ def build_app(settings: Settings, providers: Providers, bootstrap: str, *, web: 
             events=event_hub(settings, bootstrap),
             kafka_bootstrap=bootstrap,
         )
-        app.web_server(type("MemstreamApi", (ApiService,), {"asgi_app": create_app(context), "faust_app": app}))
-    return Pipeline(app=app, topics=topics, providers=providers, dead_letters=dead_letters)
+        asgi = create_app(context)
+        reads = create_app(reads_context(context, asyncio.get_running_loop()))
+    return Pipeline(app=app, topics=topics, providers=providers, dead_letters=dead_letters, api=asgi, api_reads=reads)
+
+
+def reads_context(context: api.ApiContext, loop: asyncio.AbstractEventLoop) -> api.ApiContext:
+    """``context`` for an app served on another thread's loop (memstream.worker.api_thread): reads call
+    the providers there (the store's and the query embedder's threads are their own, and the store's
+    and graph's locks are taken by the pipeline's writes only), so a search does not wait for the
+    worker's loop; every send runs on the worker's ``loop``, where its producer lives. Usage records
+    are sent without waiting (a ranking signal: a read never waits for it). No events, console or
+    maintenance: those stay on the worker's loop."""
+
+    def on_worker(sink: Callable[..., Awaitable[Any]] | None) -> Any:
+        if sink is None:
+            return None
+
+        async def sending(*args: Any) -> Any:
+            return await sink(*args)
+
+        async def send(*args: Any) -> Any:
+            return await asyncio.wrap_future(asyncio.run_coroutine_threadsafe(sending(*args), loop))
+
+        return send
+
+    async def recording(record: MemoryUsage) -> None:
+        await context.record_usage(record)
+
+    async def usage(record: MemoryUsage) -> None:
+        sent: concurrent.futures.Future[None] = asyncio.run_coroutine_threadsafe(recording(record), loop)
+        sent.add_done_callback(_usage_sent)
+
+    return dataclasses.replace(
+        context,
+        record_usage=usage,
+        publish_turns=on_worker(context.publish_turns),
+        publish_forget=on_worker(context.publish_forget),
+        send_fact=on_worker(context.send_fact),
+        send_memory_op=on_worker(context.send_memory_op),
+        send_document=on_worker(context.send_document),
+        events=None,
+        console=False,
+        maintenance=None,
+    )
+
+
+def _usage_sent(sent: concurrent.futures.Future[None]) -> None:
+    if not sent.cancelled() and sent.exception() is not None:
+        logging.getLogger(__name__).warning("could not record memory usage", exc_info=sent.exception())
 
 
 def event_hub(settings: Settings, bootstrap: str) -> EventHub:
@@ -131,24 +181,6 @@ def event_hub(settings: Settings, bootstrap: str) -> EventHub:
         options=client_options(settings),
     )
     return EventHub(source, client_buffer=settings.events_buffer, heartbeat_s=settings.events_heartbeat_s)
-
-
-class ApiService(AsgiService):
-    """Faust's uvicorn service, started only once the API listens (so "ready" means it answers)."""
-
-    # No proxy headers: uvicorn would take X-Forwarded-For from any loopback peer as the client's
-    # address; the guard reads it only from MEMSTREAM_TRUSTED_PROXIES (memstream.serve.guard).
-    uvicorn_options: Mapping[str, Any] = MappingProxyType(
-        {"access_log": False, "log_level": "warning", "proxy_headers": False}
-    )
-
-    async def on_start(self) -> None:
-        await super().on_start()
-        server, serving = self._server, self._serve_fut
-        while not server.started:
-            if serving is not None and serving.done():
-                raise RuntimeError(f"the HTTP API could not listen on {self.host}:{self.port}")
-            await asyncio.sleep(0.01)
 
 
 def _health(app: MemstreamApp) -> health.Status:

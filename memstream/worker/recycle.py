@@ -53,8 +53,8 @@ log = logging.getLogger(__name__)
 CHECK_SECONDS = 60.0
 #: How long no stage may have handled an event before the broker is started afresh: it is then
 #: between turns (a developer's come every ten seconds or so, and take well under one to handle),
-#: where the ~7 s the API is away for are least likely to be felt. Nothing depends on it for
-#: correctness: whatever is still under way is carried over.
+#: where the ~7 s the API's requests wait for the fresh worker (memstream.worker.api_thread) are least
+#: likely to be felt. Nothing depends on it for correctness: whatever is still under way is carried over.
 QUIET_SECONDS = 5.0
 #: The tables carried over to the fresh broker.
 CARRIED_TABLES = ("snapshot-sessions", "rollout-state")
@@ -217,7 +217,8 @@ class Recycler:
         tps = sorted(TopicPartition(tp.topic, tp.partition) for tp in consumer.assignment())
         tps = [tp for tp in tps if not tp.topic.endswith("-changelog")]
         providers = running.providers  # the store, embedder and clients stay open: only Kafka starts afresh
-        await running.stop(keep_broker=True, keep_providers=True)  # nothing is processed from here on
+        # Nothing is processed from here on; the API's socket stays open, its requests wait for the next worker.
+        await running.stop(keep_broker=True, keep_providers=True, keep_api=True)
         carried = await self.carry(app, consumer, tps, bootstrap, prefix, timedelta(days=settings.phase1_max_age_days))
         broker.stop()
 
@@ -228,6 +229,8 @@ class Recycler:
                 broker_port=port,
                 carried_states=carried.states,
                 before_worker=lambda fresh_bootstrap: give(fresh_bootstrap, prefix, carried),
+                web=running.api is not None,
+                api=running.api,
             )
 
         try:
@@ -235,6 +238,7 @@ class Recycler:
         except BrokerError as exc:  # its port was taken meanwhile: clients find the new one in runtime.json
             log.warning("the embedded broker could not start afresh on port %d (%s); on a free port", broker.port, exc)
             fresh = await start(None)
+        fresh.owns_api = running.owns_api
         log.warning(
             "the embedded broker held %.0f MB (bound %d MB): started afresh in %.1fs, carrying %s; "
             "memstream replay now reaches turns from here on",

@@ -25,6 +25,7 @@ from memstream.runtime import remove_runtime_file, write_runtime_file
 from memstream.settings import Settings
 from memstream.telemetry import health
 from memstream.topics.admin import ensure_topics
+from memstream.worker.api_thread import ApiThread
 from memstream.worker.app import Pipeline, build_app
 
 log = logging.getLogger(__name__)
@@ -70,6 +71,10 @@ class Running:
     runtime_written: bool = False
     #: The UDP endpoint other processes ring after publishing (memstream.kafka.doorbell).
     doorbell_endpoint: asyncio.DatagramTransport | None = None
+    #: The HTTP API's socket and thread, serving this pipeline's app; closed by ``stop`` when
+    #: ``owns_api`` (else its owner, `memstream up`, keeps it open across fresh starts).
+    api: ApiThread | None = None
+    owns_api: bool = False
 
     @property
     def providers(self) -> Providers:
@@ -88,16 +93,23 @@ class Running:
     def broker_pid(self) -> int | None:
         return self.broker.pid if self.broker is not None else None
 
-    async def stop(self, *, keep_broker: bool = False, keep_providers: bool = False, cancel: bool = False) -> None:
+    async def stop(
+        self, *, keep_broker: bool = False, keep_providers: bool = False, keep_api: bool = False, cancel: bool = False
+    ) -> None:
         """Stop the worker, the providers and the embedded broker. A broker started afresh
-        (memstream.worker.recycle) keeps the providers for the next worker, and stops the broker
-        itself once it has read what the broker still holds. ``cancel``: the events still under
-        way are dropped, not waited for (a stop past its drain bound, memstream.worker.drain)."""
+        (memstream.worker.recycle) keeps the providers and the API's socket for the next worker,
+        and stops the broker itself once it has read what the broker still holds. ``cancel``: the
+        events still under way are dropped, not waited for (a stop past its drain bound,
+        memstream.worker.drain). The API stops handing requests to this pipeline first."""
         if self.doorbell_endpoint is not None:
             self.doorbell_endpoint.close()
         if cancel:
             self.pipeline.app.conf.stream_wait_empty = False
         try:
+            if self.api is not None:
+                await self.api.detach()
+                if self.owns_api and not keep_api:
+                    await self.api.close()
             await _stop_worker(self.worker)
         finally:
             try:
@@ -106,7 +118,11 @@ class Running:
             finally:
                 if self.broker is not None and not keep_broker:
                     self.broker.stop()
-                if self.announced:
+                if self.announced and keep_broker:
+                    # Started afresh next (memstream.worker.recycle): `up` still runs, so a `memstream
+                    # publish` meanwhile waits for "ready" instead of hearing "not running".
+                    _write_runtime_file(self.settings, self.bootstrap, self.broker, ready=False)
+                elif self.announced:
                     remove_runtime_file(self.settings)
 
 
@@ -120,13 +136,17 @@ async def start(
     broker_port: int | None = None,
     carried_states: dict[str, dict[str, Any]] | None = None,
     before_worker: Callable[[str], Awaitable[None]] | None = None,
+    api: ApiThread | None = None,
 ) -> Running:
     """Start broker (embedded default), topics, providers and the Faust worker; wait until ready.
 
     A broker started afresh (memstream.worker.recycle) takes its predecessor's ``broker_port``, so
     every client's bootstrap stays right; its tables adopt ``carried_states`` (per table, states by
     key), and ``before_worker`` is awaited with the bootstrap once the topics exist and before
-    anything reads them."""
+    anything reads them.
+
+    With ``web``, the pipeline's API is served once the worker is ready: by ``api`` when given (its
+    owner keeps it, `memstream up` across fresh starts), else by an :class:`ApiThread` of its own."""
     began = time.monotonic()
     timings: dict[str, float] = {}
     quiet_payload_loggers()
@@ -140,6 +160,9 @@ async def start(
     timings["broker"] = time.monotonic() - began
     worker: _Worker | None = None
     endpoint: asyncio.DatagramTransport | None = None
+    owns_api = web and api is None
+    if web and api is None:
+        api = ApiThread(settings.http_host, settings.http_port)
     try:
         if announce:  # "starting": `memstream publish` waits for ready instead of failing
             _write_runtime_file(settings, bootstrap, broker, ready=False)
@@ -168,6 +191,7 @@ async def start(
             override_logging=False,
         )
         running = Running(settings, bootstrap, pipeline, broker, worker, 0.0, timings, announce)
+        running.api, running.owns_api = (api, owns_api) if web else (None, False)
         pipeline.app.health = running.health  # type: ignore[attr-defined]
         bell = getattr(pipeline.app, "doorbell", None)
         if broker is not None and bell is not None:
@@ -175,6 +199,8 @@ async def start(
             endpoint = running.doorbell_endpoint = await doorbell.listen(bell, broker.host, broker.port)
         await worker.start()
         await asyncio.wait_for(worker.ready.wait(), READY_TIMEOUT_SECONDS)
+        if running.api is not None:  # "ready" means the API answers
+            await running.api.attach(pipeline.api, pipeline.api_reads)
         timings["ready"] = time.monotonic() - began
     except BaseException:
         # A failed or interrupted start stops what it started: the worker (its agents and
@@ -182,6 +208,8 @@ async def start(
         if endpoint is not None:
             endpoint.close()
         try:
+            if api is not None:
+                await asyncio.shield(api.close() if owns_api else api.detach())
             if worker is not None:
                 await asyncio.shield(_stop_worker(worker))
             if providers is not None:

@@ -6,6 +6,7 @@ fresh broker; a dead letter is still there to re-drive."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import time
 from pathlib import Path
@@ -75,8 +76,23 @@ async def test_the_broker_is_started_afresh_and_nothing_is_lost_or_doubled(
             prefix,
             turns("late", ("user", "Is the nightly green?"), ("assistant", "Yes, since 2am.")),
         )
+        runtime_file, gone = running.settings.runtime_file, []
+
+        async def watch_runtime_file() -> None:  # `up` runs on: a publish meanwhile waits, never "not running"
+            while True:
+                if not runtime_file.exists():
+                    gone.append(time.monotonic())
+                await asyncio.sleep(0.005)
+
+        watcher = asyncio.create_task(watch_runtime_file())
+        api = running.api
         began = time.monotonic()
-        fresh = running = await recycler.recycle(running)
+        try:
+            fresh = running = await recycler.recycle(running)
+        finally:
+            watcher.cancel()
+        assert gone == [], "the runtime file was gone during the fresh start"
+        assert fresh.api is api and api is not None and api.serving  # the same socket serves the fresh worker
         assert fresh.bootstrap == bootstrap and fresh.broker is not None and fresh.broker.pid != old_pid
         assert time.monotonic() - began < 60
         announced = json.loads(fresh.settings.runtime_file.read_text())  # read_runtime_file ignores its own process

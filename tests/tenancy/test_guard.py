@@ -229,11 +229,11 @@ def test_a_served_api_ignores_x_forwarded_for_from_loopback(tokens: TokenStore) 
     import uvicorn
 
     from memstream.kafka.broker import free_port
-    from memstream.worker.app import ApiService
+    from memstream.worker.api_thread import UVICORN_OPTIONS
 
     port = free_port()
     app = AuthMiddleware(dummy_app, tokens=tokens, limiter=FailureLimiter(limit=3, window=60))
-    config = uvicorn.Config(app, host="127.0.0.1", port=port, lifespan="off", **ApiService.uvicorn_options)
+    config = uvicorn.Config(app, host="127.0.0.1", port=port, lifespan="off", **UVICORN_OPTIONS)
     server = uvicorn.Server(config)
 
     async def scenario() -> list[int]:

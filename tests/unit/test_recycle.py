@@ -176,7 +176,7 @@ async def test_a_fresh_broker_whose_port_was_taken_starts_on_a_free_one(monkeypa
         return started
 
     async def stop(**keep: bool) -> None:
-        assert keep == {"keep_broker": True, "keep_providers": True}
+        assert keep == {"keep_broker": True, "keep_providers": True, "keep_api": True}
 
     async def carry(*args: Any) -> recycle.Carried:
         return recycle.Carried()
@@ -192,6 +192,8 @@ async def test_a_fresh_broker_whose_port_was_taken_starts_on_a_free_one(monkeypa
         pipeline=SimpleNamespace(app=SimpleNamespace(_consumer=consumer)),
         providers=object(),
         stop=stop,
+        api=None,
+        owns_api=False,
     )
     assert await recycle.Recycler(1).recycle(running) is started
     assert ports == [4242, None]
