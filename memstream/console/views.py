@@ -11,9 +11,12 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+import msgspec
+
 from memstream.console import explain, reads, timeline
 from memstream.console.cached import Cached
 from memstream.console.pages import Row
+from memstream.recall import injected as injected_settings
 from memstream.schemas import Memory
 
 if TYPE_CHECKING:
@@ -148,7 +151,7 @@ async def session_timeline(providers: Providers, keys: Sequence[str], session_id
 #: How long a project's next block is reused for the verdicts of its memories' pages (a verdict may lag
 #: a change by this much; the [MEMORY] block page itself is always built afresh).
 BLOCK_TTL_S = 10.0
-_blocks: dict[tuple[int, tuple[str, ...]], tuple[float, Any, list[Memory]]] = {}
+_blocks: dict[tuple[int, tuple[str, ...], bytes], tuple[float, Any, list[Memory]]] = {}
 
 
 async def block_verdict(providers: Providers, memory: Memory, keys: Sequence[str]) -> str:
@@ -157,18 +160,21 @@ async def block_verdict(providers: Providers, memory: Memory, keys: Sequence[str
 
     if not keys:
         return ""
-    budget = providers.settings.block_max_tokens
-    cache_key = (id(providers.store), tuple(keys))  # one store per app: a test's, a server's
+    injected = injected_settings.for_keys(providers.settings.data_dir, keys)
+    budget = injected.max_tokens if injected is not None and injected.max_tokens else 0
+    budget = budget or providers.settings.block_max_tokens
+    # one store per app (a test's, a server's); a change of the settings is a new block at once
+    cache_key = (id(providers.store), tuple(keys), msgspec.json.encode(injected))
     held = _blocks.get(cache_key)
     if held is None or time.monotonic() - held[0] > BLOCK_TTL_S:
         types = [recall.CONSOLIDATED, *(t for _, section in recall.SECTIONS for t in section)]
         listed = await providers.store.list(keys, types=types)
-        held = (time.monotonic(), recall.build_block(listed, max_tokens=budget), listed)
+        held = (time.monotonic(), recall.build_block(listed, max_tokens=budget, injected=injected), listed)
         if len(_blocks) > 256:
             _blocks.clear()
         _blocks[cache_key] = held
     _, block, listed = held
-    return str(explain.verdict(memory, block, listed, budget))
+    return str(explain.verdict(memory, block, listed, budget, injected))
 
 
 async def newest(providers: Providers, keys: Sequence[str]) -> list[Memory]:
