@@ -47,8 +47,10 @@ def verdict(
         return Verdict(False, "injected context is off for this project (its block settings)")
     if injected is not None and memory.type in injected.hidden_types:
         return Verdict(False, f"its type “{memory.type}” is left out of this project's block (its block settings)")
-    if injected is not None and section in injected.hidden_sections and not any(
-        m.id == memory.id for m in block.memories
+    if (
+        injected is not None
+        and section in injected.hidden_sections
+        and not any(m.id == memory.id for m in block.memories)
     ):
         return Verdict(False, f"section “{section}” is left out of this project's block (its block settings)")
     if any(m.id == memory.id for m in block.memories):

@@ -79,3 +79,20 @@ def for_keys(data_dir: Path, keys: Sequence[str]) -> ContextSettings | None:
     """The settings a block over ``keys`` follows (None: no project among them)."""
     project = project_of(keys)
     return settings_file(data_dir).of(project) if project else None
+
+
+def trail_id(project_key: str) -> str:
+    """The ``memory_id`` of the settings' audit records: their trail is ``history.for_memory`` of it."""
+    return f"context-settings:{project_key}"
+
+
+def describe(chosen: ContextSettings) -> str:
+    """The settings in words, as the audit record keeps them."""
+    parts = ["on" if chosen.enabled else "off"]
+    if chosen.hidden_sections:
+        parts.append("sections left out: " + ", ".join(chosen.hidden_sections))
+    if chosen.hidden_types:
+        parts.append("types left out: " + ", ".join(chosen.hidden_types))
+    parts.append(f"budget {chosen.max_tokens} tokens" if chosen.max_tokens else "the session's budget")
+    said = "; ".join(parts)
+    return f"{said}: {chosen.reason}" if chosen.reason else said
