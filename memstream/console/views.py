@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 import msgspec
 
 from memstream.console import explain, reads, timeline
-from memstream.console.cached import Cached
+from memstream.console.cached import Cached, PerGeneration
 from memstream.console.pages import Row
 from memstream.recall import injected as injected_settings
 from memstream.schemas import Memory
@@ -28,6 +28,8 @@ PROJECTS_TTL_S = 30.0
 SOURCE_READ = 1_000
 #: Memories the sessions list reads, newest first: it lists the sessions they came from.
 SESSION_READ = 1_000
+#: Sessions the sessions list shows (a page of 1,000 rows took 400 ms to render).
+SESSION_ROWS = 100
 #: Search hits a memories page shows.
 SEARCH_RESULTS = 50
 #: Memories the Live view starts with.
@@ -139,8 +141,28 @@ class Projects:
 
 
 async def session_rows(providers: Providers, keys: Sequence[str]) -> list[timeline.SessionRow]:
-    listed = await providers.store.list(keys, include_superseded=True, limit=SESSION_READ)
-    return timeline.session_rows(listed)
+    """The newest SESSION_ROWS sessions of the newest SESSION_READ memories, kept until the store is written."""
+
+    async def load() -> list[timeline.SessionRow]:
+        listed = await providers.store.list(keys, include_superseded=True, limit=SESSION_READ)
+        return timeline.session_rows(listed, SESSION_ROWS)
+
+    return await _sessions.get(providers.store, tuple(keys), load)
+
+
+_sessions = PerGeneration()
+#: The block a page previews depends on the code its memories cite too (a changed file): reread after this.
+BLOCK_PREVIEW_S = 10.0
+_previews = PerGeneration(BLOCK_PREVIEW_S)
+
+
+async def block_preview(providers: Providers, keys: Sequence[str], query: str = "") -> Any:
+    """``recall.block_scopes`` for the block page, kept while the store and the project's settings stay."""
+    from memstream.recall import search as recall
+
+    injected = injected_settings.for_keys(providers.settings.data_dir, keys)
+    key = (tuple(keys), query, msgspec.json.encode(injected))
+    return await _previews.get(providers.store, key, lambda: recall.block_scopes(providers, keys, query))
 
 
 async def session_timeline(providers: Providers, keys: Sequence[str], session_id: str) -> timeline.Timeline | None:

@@ -79,9 +79,9 @@ async def block_view(request: Request) -> Response:
             keys = read_scopes(principal, key)
         except (AuthError, ValueError) as exc:
             return page(request, "[MEMORY] block", Html(""), "block", status=403, error=str(exc))
-        shown = await recall.block_scopes(con.providers, keys, query)
+        shown = await views.block_preview(con.providers, keys, query)
         text, tokens = shown.text, recall.estimate_tokens(shown.text)
-        hook = shown if not query else await recall.block_scopes(con.providers, keys)
+        hook = shown if not query else await views.block_preview(con.providers, keys)
         chosen = injected.settings_file(con.providers.settings.data_dir).of(key)
         previews = host_previews(hook.text, chosen)
         changes = await con.providers.history.for_memory(injected.trail_id(key), limit=20)
