@@ -492,7 +492,7 @@ def _actions(item: Memory, csrf: str) -> Html:
 # -- sessions -------------------------------------------------------------------------------
 
 
-def session_list(project: str, projects: Sequence[tuple[str, str]], rows: Sequence[Any]) -> Html:
+def session_list(project: str, projects: Sequence[tuple[str, str]], rows: Sequence[Any], most: int = 0) -> Html:
     """Sessions newest first, each titled by its first prompt (``timeline.SessionRow``); across every
     project the caller may read when none is chosen."""
     picker = render(
@@ -523,7 +523,13 @@ def session_list(project: str, projects: Sequence[tuple[str, str]], rows: Sequen
         )
         for r in rows
     )
-    return join([picker, render('<ol class="memories sessions">{items}</ol>', items=items)])
+    counted = render(
+        '<p class="count" role="status">{n} session{s}, the newest first{most}</p>',
+        n=len(rows),
+        s="" if len(rows) == 1 else "s",
+        most=f" (the newest {most} at most)" if most and len(rows) >= most else "",
+    )
+    return join([picker, counted, render('<ol class="memories sessions">{items}</ol>', items=items)])
 
 
 def session_timeline(session_id: str, line: Any) -> Html:
@@ -789,14 +795,15 @@ def pipeline(
         dead = Html("<p>No dead letters.</p>")
     else:
         dead = render(
-            '<div class="wide"><table><caption>Dead letters</caption>'
+            '<div class="wide"><table class="cards"><caption>Dead letters</caption>'
             '<thead><tr><th scope="col">Id</th><th scope="col">Stage</th>'
             '<th scope="col">Reason</th><th scope="col">When</th></tr></thead><tbody>{rows}</tbody></table></div>'
             '<form method="post" action="{base}/pipeline/redrive">{csrf}<button type="submit">Re-drive all</button>'
             "</form>",
             rows=join(
                 render(
-                    "<tr><td><code>{i}</code></td><td>{s}</td><td>{r}</td><td>{w}</td></tr>",
+                    '<tr><td data-label="Id"><code>{i}</code></td><td data-label="Stage">{s}</td>'
+                    '<td data-label="Reason">{r}</td><td data-label="When">{w}</td></tr>',
                     i=x.id,
                     s=x.letter.stage,
                     r=x.letter.reason,
@@ -877,7 +884,8 @@ def documents(
 ) -> Html:
     rows = join(
         render(
-            "<tr><td>{title}</td><td>{status}{error}</td><td>{chunks}</td><td>{source}</td><td>"
+            '<tr><td data-label="Title">{title}</td><td data-label="Status">{status}{error}</td>'
+            '<td data-label="Chunks">{chunks}</td><td data-label="Source">{source}</td><td class="act">'
             '<form method="post" action="{base}/documents/remove" data-confirm="Remove {title_attr} and its chunks?">'
             '{csrf}<input type="hidden" name="id" value="{id}">'
             '<input type="hidden" name="project" value="{project}">'
@@ -899,7 +907,7 @@ def documents(
         '<form method="get" action="{base}/documents" class="filters"><div><label for="project">Project</label>'
         '<select id="project" name="project">{options}</select>'
         '</div><div><button type="submit">Show</button></div></form>'
-        '<div class="wide"><table><caption>Documents</caption><thead>'
+        '<div class="wide"><table class="cards"><caption>Documents</caption><thead>'
         '<tr><th scope="col">Title</th><th scope="col">Status</th>'
         '<th scope="col">Chunks</th><th scope="col">Source</th><th scope="col">'
         '<span class="visually-hidden">Remove</span></th></tr></thead>'

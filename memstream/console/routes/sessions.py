@@ -28,7 +28,8 @@ async def sessions_view(request: Request) -> Response:
     except (AuthError, ValueError) as exc:
         return page(request, "Sessions", Html(""), "sessions", status=403, error=str(exc))
     rows = await views.session_rows(con.providers, keys)
-    main = pages.session_list(project_key_of(project) if project else "", await projects(con, principal), rows)
+    shown = project_key_of(project) if project else ""
+    main = pages.session_list(shown, await projects(con, principal), rows, views.SESSION_ROWS)
     return page(request, "Sessions", main, "sessions")
 
 
