@@ -33,6 +33,7 @@ Outcome = Literal[
     # what a person did (the console)
     "pinned",  # importance set to 1.0
     "unpinned",  # importance cleared
+    "configured",  # a project's injected-context settings changed (memory_id: ``context-settings:<key>``)
 ]
 OUTCOMES: Final[tuple[str, ...]] = Outcome.__args__  # type: ignore[attr-defined]
 

@@ -12,9 +12,13 @@ import asyncio
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import Generic, TypeVar
+from typing import Any, Generic, TypeVar
+
+from memstream.store.reader import reader_identity
 
 T = TypeVar("T")
+#: The most values a :class:`PerGeneration` keeps (then it starts afresh).
+GENERATION_HELD = 512
 
 #: How long the doctor's report and the dead-letter list are shown before they are read again.
 PIPELINE_TTL_S = 15.0
@@ -63,3 +67,34 @@ class Cached(Generic[T]):
             await self._read()
         except Exception:  # the last value stays shown; the next page asks again
             self._at = time.monotonic() - self.ttl_s / 2
+
+
+class PerGeneration:
+    """Values read from a store, kept while the store's ``generation`` (its count of writes) stays the same.
+
+    A store without one (a Qdrant server, written by other processes too) is read every time. The
+    generation is taken before the read: a write landing during it makes the next ask read again.
+    """
+
+    def __init__(self, max_age_s: float | None = None) -> None:
+        #: Also read again after this long (for values that depend on more than the store: files on disk).
+        self.max_age_s = max_age_s
+        self._held: dict[Any, tuple[tuple[int, int], float, Any]] = {}
+
+    async def get(self, store: Any, key: Any, load: Callable[[], Awaitable[T]]) -> T:
+        generation = getattr(store, "generation", None)
+        if not isinstance(generation, int):
+            return await load()
+        # Whose read it is belongs to the key: a member's listing is not another's.
+        store_id, reader = reader_identity(store)
+        stamp = (store_id, generation)
+        key = (reader, key)
+        held = self._held.get(key)
+        fresh = held is not None and (self.max_age_s is None or time.monotonic() - held[1] < self.max_age_s)
+        if held is not None and held[0] == stamp and fresh:
+            return held[2]
+        value = await load()
+        if len(self._held) >= GENERATION_HELD:
+            self._held.clear()
+        self._held[key] = (stamp, time.monotonic(), value)
+        return value

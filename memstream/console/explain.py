@@ -13,6 +13,7 @@ from dataclasses import dataclass
 
 from memstream.recall import search as recall
 from memstream.schemas import CONSOLIDATED, Memory
+from memstream.schemas.injected import ContextSettings
 
 
 @dataclass(frozen=True)
@@ -34,11 +35,24 @@ def section_of(memory: Memory) -> str | None:
     return None
 
 
-def verdict(memory: Memory, block: recall.Block, listed: Sequence[Memory], budget: int) -> Verdict:
-    """``block`` is the project's next block, built from ``listed`` (the memories its read returned)."""
+def verdict(
+    memory: Memory, block: recall.Block, listed: Sequence[Memory], budget: int, injected: ContextSettings | None = None
+) -> Verdict:
+    """``block`` is the project's next block, built from ``listed`` (the memories its read returned) and
+    the project's injected-context settings ``injected``."""
     section = section_of(memory)
     if memory.superseded_by is not None:
         return Verdict(False, "it is superseded or forgotten; only active memories are injected")
+    if injected is not None and not injected.enabled:
+        return Verdict(False, "injected context is off for this project (its block settings)")
+    if injected is not None and memory.type in injected.hidden_types:
+        return Verdict(False, f"its type “{memory.type}” is left out of this project's block (its block settings)")
+    if (
+        injected is not None
+        and section in injected.hidden_sections
+        and not any(m.id == memory.id for m in block.memories)
+    ):
+        return Verdict(False, f"section “{section}” is left out of this project's block (its block settings)")
     if any(m.id == memory.id for m in block.memories):
         return Verdict(True, f"section “{section}”" if section else "relevant to the query")
     if section is None:

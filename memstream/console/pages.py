@@ -16,6 +16,7 @@ from memstream.console.html import Html, esc, join, options, render, url, when
 from memstream.recall.staleness import Stale, citations_of, describe
 from memstream.rules.forgotten import taken_out
 from memstream.schemas import MEMORY_TYPES, HistoryRecord, Memory
+from memstream.schemas.injected import ContextSettings
 from memstream.store.graph import GraphAround
 
 BASE = "/console"
@@ -491,7 +492,7 @@ def _actions(item: Memory, csrf: str) -> Html:
 # -- sessions -------------------------------------------------------------------------------
 
 
-def session_list(project: str, projects: Sequence[tuple[str, str]], rows: Sequence[Any]) -> Html:
+def session_list(project: str, projects: Sequence[tuple[str, str]], rows: Sequence[Any], most: int = 0) -> Html:
     """Sessions newest first, each titled by its first prompt (``timeline.SessionRow``); across every
     project the caller may read when none is chosen."""
     picker = render(
@@ -522,7 +523,13 @@ def session_list(project: str, projects: Sequence[tuple[str, str]], rows: Sequen
         )
         for r in rows
     )
-    return join([picker, render('<ol class="memories sessions">{items}</ol>', items=items)])
+    counted = render(
+        '<p class="count" role="status">{n} session{s}, the newest first{most}</p>',
+        n=len(rows),
+        s="" if len(rows) == 1 else "s",
+        most=f" (the newest {most} at most)" if most and len(rows) >= most else "",
+    )
+    return join([picker, counted, render('<ol class="memories sessions">{items}</ol>', items=items)])
 
 
 def session_timeline(session_id: str, line: Any) -> Html:
@@ -582,7 +589,37 @@ def session_timeline(session_id: str, line: Any) -> Html:
 # -- block, live, pipeline, documents ---------------------------------------------------------
 
 
-def block(project: str, query: str, projects: Sequence[tuple[str, str]], text: str | None, tokens: int) -> Html:
+@dataclass(frozen=True)
+class HostPreview:
+    """What one host's next SessionStart in the project prints (``output`` "" : nothing, ``why``)."""
+
+    host: str
+    output: str
+    why: str = ""
+
+
+@dataclass(frozen=True)
+class BlockSettings:
+    """The block page's settings form: the project's settings, who may change them, their trail."""
+
+    chosen: ContextSettings
+    may_change: bool
+    csrf: str
+    sections: Sequence[str]
+    types: Sequence[str]
+    budget: int
+    changes: Sequence[HistoryRecord] = ()
+
+
+def block(
+    project: str,
+    query: str,
+    projects: Sequence[tuple[str, str]],
+    text: str | None,
+    tokens: int,
+    settings: BlockSettings | None = None,
+    hosts: Sequence[HostPreview] = (),
+) -> Html:
     form = render(
         '<form method="get" action="{base}/block" class="filters"><div><label for="project">Project</label>'
         '<select id="project" name="project">{options}</select></div>'
@@ -594,12 +631,93 @@ def block(project: str, query: str, projects: Sequence[tuple[str, str]], text: s
     )
     if text is None:
         return form
-    return render(
-        "{form}<p>About <strong>{tokens}</strong> tokens: what the next session in this project gets.</p>"
-        '<pre class="block">{text}</pre>',
+    shown = render(
+        "{form}<p>About <strong>{tokens}</strong> tokens of a budget of {budget}: what the next session in this "
+        'project gets.</p><pre class="block">{text}</pre>',
         form=form,
         tokens=tokens,
+        budget=settings.budget if settings is not None else "",
         text=text,
+    )
+    previews = join(
+        render(
+            '<details class="host" data-host="{host}"><summary>{host}: {what}</summary>{body}</details>',
+            host=h.host,
+            what="prints the block below" if h.output else h.why,
+            body=render('<pre class="hook">{o}</pre>', o=h.output) if h.output else "",
+        )
+        for h in hosts
+    )
+    if hosts:
+        shown = render(
+            "{shown}<h2>Per host</h2><p>Exactly what each coding CLI's SessionStart hook prints for its next "
+            'session here (without a query).</p><div class="hosts">{previews}</div>',
+            shown=shown,
+            previews=previews,
+        )
+    if settings is None:
+        return shown
+    return render("{shown}{form}", shown=shown, form=block_settings(project, settings))
+
+
+def block_settings(project: str, s: BlockSettings) -> Html:
+    """The injected-context settings of the project: a form for its admin or owner, read-only otherwise."""
+    off = "" if s.may_change else " disabled"
+    sections = join(
+        render(
+            '<li><label><input type="checkbox" name="section" value="{v}"{checked}{off}> {v}</label></li>',
+            v=title,
+            checked=Html("" if title in s.chosen.hidden_sections else " checked"),
+            off=Html(off),
+        )
+        for title in s.sections
+    )
+    types = join(
+        render(
+            '<li><label><input type="checkbox" name="type" value="{v}"{checked}{off}> {v}</label></li>',
+            v=kind,
+            checked=Html("" if kind in s.chosen.hidden_types else " checked"),
+            off=Html(off),
+        )
+        for kind in s.types
+    )
+    changes = join(
+        render(
+            "<li>{when} · {who}: {what}</li>",
+            when=when(r.ts),
+            who=r.requested_by or "?",
+            what=r.reason,
+        )
+        for r in reversed(s.changes)
+    )
+    return render(
+        '<h2 id="settings">Injected context</h2>'
+        "<p>What SessionStart injects for this project. {who}</p>"
+        '<form method="post" action="{base}/block/settings" class="stack settings">{csrf}'
+        '<input type="hidden" name="project" value="{project}">'
+        '<label><input type="checkbox" name="enabled" value="on"{enabled}{off}> Inject the [MEMORY] block at '
+        "session start</label>"
+        '<fieldset><legend>Sections</legend><ul class="checks">{sections}</ul></fieldset>'
+        '<fieldset><legend>Memory types</legend><ul class="checks">{types}</ul></fieldset>'
+        '<label for="max-tokens">Token budget (0: the one the session asks for)</label>'
+        '<input id="max-tokens" name="max_tokens" type="number" min="0" max="50000" value="{budget}"{off}>'
+        '<label for="settings-reason">Why (kept in the audit trail)</label>'
+        '<input id="settings-reason" name="reason"{off}>'
+        "{button}</form>"
+        '<h3>Changes</h3><ul class="changes">{changes}</ul>',
+        base=BASE,
+        csrf=csrf_field(s.csrf),
+        project=project,
+        who="An admin or the project's owner may change it."
+        if s.may_change
+        else "Only an admin or the project's owner may change it.",
+        enabled=Html(" checked" if s.chosen.enabled else ""),
+        off=Html(off),
+        sections=sections,
+        types=types,
+        budget=s.chosen.max_tokens,
+        button=Html('<button type="submit">Save</button>' if s.may_change else ""),
+        changes=changes or Html("<li>none: the defaults (every section and type, the session's budget)</li>"),
     )
 
 
@@ -677,14 +795,15 @@ def pipeline(
         dead = Html("<p>No dead letters.</p>")
     else:
         dead = render(
-            '<div class="wide"><table><caption>Dead letters</caption>'
+            '<div class="wide"><table class="cards"><caption>Dead letters</caption>'
             '<thead><tr><th scope="col">Id</th><th scope="col">Stage</th>'
             '<th scope="col">Reason</th><th scope="col">When</th></tr></thead><tbody>{rows}</tbody></table></div>'
             '<form method="post" action="{base}/pipeline/redrive">{csrf}<button type="submit">Re-drive all</button>'
             "</form>",
             rows=join(
                 render(
-                    "<tr><td><code>{i}</code></td><td>{s}</td><td>{r}</td><td>{w}</td></tr>",
+                    '<tr><td data-label="Id"><code>{i}</code></td><td data-label="Stage">{s}</td>'
+                    '<td data-label="Reason">{r}</td><td data-label="When">{w}</td></tr>',
                     i=x.id,
                     s=x.letter.stage,
                     r=x.letter.reason,
@@ -765,7 +884,8 @@ def documents(
 ) -> Html:
     rows = join(
         render(
-            "<tr><td>{title}</td><td>{status}{error}</td><td>{chunks}</td><td>{source}</td><td>"
+            '<tr><td data-label="Title">{title}</td><td data-label="Status">{status}{error}</td>'
+            '<td data-label="Chunks">{chunks}</td><td data-label="Source">{source}</td><td class="act">'
             '<form method="post" action="{base}/documents/remove" data-confirm="Remove {title_attr} and its chunks?">'
             '{csrf}<input type="hidden" name="id" value="{id}">'
             '<input type="hidden" name="project" value="{project}">'
@@ -787,7 +907,7 @@ def documents(
         '<form method="get" action="{base}/documents" class="filters"><div><label for="project">Project</label>'
         '<select id="project" name="project">{options}</select>'
         '</div><div><button type="submit">Show</button></div></form>'
-        '<div class="wide"><table><caption>Documents</caption><thead>'
+        '<div class="wide"><table class="cards"><caption>Documents</caption><thead>'
         '<tr><th scope="col">Title</th><th scope="col">Status</th>'
         '<th scope="col">Chunks</th><th scope="col">Source</th><th scope="col">'
         '<span class="visually-hidden">Remove</span></th></tr></thead>'

@@ -98,14 +98,16 @@ class SessionRow:
     memories: int
 
 
-def session_rows(listed: Sequence[Memory]) -> list[SessionRow]:
-    """The sessions these memories came from, newest first, each titled by its first prompt."""
+def session_rows(listed: Sequence[Memory], limit: int | None = None) -> list[SessionRow]:
+    """The sessions these memories came from, newest first, each titled by its first prompt; the newest
+    ``limit`` only (a session's timeline, which gives its title, is built for the ones shown)."""
     grouped: dict[str, list[Memory]] = {}
     for m in listed:
         for sid in {m.session_id, *(s.session_id for s in m.sources)} - {""}:
             grouped.setdefault(sid, []).append(m)
+    newest = sorted(grouped.items(), key=lambda item: max(m.updated_at for m in item[1]), reverse=True)
     rows = []
-    for sid, made in grouped.items():
+    for sid, made in newest[:limit]:
         line = timeline(sid, made)
         source = next((s.source_type for m in made for s in m.sources if s.session_id == sid and s.source_type), "")
         project = next((m.project for m in made if m.project), "")

@@ -11,10 +11,14 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+import msgspec
+
 from memstream.console import explain, reads, timeline
-from memstream.console.cached import Cached
+from memstream.console.cached import Cached, PerGeneration
 from memstream.console.pages import Row
+from memstream.recall import injected as injected_settings
 from memstream.schemas import Memory
+from memstream.store.reader import reader_identity
 
 if TYPE_CHECKING:
     from memstream.ports import Providers
@@ -25,6 +29,8 @@ PROJECTS_TTL_S = 30.0
 SOURCE_READ = 1_000
 #: Memories the sessions list reads, newest first: it lists the sessions they came from.
 SESSION_READ = 1_000
+#: Sessions the sessions list shows (a page of 1,000 rows took 400 ms to render).
+SESSION_ROWS = 100
 #: Search hits a memories page shows.
 SEARCH_RESULTS = 50
 #: Memories the Live view starts with.
@@ -136,8 +142,28 @@ class Projects:
 
 
 async def session_rows(providers: Providers, keys: Sequence[str]) -> list[timeline.SessionRow]:
-    listed = await providers.store.list(keys, include_superseded=True, limit=SESSION_READ)
-    return timeline.session_rows(listed)
+    """The newest SESSION_ROWS sessions of the newest SESSION_READ memories, kept until the store is written."""
+
+    async def load() -> list[timeline.SessionRow]:
+        listed = await providers.store.list(keys, include_superseded=True, limit=SESSION_READ)
+        return timeline.session_rows(listed, SESSION_ROWS)
+
+    return await _sessions.get(providers.store, tuple(keys), load)
+
+
+_sessions = PerGeneration()
+#: The block a page previews depends on the code its memories cite too (a changed file): reread after this.
+BLOCK_PREVIEW_S = 10.0
+_previews = PerGeneration(BLOCK_PREVIEW_S)
+
+
+async def block_preview(providers: Providers, keys: Sequence[str], query: str = "") -> Any:
+    """``recall.block_scopes`` for the block page, kept while the store and the project's settings stay."""
+    from memstream.recall import search as recall
+
+    injected = injected_settings.for_keys(providers.settings.data_dir, keys)
+    key = (tuple(keys), query, msgspec.json.encode(injected))
+    return await _previews.get(providers.store, key, lambda: recall.block_scopes(providers, keys, query))
 
 
 async def session_timeline(providers: Providers, keys: Sequence[str], session_id: str) -> timeline.Timeline | None:
@@ -148,7 +174,7 @@ async def session_timeline(providers: Providers, keys: Sequence[str], session_id
 #: How long a project's next block is reused for the verdicts of its memories' pages (a verdict may lag
 #: a change by this much; the [MEMORY] block page itself is always built afresh).
 BLOCK_TTL_S = 10.0
-_blocks: dict[tuple[int, tuple[str, ...]], tuple[float, Any, list[Memory]]] = {}
+_blocks: dict[tuple[tuple[int, str], tuple[str, ...], bytes], tuple[float, Any, list[Memory]]] = {}
 
 
 async def block_verdict(providers: Providers, memory: Memory, keys: Sequence[str]) -> str:
@@ -157,18 +183,21 @@ async def block_verdict(providers: Providers, memory: Memory, keys: Sequence[str
 
     if not keys:
         return ""
-    budget = providers.settings.block_max_tokens
-    cache_key = (id(providers.store), tuple(keys))  # one store per app: a test's, a server's
+    injected = injected_settings.for_keys(providers.settings.data_dir, keys)
+    budget = injected.max_tokens if injected is not None and injected.max_tokens else 0
+    budget = budget or providers.settings.block_max_tokens
+    # one store per app (a test's, a server's); a change of the settings is a new block at once
+    cache_key = (reader_identity(providers.store), tuple(keys), msgspec.json.encode(injected))
     held = _blocks.get(cache_key)
     if held is None or time.monotonic() - held[0] > BLOCK_TTL_S:
         types = [recall.CONSOLIDATED, *(t for _, section in recall.SECTIONS for t in section)]
         listed = await providers.store.list(keys, types=types)
-        held = (time.monotonic(), recall.build_block(listed, max_tokens=budget), listed)
+        held = (time.monotonic(), recall.build_block(listed, max_tokens=budget, injected=injected), listed)
         if len(_blocks) > 256:
             _blocks.clear()
         _blocks[cache_key] = held
     _, block, listed = held
-    return str(explain.verdict(memory, block, listed, budget))
+    return str(explain.verdict(memory, block, listed, budget, injected))
 
 
 async def newest(providers: Providers, keys: Sequence[str]) -> list[Memory]:

@@ -14,12 +14,14 @@ from typing import TYPE_CHECKING, Protocol
 
 import msgspec
 
+from memstream.recall import injected as injected_settings
 from memstream.recall import staleness
 from memstream.recall.answers import preview
 from memstream.recall.dates import TIME_POOL, said_then
 from memstream.recall.sessions import SESSION_WEIGHT, session_fusion
 from memstream.rules.dates import time_named
 from memstream.schemas import CONSOLIDATED, DOCUMENT_CHUNK, MEMORY_TYPES, Memory
+from memstream.schemas.injected import ContextSettings
 from memstream.schemas.memory import HybridHit
 from memstream.store.graph import GraphStore
 
@@ -326,6 +328,7 @@ def build_block(
     *,
     max_tokens: int | None = None,
     code: Mapping[str, str] | None = None,
+    injected: ContextSettings | None = None,
 ) -> Block:
     """The [MEMORY] block: Phase 2's consolidated summary, then one section per the memory spec row
     that has memories, then the search results; trimmed by ``TRIM_ORDER`` to fit ``max_tokens``.
@@ -335,9 +338,18 @@ def build_block(
     entries are cut to ``ENTRY_CHARS``.
 
     ``code`` is what became of each cited memory's code (by id, ``memstream.recall.staleness``): a memory
-    whose code is ``gone`` is left out; a ``changed`` or ``moved`` one ends with :data:`CODE_CHANGED`."""
+    whose code is ``gone`` is left out; a ``changed`` or ``moved`` one ends with :data:`CODE_CHANGED`.
+
+    ``injected`` is the project's settings (``memstream.recall.injected``): off gives an empty block; a
+    hidden type's memories and a hidden section are left out. None (or the defaults) is the full block."""
     code = code or {}
-    active = [m for m in memories if m.superseded_by is None and code.get(m.id) != "gone"]
+    if injected is not None and not injected.enabled:
+        return Block(text="[MEMORY]\n[/MEMORY]", memories=[])
+    hidden_types = frozenset(injected.hidden_types) if injected is not None else frozenset()
+    hidden_sections = frozenset(injected.hidden_sections) if injected is not None else frozenset()
+    active = [
+        m for m in memories if m.superseded_by is None and code.get(m.id) != "gone" and m.type not in hidden_types
+    ]
     candidates: dict[str, list[Memory]] = {}
     consolidated = sorted((m for m in active if m.type == CONSOLIDATED), key=lambda m: m.updated_at, reverse=True)
     if consolidated:
@@ -350,7 +362,9 @@ def build_block(
         members.sort(key=lambda m: m.updated_at, reverse=True)
         candidates[title] = members[: limits.get(title, SECTION_LIMIT) * CANDIDATE_FACTOR]
     hits = [hit.memory for hit in relevant if hit.memory.superseded_by is None and code.get(hit.memory.id) != "gone"]
-    candidates[RELEVANT] = hits[: RELEVANT_LIMIT * CANDIDATE_FACTOR]
+    candidates[RELEVANT] = [m for m in hits if m.type not in hidden_types][: RELEVANT_LIMIT * CANDIDATE_FACTOR]
+    for title in hidden_sections:
+        candidates.pop(title, None)
     dropped = repeated([m for members in candidates.values() for m in members])
     chosen: dict[str, list[Memory]] = {}
     claimed: set[str] = set()
@@ -427,14 +441,16 @@ async def block_scopes(
     """:func:`block_memories` over exactly these scope keys (``speaker`` as :func:`search_scopes`);
     no scope gives an empty block."""
     keys = [key for key in keys if key]
+    chosen = injected_settings.for_keys(providers.settings.data_dir, keys)
     budget = max_tokens if max_tokens is not None else providers.settings.block_max_tokens
-    if not keys:
-        return build_block([], max_tokens=budget)
+    budget = chosen.max_tokens if chosen is not None and chosen.max_tokens else budget
+    if not keys or (chosen is not None and not chosen.enabled):
+        return build_block([], max_tokens=budget, injected=chosen)
     types = [CONSOLIDATED, *(t for _, section in SECTIONS for t in section)]
     memories = await providers.store.list(keys, types=types, speaker=speaker)
     relevant = await search_scopes(providers, query, keys, limit=RELEVANT_LIMIT, speaker=speaker) if query else []
     code = staleness.statuses([*memories, *(hit.memory for hit in relevant)], staleness.checker_for(providers.settings))
-    return build_block(memories, relevant, max_tokens=budget, code=code)
+    return build_block(memories, relevant, max_tokens=budget, code=code, injected=chosen)
 
 
 async def block(providers: Providers, project_key: str, user_key: str = "", query: str = "") -> str:

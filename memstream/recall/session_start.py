@@ -66,6 +66,12 @@ def hook_output(host: str, payload: dict[str, Any], settings: Settings | None = 
         )
     except Exception:  # a hook must never break the session it starts
         return ""
+    return output_for(block)
+
+
+def output_for(block: str) -> str:
+    """What a SessionStart hook prints for ``block`` (every host takes the same JSON): "" for a block
+    with no memories, or none (the project's injected context is off, memstream is down)."""
     if not block or not has_memories(block):
         return ""
     return json.dumps({"hookSpecificOutput": {"hookEventName": SESSION_START, "additionalContext": block}})

@@ -133,6 +133,9 @@ class EdgeStore(EdgeBacked, QdrantMemories):
         self._unindexed = 0
         self._build_lock = asyncio.Lock()
         self._build_task: asyncio.Task[dict[str, Any]] | None = None
+        #: Updates applied through this store: a read made at one generation still holds at the same one
+        #: (every write to an in-process shard goes through ``_update``), so readers may keep what they read.
+        self.generation = 0
         super().__init__(root, collection=collection or collection_name(embedding_model))
         self._indexing = self.path.with_name(self.path.name + INDEXING_SUFFIX)
         self._replaced = self.path.with_name(self.path.name + REPLACED_SUFFIX)
@@ -274,6 +277,7 @@ class EdgeStore(EdgeBacked, QdrantMemories):
     def _update(self, shard: EdgeShard, operation: UpdateOperation) -> None:
         """Apply an update, journaling it while an index build runs; on the shard's thread."""
         shard.update(operation)
+        self.generation += 1
         if self._journal is not None:
             self._journal.append(operation)
 

@@ -16,12 +16,25 @@ from memstream.schemas.memory import HybridHit
 from memstream.store.base import Fusion, MemoryStore
 
 
+def reader_identity(store: Any) -> tuple[int, str]:
+    """Which store a cached read came from and as whom: the store underneath a :class:`ReadAs` (one is
+    made per request, and a freed one's ``id`` is soon another reader's) and its speaker."""
+    if isinstance(store, ReadAs):
+        return id(store.underlying), store.speaker
+    return id(store), ""
+
+
 class ReadAs:
     """``store``'s reads, keeping only ``speaker``'s conversations and the shared memories."""
 
     def __init__(self, store: MemoryStore, speaker: str):
         self._store = store
         self.speaker = speaker
+
+    @property
+    def underlying(self) -> MemoryStore:
+        """The store read through, for every reader alike."""
+        return self._store
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._store, name)

@@ -27,8 +27,9 @@ async def sessions_view(request: Request) -> Response:
         keys = read_scopes(principal, project_key_of(project))[:1] if project else await scope_keys(con, principal, "")
     except (AuthError, ValueError) as exc:
         return page(request, "Sessions", Html(""), "sessions", status=403, error=str(exc))
-    rows = await views.session_rows(con.reads_for(principal, project_key_of(project) if project else ""), keys)
-    main = pages.session_list(project_key_of(project) if project else "", await projects(con, principal), rows)
+    shown = project_key_of(project) if project else ""
+    rows = await views.session_rows(con.reads_for(principal, shown), keys)
+    main = pages.session_list(shown, await projects(con, principal), rows, views.SESSION_ROWS)
     return page(request, "Sessions", main, "sessions")
 
 
