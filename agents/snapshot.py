@@ -84,71 +84,54 @@ def origin(headers: Any) -> tuple[int, int] | None:
 
 
 def register(app: faust.App, topics: Topics, providers: Providers, sink: DeadLetters) -> faust.types.AgentT:
-    settings = providers.settings
-    # Written by the flush timer too, outside any stream event: through the partitioner.
-    sessions = state_table(app, "snapshot-sessions", settings.partitions, use_partitioner=True, versioned=True)
-    turns_topic = topics.turns.get_topic_name()
-    ledger = ledger_of(app)
+    """Declare the stage's table, its ledger-following task, its agent on ``turns`` and its flush timer."""
+    stage = SnapshotStage(app, topics, providers)
+    app.task(stage.follow_ledger)
 
-    @app.task
-    async def follow_ledger() -> None:
-        bootstrap = ",".join(url.authority for url in app.conf.broker)
-        security = client_options(settings) if settings.kafka_bootstrap else {}
+    @app.agent(topics.turns, name=STAGE)
+    async def snapshot(stream: faust.StreamT) -> None:
+        await guarded(stream, STAGE, sink, stage.handle)
+
+    app.timer(providers.settings.phase1_scan_interval, name="snapshot-flush")(stage.flush_idle)
+    return snapshot
+
+
+class SnapshotStage:
+    """The snapshot stage of one worker: its table of sessions, the forgets it follows, and what it does
+    with a turn (:meth:`handle`), a session's end (:meth:`flush_ended`) and an idle session (:meth:`flush_idle`)."""
+
+    def __init__(self, app: faust.App, topics: Topics, providers: Providers) -> None:
+        self.app = app
+        self.topics = topics
+        self.providers = providers
+        self.settings = settings = providers.settings
+        # Written by the flush timer too, outside any stream event: through the partitioner.
+        self.sessions = state_table(app, "snapshot-sessions", settings.partitions, use_partitioner=True, versioned=True)
+        self.turns_topic = topics.turns.get_topic_name()
+        self.ledger = ledger_of(app)
+
+    async def follow_ledger(self) -> None:
+        """Follow the ``forgotten`` ledger for as long as the worker runs (a task)."""
+        bootstrap = ",".join(url.authority for url in self.app.conf.broker)
+        security = client_options(self.settings) if self.settings.kafka_bootstrap else {}
         try:
-            await ledger.follow(
+            await self.ledger.follow(
                 bootstrap,
-                topics.forgotten.get_topic_name(),
+                self.topics.forgotten.get_topic_name(),
                 security=security,
-                fetch_max_wait_ms=settings.effective_fetch_max_wait_ms,
+                fetch_max_wait_ms=self.settings.effective_fetch_max_wait_ms,
                 # No doorbell: the worker's producer rings it at every record of a turn, which would
                 # send this consumer of a topic that rarely has records fetching all through a busy
                 # run. The forgets this worker takes are in the ledger at once (ledger_of); others'
                 # come within the idle wait, which the broker holds.
-                idle_wait_ms=settings.effective_fetch_idle_wait_ms,
+                idle_wait_ms=self.settings.effective_fetch_idle_wait_ms,
             )
         except asyncio.CancelledError:
             raise
         except Exception:  # the pipeline goes on; windows are then cleared only by the stages' own checks
             log.exception("stopped following the forgotten ledger")
 
-    async def maybe_init(turn: Turn) -> None:
-        """Init mode (the extraction spec): a new project's README, manifests and configs."""
-        # The file system is read on a worker thread: the agent's loop must not block on a slow disk.
-        if providers.raw_mode or not await asyncio.to_thread(Path(turn.project).is_dir):
-            return
-        key = project_key(turn.project)
-        if await providers.store.count([key]) > 0:
-            return
-        files = await asyncio.to_thread(read_project_files, Path(turn.project))
-        if files:
-            key = turn_session_key(turn.session_id, turn.project, turn.user)
-            await topics.snapshots.send(key=key.encode(), value=init_snapshot(turn, redact(files)))
-
-    def init_snapshot(turn: Turn, files: str) -> Snapshot:
-        return Snapshot(
-            snapshot_id=derived_id(project_key(turn.project), "init"),
-            session_id=turn.session_id,
-            project=turn.project,
-            project_key=project_key(turn.project),
-            user_key=user_key(turn.user),  # never the worker's own identity
-            mode="init",
-            text=files,
-            turn_index=0,
-            ts=turn.ts,
-        )
-
-    def adopt_legacy(turn: Turn, skey: str) -> SessionState | None:
-        """The state this session kept under its bare id, moved to its session key; None if
-        there is none, or it is another tenant's (its project or user differ)."""
-        if skey == turn.session_id:
-            return None
-        legacy: SessionState | None = sessions.get(turn.session_id)
-        if legacy is None or not legacy_state_of(legacy, turn.project, turn.user):
-            return None
-        del sessions[turn.session_id]
-        return legacy
-
-    async def handle(value: Any, event: EventT) -> None:
+    async def handle(self, value: Any, event: EventT) -> None:
         turn = expect(value, Turn)
         skey = turn_session_key(turn.session_id, turn.project, turn.user)
         key = skey.encode()
@@ -158,16 +141,18 @@ def register(app: faust.App, topics: Topics, providers: Providers, sink: DeadLet
             # naming the record it copies: a redelivery after a crash copies it again, and
             # the session applies a turn of one origin once.
             copied = f"{event.message.partition}:{event.message.offset}".encode()
-            await topics.turns.send(key=key, value=turn, headers={ORIGIN_HEADER: copied})
+            await self.topics.turns.send(key=key, value=turn, headers={ORIGIN_HEADER: copied})
             return
         partition, offset, exact = event.message.partition, event.message.offset, False
         if (origin_of := origin(event.message.headers)) is not None:
             (partition, offset), exact = origin_of, True
-        state: SessionState | None = sessions.get(skey) or sessions.adopt(skey) or adopt_legacy(turn, skey)
+        state: SessionState | None = (
+            self.sessions.get(skey) or self.sessions.adopt(skey) or self.adopt_legacy(turn, skey)
+        )
         if state is None:
-            await maybe_init(turn)
+            await self.maybe_init(turn)
             state = SessionState(lineage=lineage_of(turn.ts, turn.role, turn.content))
-        forgotten_at = ledger.latest(project_key(turn.project), user_key(turn.user))
+        forgotten_at = self.ledger.latest(project_key(turn.project), user_key(turn.user))
         if (state.messages or state.applied) and stale_window(state.last_ts, forgotten_at):
             # The window starts afresh; the turn count stays: snapshot ids derive from it.
             state = msgspec.structs.replace(state, messages=[], applied=[])
@@ -178,12 +163,12 @@ def register(app: faust.App, topics: Topics, providers: Providers, sink: DeadLet
             exact=exact,
             role=turn.role,
             content=turn.content,
-            size=settings.snapshot_messages,
-            message_max_chars=settings.message_max_chars,
+            size=self.settings.snapshot_messages,
+            message_max_chars=self.settings.message_max_chars,
             provenance=turn.provenance,
         )
         if not applied.redelivered:
-            sessions[skey] = msgspec.structs.replace(
+            self.sessions[skey] = msgspec.structs.replace(
                 applied.state,
                 project=turn.project,
                 user=turn.user,
@@ -194,12 +179,12 @@ def register(app: faust.App, topics: Topics, providers: Providers, sink: DeadLet
                 session_id=turn.session_id,
             )
         if turn.ends_session:
-            await flush_ended(skey)
+            await self.flush_ended(skey)
         messages, turns = applied.messages, applied.assistant_turns
         if messages is None:
             return
         with stage_span("memstream.snapshot", session=turn.session_id, turn=turns):
-            await emit(
+            await self.emit(
                 skey,
                 turn.session_id,
                 turn.project,
@@ -212,7 +197,32 @@ def register(app: faust.App, topics: Topics, providers: Providers, sink: DeadLet
                 mark="",
             )
 
+    async def maybe_init(self, turn: Turn) -> None:
+        """Init mode (the extraction spec): a new project's README, manifests and configs."""
+        # The file system is read on a worker thread: the agent's loop must not block on a slow disk.
+        if self.providers.raw_mode or not await asyncio.to_thread(Path(turn.project).is_dir):
+            return
+        key = project_key(turn.project)
+        if await self.providers.store.count([key]) > 0:
+            return
+        files = await asyncio.to_thread(read_project_files, Path(turn.project))
+        if files:
+            key = turn_session_key(turn.session_id, turn.project, turn.user)
+            await self.topics.snapshots.send(key=key.encode(), value=init_snapshot(turn, redact(files)))
+
+    def adopt_legacy(self, turn: Turn, skey: str) -> SessionState | None:
+        """The state this session kept under its bare id, moved to its session key; None if
+        there is none, or it is another tenant's (its project or user differ)."""
+        if skey == turn.session_id:
+            return None
+        legacy: SessionState | None = self.sessions.get(turn.session_id)
+        if legacy is None or not legacy_state_of(legacy, turn.project, turn.user):
+            return None
+        del self.sessions[turn.session_id]
+        return legacy
+
     async def emit(
+        self,
         skey: str,
         session_id: str,
         project: str,
@@ -235,12 +245,12 @@ def register(app: faust.App, topics: Topics, providers: Providers, sink: DeadLet
         never remakes the ids of its exchanges stored before."""
         text = redact(
             format_snapshot(
-                messages, message_max_chars=settings.message_max_chars, max_chars=settings.snapshot_max_chars
+                messages, message_max_chars=self.settings.message_max_chars, max_chars=self.settings.snapshot_max_chars
             )
         )
         exchange_messages, base = exchange_of
         whole = exchange_messages if exchange_messages else messages[exchange_start(messages) :]
-        exchange = redact(last_exchange(whole, message_max_chars=settings.message_max_chars))
+        exchange = redact(last_exchange(whole, message_max_chars=self.settings.message_max_chars))
         sources = exchange_sources(whole)
         explicit = [
             redact(fact)
@@ -249,7 +259,7 @@ def register(app: faust.App, topics: Topics, providers: Providers, sink: DeadLet
             for fact in explicit_requests(m.content)
         ]
         sent = []
-        for mode in snapshot_modes(turns, raw=providers.raw_mode, summary_every=settings.summary_every):
+        for mode in snapshot_modes(turns, raw=self.providers.raw_mode, summary_every=self.settings.summary_every):
             if mark and mode == "summary":
                 continue  # a flush stores the unanswered turns; summaries follow assistant turns
             snapshot = Snapshot(
@@ -268,17 +278,17 @@ def register(app: faust.App, topics: Topics, providers: Providers, sink: DeadLet
                 exchange_id=exchange_id(skey, base, lineage) if exchange_messages else "",
                 ts=ts,
             )
-            sent.append(await topics.snapshots.send(key=skey.encode(), value=snapshot))
+            sent.append(await self.topics.snapshots.send(key=skey.encode(), value=snapshot))
         return sent
 
-    async def flush(skey: str, state: SessionState) -> None:
+    async def flush(self, skey: str, state: SessionState) -> None:
         """Store the user turns the session ended on, then remember that they were stored."""
-        messages = current_window(state, settings.snapshot_messages)
+        messages = current_window(state, self.settings.snapshot_messages)
         pending = len(messages) - exchange_start(messages)
         # A state kept under the bare session id (not adopted yet) is its own key.
         session_id = state.session_id or skey
         with stage_span("memstream.snapshot", session=session_id, turn=state.assistant_turns, pending=pending):
-            sent = await emit(
+            sent = await self.emit(
                 skey,
                 session_id,
                 state.project,
@@ -292,46 +302,54 @@ def register(app: faust.App, topics: Topics, providers: Providers, sink: DeadLet
             )
             # No turn comes again to redo a flush: it is marked done once its snapshot is on the broker.
             await delivered(sent)
-        current: SessionState | None = sessions.get(skey)
+        current: SessionState | None = self.sessions.get(skey)
         if current is not None and current.applied == state.applied:  # no turn arrived meanwhile
-            sessions[skey] = msgspec.structs.replace(current, pending_flushed=True)
+            self.sessions[skey] = msgspec.structs.replace(current, pending_flushed=True)
 
-    async def flush_ended(skey: str) -> None:
+    async def flush_ended(self, skey: str) -> None:
         """The session's host said it ended: user turns it ended on are stored now, not after the idle
         window (a redelivered end flushes again under the same id, unless the first flush was marked)."""
-        state: SessionState | None = sessions.get(skey)
+        state: SessionState | None = self.sessions.get(skey)
         if state is None or state.last_ts is None:
             return
-        messages = current_window(state, settings.snapshot_messages)
+        messages = current_window(state, self.settings.snapshot_messages)
         if pending_is_due(messages, state.last_seen, state.pending_flushed, time.time(), 0.0, ended=True):
-            await flush(skey, state)
+            await self.flush(skey, state)
 
-    @app.agent(topics.turns, name=STAGE)
-    async def snapshot(stream: faust.StreamT) -> None:
-        await guarded(stream, STAGE, sink, handle)
-
-    @app.timer(settings.phase1_scan_interval, name="snapshot-flush")
-    async def flush_idle() -> None:
+    async def flush_idle(self) -> None:
         """Sessions idle on unanswered user turns, on the partitions this worker owns."""
-        sessions.adopt_all()
-        owned = {tp.partition for tp in app.assignor.assigned_actives() if tp.topic == turns_topic}
+        self.sessions.adopt_all()
+        owned = {tp.partition for tp in self.app.assignor.assigned_actives() if tp.topic == self.turns_topic}
         if not owned:
             return
         now = time.time()
-        idle = settings.phase1_idle_seconds
-        for skey, state in list(sessions.items()):
+        idle = self.settings.phase1_idle_seconds
+        for skey, state in list(self.sessions.items()):
             if state is None or state.partition not in owned or state.last_ts is None:
                 continue
             if (state.messages or state.applied) and stale_window(
-                state.last_ts, ledger.latest(project_key(state.project), user_key(state.user))
+                state.last_ts, self.ledger.latest(project_key(state.project), user_key(state.user))
             ):
                 # Forgotten since its last turn: the window's words leave the table now, not at
                 # the session's next turn, and its changelog's newest record holds none of them
                 # (a compacting broker then drops the older ones). The turn count stays.
-                sessions[skey] = msgspec.structs.replace(state, messages=[], applied=[], pending_flushed=True)
+                self.sessions[skey] = msgspec.structs.replace(state, messages=[], applied=[], pending_flushed=True)
                 continue
-            messages = current_window(state, settings.snapshot_messages)
+            messages = current_window(state, self.settings.snapshot_messages)
             if pending_is_due(messages, state.last_seen, state.pending_flushed, now, idle):
-                await flush(skey, state)
+                await self.flush(skey, state)
 
-    return snapshot
+
+def init_snapshot(turn: Turn, files: str) -> Snapshot:
+    """The init snapshot of a new project's ``files``, made at the first turn of a session in it."""
+    return Snapshot(
+        snapshot_id=derived_id(project_key(turn.project), "init"),
+        session_id=turn.session_id,
+        project=turn.project,
+        project_key=project_key(turn.project),
+        user_key=user_key(turn.user),  # never the worker's own identity
+        mode="init",
+        text=files,
+        turn_index=0,
+        ts=turn.ts,
+    )

@@ -75,6 +75,13 @@ class Settings:
     #: fetches every 8 s instead of 50 times a second); the fetch wait itself on Kafka (which
     #: answers a waiting fetch as soon as data arrives).
     fetch_idle_wait_ms: int = field(default=0, metadata=_env("MEMSTREAM_FETCH_IDLE_WAIT_MS", low=0, high=60_000))
+    #: MEMSTREAM_GROUP_SESSION_TIMEOUT_S: how long the group waits for a silent consumer before it takes its
+    #: partitions away. Tansu holds every group join for half of it, so each worker start waits that long;
+    #: the rebalance timeout is half of it (at most 3 s) and the heartbeat a third (at most 1 s). The tests
+    #: start many pipelines on loopback and set 2 s.
+    group_session_timeout_s: float = field(
+        default=6.0, metadata=_env("MEMSTREAM_GROUP_SESSION_TIMEOUT_S", low=1.0, high=300.0)
+    )
     #: MEMSTREAM_BROKER_MAX_MB: the embedded broker keeps every record in memory (~139 KB a turn);
     #: once it holds more than this and nothing is under way, `memstream up` starts it afresh, as a
     #: restart would, carrying the dead letters over (memstream.worker.recycle). 0: never.

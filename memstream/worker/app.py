@@ -40,7 +40,7 @@ from memstream.topics.binding import Topics, bind_topics
 from memstream.topics.catalog import MEMORY_UPDATED, topic_name
 
 #: Seconds a consumer-group join waits for members. Faust's default made a worker
-#: take 30 s to become ready on Tansu; the broker holds a join for the session timeout.
+#: take 30 s to become ready on Tansu; the broker holds a join for half the session timeout.
 REBALANCE_TIMEOUT = 3.0
 SESSION_TIMEOUT = 6.0
 HEARTBEAT_INTERVAL = 1.0
@@ -53,6 +53,16 @@ CONSUMER_OPTIONS: dict[str, Any] = {
     "broker_session_timeout": SESSION_TIMEOUT,
     "broker_heartbeat_interval": HEARTBEAT_INTERVAL,
 }
+
+
+def group_timeouts(session_timeout: float) -> dict[str, float]:
+    """The group options for a session timeout (MEMSTREAM_GROUP_SESSION_TIMEOUT_S): the rebalance timeout
+    half of it and the heartbeat a third, at most the defaults above (6 s gives exactly those)."""
+    return {
+        "broker_session_timeout": session_timeout,
+        "broker_rebalance_timeout": min(REBALANCE_TIMEOUT, session_timeout / 2),
+        "broker_heartbeat_interval": min(HEARTBEAT_INTERVAL, session_timeout / 3),
+    }
 
 
 @dataclass
@@ -80,7 +90,7 @@ def build_app(settings: Settings, providers: Providers, bootstrap: str, *, web: 
         datadir=str(settings.data_dir / "faust"),
         topic_partitions=settings.partitions,
         topic_replication_factor=settings.replication,
-        **CONSUMER_OPTIONS,
+        **{**CONSUMER_OPTIONS, **group_timeouts(settings.group_session_timeout_s)},
         # No Faust web server: the API is a Starlette app (memstream.front.app) that runs on the worker's
         # loop, its socket held by a thread of its own across the worker's restarts (worker.api_thread).
         web_enabled=False,

@@ -11,10 +11,6 @@ MAX_LINES = 150
 
 #: Functions kept longer, each with why. Empty is the goal.
 EXCEPTIONS: dict[str, str] = {
-    # Not yet split (issue 36.2, left for the next round): each is one closure over its app, and the tests
-    # of its area (tests/integration) take longer to run than this round had left.
-    "memstream/kafka/transport.py:transport_class": "Faust driver subclasses defined inside a function",
-    "agents/snapshot.py:register": "the snapshot agent's handler and flush timer close over its table",
     # Another engineer's area this round (the console's pages).
     "memstream/console/pages.py:memory": "the memory page's markup, 159 lines",
 }
