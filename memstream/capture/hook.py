@@ -121,7 +121,8 @@ def capture(host: str, payload: dict[str, Any], settings: Settings, *, formats: 
     project = cwd if host in CWD_IS_PROJECT and isinstance(cwd, str) and os.path.isabs(cwd) else ""
     with CaptureState.open(settings.capture_db) as state:
         capture = Capture(state, formats or CliFormats(settings.capture_roots), project=project)
-        outcome = capture.file(path, HOSTS[host], final=event in FINAL_EVENTS)
+        ended = event in FINAL_EVENTS
+        outcome = capture.file(path, HOSTS[host], final=ended, host_ended=ended)
         waiting = state.spool_size()
     if waiting and send:  # `up` taking a hook's note sends the spool itself (send=False)
         start_flusher(settings)

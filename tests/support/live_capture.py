@@ -324,20 +324,22 @@ class Stored:
 
 
 def raw_mode_memories(
-    turns: Iterable[Mapping[str, Any]], *, window: int = 8, message_max_chars: int = 4_000
+    turns: Iterable[Mapping[str, Any]], *, window: int = 8, message_max_chars: int = 4_000, idle: bool = False
 ) -> list[Stored]:
     """The conversation memories raw mode makes of ``turns`` (in publishing order), by the pipeline's rules.
 
     Per session and project, as ``agents/snapshot.py`` does: each turn applied to the session's state
-    (:func:`memstream.rules.snapshot.apply_turn`); an assistant turn makes the exchange it belongs to a
-    memory (one per exchange: a later message refreshes it), its text the exchange as
-    :func:`memstream.rules.extraction.raw_facts` keeps it; a session that ends on unanswered questions
-    stores them (the idle flush).
+    (:func:`memstream.rules.snapshot.apply_turn`), except the host's end of a session repeating a turn
+    already applied (:func:`memstream.rules.snapshot.ends_applied`); an assistant turn makes the exchange
+    it belongs to a memory (one per exchange: a later message refreshes it), its text the exchange as
+    :func:`memstream.rules.extraction.raw_facts` keeps it. A session that ends on unanswered questions
+    stores them when its host said it ended (``ends_session``), or, with ``idle``, as the idle flush does
+    once nothing has come for ``MEMSTREAM_PHASE1_IDLE_SECONDS`` (15 minutes: no replay waits that long).
     """
     from memstream.rules.extraction import raw_facts
     from memstream.rules.secrets import redact
-    from memstream.rules.snapshot import apply_turn, current_exchange, last_exchange
-    from memstream.schemas import SessionState
+    from memstream.rules.snapshot import apply_turn, current_exchange, ends_applied, last_exchange
+    from memstream.schemas import Provenance, SessionState
 
     states: dict[tuple[str, str], SessionState] = {}
     texts: dict[tuple[str, str, int], str] = {}
@@ -347,9 +349,18 @@ def raw_mode_memories(
         if facts:
             texts[(*key, base)] = facts[0].text
 
+    def flush(key: tuple[str, str]) -> None:
+        exchange, base = current_exchange(states[key])
+        if exchange and exchange[-1].role == "user":
+            store(key, exchange, base)
+
     for offset, turn in enumerate(turns):
         key = (str(turn["session_id"]), str(turn["project"]))
         state = states.get(key) or SessionState(lineage=key[0])
+        provenance = Provenance(**{k: v for k, v in (turn.get("provenance") or {}).items() if k != "citations"})
+        if turn.get("ends_session") and ends_applied(state, turn["role"], provenance):
+            flush(key)  # the host's end, naming a turn the session has: nothing new to apply
+            continue
         applied = apply_turn(
             state,
             partition=0,
@@ -358,14 +369,15 @@ def raw_mode_memories(
             content=str(turn["content"]),
             size=window,
             message_max_chars=message_max_chars,
+            provenance=provenance,
         )
         states[key] = applied.state
         if applied.exchange:
             store(key, applied.exchange, applied.exchange_base)
-    for key, state in states.items():
-        exchange, base = current_exchange(state)
-        if exchange and exchange[-1].role == "user":
-            store(key, exchange, base)
+        if turn.get("ends_session"):
+            flush(key)
+    for key in states if idle else ():
+        flush(key)
     return [Stored(project, session, text) for (session, project, _), text in texts.items()]
 
 
@@ -391,10 +403,11 @@ def in_process_settings(home: Path, data_dir: Path) -> Any:
     )
 
 
-def replay_in_process(recorded: list[Recorded], home: Path, data_dir: Path) -> list[Replayed]:
+def replay_in_process(recorded: list[Recorded], home: Path, data_dir: Path, *, chunks: int = CHUNKS) -> list[Replayed]:
     """Replay ``recorded`` with each payload taken as ``up`` takes a hook's note
     (:func:`memstream.capture.hook.capture`), then release what is held back once the files are quiet,
-    as ``up`` does; the turns are then in ``data_dir``'s spool."""
+    as ``up`` does; the turns are then in ``data_dir``'s spool. ``chunks=1`` is whole-file capture: each
+    file written once, complete, and its hooks fired once."""
     from memstream.capture.hook import capture
     from memstream.capture.watch import release_quiet
 
@@ -403,7 +416,7 @@ def replay_in_process(recorded: list[Recorded], home: Path, data_dir: Path) -> l
     def fire(host: str, event: str, body: dict[str, Any], session: Replayed, step: int) -> None:
         capture(host, body, settings, send=False)
 
-    sessions = [replayed(r, home) for r in recorded]
+    sessions = [replayed(r, home, chunks=chunks) for r in recorded]
     for session in sessions:
         replay(session, fire)
     release_quiet(settings, quiet=0.0)
