@@ -104,17 +104,24 @@ class CliFormats:
 
 def standard_roots(homes: Mapping[str, Path]) -> dict[Source, list[Path]]:
     """Each CLI's session roots below its home folder (``MEMSTREAM_CLAUDE_DIR`` …), as the detect module knows
-    them; a root beside the home (Kimi Code's ``~/.kimi-code`` next to ``~/.kimi``) stays beside it."""
+    them; a root of another home (Kimi Code's ``~/.kimi-code/sessions`` for Kimi) is below that home where
+    ``homes`` names it (``kimi-code``: ``KIMI_CODE_HOME``), else beside the CLI's own."""
     detect = importlib.import_module("memstream.capture.detect")
     placeholder = Path("/HOME")
     roots: dict[Source, list[Path]] = {}
     for source, paths in detect.standard_roots(placeholder).items():
         home = homes[Source(source).value]
         dot = placeholder / f".{Source(source).value}"
-        roots[Source(source)] = [
-            home / path.relative_to(dot) if path.is_relative_to(dot) else home.parent / path.relative_to(placeholder)
-            for path in paths
-        ]
+        roots[Source(source)] = []
+        for path in paths:
+            if path.is_relative_to(dot):
+                roots[Source(source)].append(home / path.relative_to(dot))
+                continue
+            top = path.relative_to(placeholder).parts[0]
+            other = homes.get(top.removeprefix("."))
+            roots[Source(source)].append(
+                other / path.relative_to(placeholder / top) if other else home.parent / path.relative_to(placeholder)
+            )
     return roots
 
 
