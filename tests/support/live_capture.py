@@ -400,6 +400,7 @@ def in_process_settings(home: Path, data_dir: Path) -> Any:
         codex_dir=home / ".codex",
         gemini_dir=home / ".gemini",
         kimi_dir=home / ".kimi",
+        kimi_code_dir=home / ".kimi-code",
     )
 
 
@@ -522,8 +523,8 @@ def report(scores: Mapping[str, Score], *, show_misses: bool = False) -> list[st
 def live_env(work: Path, port: int, base: Mapping[str, str]) -> dict[str, str]:
     """A user's environment for the replay: its own home, state folder and data dir; raw mode (no LLM key)."""
     clean = {k: v for k, v in base.items() if not k.startswith(("MEMSTREAM_", "ANTHROPIC_", "VOYAGE_", "XAI_"))}
-    clean = {k: v for k, v in clean.items() if k not in ("GOOGLE_API_KEY", "GEMINI_API_KEY", "CODEX_HOME")}
-    clean.pop("CLAUDE_CONFIG_DIR", None)
+    homes = ("CODEX_HOME", "CLAUDE_CONFIG_DIR", "GEMINI_CLI_HOME", "KIMI_SHARE_DIR", "KIMI_CODE_HOME")
+    clean = {k: v for k, v in clean.items() if k not in ("GOOGLE_API_KEY", "GEMINI_API_KEY", *homes)}
     (work / "home").mkdir(parents=True, exist_ok=True)
     return {
         **clean,
