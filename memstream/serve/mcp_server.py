@@ -124,7 +124,8 @@ DESCRIPTIONS = {
         "Answers a compact index: 'fields' names the columns of each row in 'hits' (id, type, scope, date, session, "
         "score, preview), "
         "best first, with a one-line preview; 'same' holds the columns every row shares, said once (its "
-        "'preview' is the start every row's preview goes on from); 'score' says which score the rows show (fused: the hybrid rank, "
+        "'preview' is the start every row's preview goes on from); 'score' says which score the rows show "
+        "(fused: the hybrid rank, "
         "1.0 = best of this query's candidates). Then call get_memories with the ids you need (step 3), or "
         "timeline around one (step 2). detail='full' returns full records instead (costs ~10x the tokens)."
     ),
