@@ -48,6 +48,7 @@ from memstream.rules.snapshot import (
     apply_turn,
     current_exchange,
     current_window,
+    ends_applied,
     exchange_id,
     exchange_sources,
     exchange_start,
@@ -152,6 +153,9 @@ class SnapshotStage:
         if state is None:
             await self.maybe_init(turn)
             state = SessionState(lineage=lineage_of(turn.ts, turn.role, turn.content))
+        if turn.ends_session and ends_applied(state, turn.role, turn.provenance):
+            await self.flush_ended(skey)  # the host's end, sent again with a turn applied before: only the end
+            return
         forgotten_at = self.ledger.latest(project_key(turn.project), user_key(turn.user))
         if (state.messages or state.applied) and stale_window(state.last_ts, forgotten_at):
             # The window starts afresh; the turn count stays: snapshot ids derive from it.

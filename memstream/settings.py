@@ -18,6 +18,11 @@ from typing import Any
 #: 2 s, 0.51-0.52% at 8 s, docs/benchmarks.md); only a writer that does not ring (a foreign Kafka
 #: client) waits longer for it.
 EMBEDDED_IDLE_WAIT_MS = 8000
+#: Kimi Code's own home variable (MoonshotAI/kimi-code ``resolveKimiHome``: ``KIMI_CODE_HOME``, else
+#: ``~/.kimi-code``); kimi-cli before it used ``KIMI_SHARE_DIR`` (``~/.kimi``).
+KIMI_CODE_HOME_ENV = "KIMI_CODE_HOME"
+#: The key of Kimi Code's home in :attr:`Settings.capture_roots` (its sessions are Kimi's format).
+KIMI_CODE = "kimi-code"
 
 
 class SettingsError(ValueError):
@@ -337,6 +342,9 @@ class Settings:
     gemini_dir: Path = field(default=Path("~/.gemini"), metadata=_env("MEMSTREAM_GEMINI_DIR"))
     #: MEMSTREAM_KIMI_DIR: Kimi CLI's home (``KIMI_SHARE_DIR``), whose ``sessions/`` holds its wire logs.
     kimi_dir: Path = field(default=Path("~/.kimi"), metadata=_env("MEMSTREAM_KIMI_DIR"))
+    #: MEMSTREAM_KIMI_CODE_DIR: Kimi Code's home (``KIMI_CODE_HOME``), whose ``sessions/`` holds its wires and
+    #: whose ``config.toml`` its hooks.
+    kimi_code_dir: Path = field(default=Path("~/.kimi-code"), metadata=_env("MEMSTREAM_KIMI_CODE_DIR"))
     #: MEMSTREAM_WATCH: ``memstream up`` also follows the CLIs' session folders, as ``memstream watch`` does.
     watch: bool = field(default=False, metadata=_env("MEMSTREAM_WATCH"))
     #: MEMSTREAM_WATCH_SWEEP: seconds between two full sweeps of the session folders while watching.
@@ -431,6 +439,8 @@ class Settings:
             home = host.home_from(environ.get(host.home_env, "")) if host.home_env else None
             if host.session_root not in values and home is not None:
                 values[host.session_root] = Path(home)
+        if "kimi_code_dir" not in values and environ.get(KIMI_CODE_HOME_ENV, ""):
+            values["kimi_code_dir"] = Path(environ[KIMI_CODE_HOME_ENV])  # Kimi Code's own, beside kimi-cli's
         settings = cls(**values)
         settings.validate()
         return settings
@@ -616,10 +626,12 @@ class Settings:
 
     @property
     def capture_roots(self) -> dict[str, Path]:
-        """Each coding CLI's home folder (``~`` expanded), by its ``llm_source`` name."""
+        """Each coding CLI's home folder (``~`` expanded), by its ``llm_source`` name, and Kimi Code's
+        (:data:`KIMI_CODE`)."""
         from memstream import hosts
 
-        return {host.llm_source: Path(getattr(self, host.session_root)).expanduser() for host in hosts.HOSTS}
+        roots = {host.llm_source: Path(getattr(self, host.session_root)).expanduser() for host in hosts.HOSTS}
+        return {**roots, KIMI_CODE: self.kimi_code_dir.expanduser()}
 
     @property
     def api_url(self) -> str:

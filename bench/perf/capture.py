@@ -419,6 +419,8 @@ def live(only: list[str], show_misses: bool) -> bool:
             deadline = time.monotonic() + 120
             while not (data / "hook-queue" / "taker.pid").exists():
                 if up.poll() is not None or time.monotonic() > deadline:
+                    up.kill()  # not left running behind a benchmark that gave up on it
+                    up.wait(timeout=60)
                     raise SystemExit(f"memstream up did not start: {(work / 'up.log').read_text()[-2000:]}")
                 time.sleep(0.2)
             started = time.monotonic()

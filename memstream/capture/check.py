@@ -19,7 +19,7 @@ from typing import Any
 
 from memstream.capture import jsonc
 from memstream.capture.handoff import pending_notes, run_marker
-from memstream.capture.install import EVENTS, is_ours
+from memstream.capture.install import EVENTS, is_ours, kimi_homes
 from memstream.capture.install_record import installed_data_dir
 from memstream.settings import Settings
 
@@ -46,7 +46,7 @@ def hook_files(host: str, settings: Settings, project: Path | None, home: Path) 
         )
     if host == "codex":
         return [project / ".codex" / "config.toml"] if project else [settings.codex_dir.expanduser() / "config.toml"]
-    return [settings.kimi_dir.expanduser() / "config.toml"]
+    return [kimi / "config.toml" for kimi in kimi_homes(settings, installing=False)]
 
 
 def installed_hooks(host: str, settings: Settings, project: Path | None, home: Path) -> Installed:

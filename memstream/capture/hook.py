@@ -56,7 +56,14 @@ def session_file(host: str, payload: dict[str, Any], settings: Settings) -> Path
     if host == "kimi":
         session = payload.get("session_id")
         return (
-            kimi_wire(settings.kimi_dir.expanduser(), str(session), str(payload.get("cwd") or "")) if session else None
+            kimi_wire(
+                settings.kimi_dir.expanduser(),
+                str(session),
+                str(payload.get("cwd") or ""),
+                code_home=settings.kimi_code_dir.expanduser(),
+            )
+            if session
+            else None
         )
     return None
 
@@ -80,10 +87,11 @@ def codex_rollout(codex_home: Path, thread_id: str) -> Path | None:
     return archived[-1] if archived else None
 
 
-def kimi_wire(kimi_home: Path, session_id: str, cwd: str) -> Path | None:
+def kimi_wire(kimi_home: Path, session_id: str, cwd: str, *, code_home: Path | None = None) -> Path | None:
     """A Kimi session's log: Kimi CLI's wire under the md5 of its work dir (else wherever the session is),
     the context log that was the only record before the wire (``sessions/<md5>/<session>.jsonl``), or Kimi
-    Code's main wire (``~/.kimi-code/sessions/<workspace>/<session>/agents/main/wire.jsonl``)."""
+    Code's main wire (``<code_home>/sessions/<workspace>/<session>/agents/main/wire.jsonl``; Kimi Code's home is
+    ``KIMI_CODE_HOME``, else ``~/.kimi-code``, also looked for beside ``kimi_home``)."""
     if not session_id or "/" in session_id or session_id.startswith("."):
         return None
     sessions = kimi_home / "sessions"
@@ -92,11 +100,11 @@ def kimi_wire(kimi_home: Path, session_id: str, cwd: str) -> Path | None:
         for direct in (folder / session_id / "wire.jsonl", folder / f"{session_id}.jsonl"):
             if direct.is_file():
                 return direct
-    code = kimi_home.parent / ".kimi-code" / "sessions"
+    codes = dict.fromkeys(home / "sessions" for home in (code_home, kimi_home.parent / ".kimi-code") if home)
     for pattern, root in (
         (f"*/{session_id}/wire.jsonl", sessions),
         (f"*/{session_id}.jsonl", sessions),
-        (f"*/{session_id}/agents/main/wire.jsonl", code),
+        *((f"*/{session_id}/agents/main/wire.jsonl", code) for code in codes),
     ):
         found = sorted(root.glob(pattern))
         if found:
@@ -121,7 +129,8 @@ def capture(host: str, payload: dict[str, Any], settings: Settings, *, formats: 
     project = cwd if host in CWD_IS_PROJECT and isinstance(cwd, str) and os.path.isabs(cwd) else ""
     with CaptureState.open(settings.capture_db) as state:
         capture = Capture(state, formats or CliFormats(settings.capture_roots), project=project)
-        outcome = capture.file(path, HOSTS[host], final=event in FINAL_EVENTS)
+        ended = event in FINAL_EVENTS
+        outcome = capture.file(path, HOSTS[host], final=ended, host_ended=ended)
         waiting = state.spool_size()
     if waiting and send:  # `up` taking a hook's note sends the spool itself (send=False)
         start_flusher(settings)

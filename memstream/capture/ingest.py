@@ -104,17 +104,24 @@ class CliFormats:
 
 def standard_roots(homes: Mapping[str, Path]) -> dict[Source, list[Path]]:
     """Each CLI's session roots below its home folder (``MEMSTREAM_CLAUDE_DIR`` …), as the detect module knows
-    them; a root beside the home (Kimi Code's ``~/.kimi-code`` next to ``~/.kimi``) stays beside it."""
+    them; a root of another home (Kimi Code's ``~/.kimi-code/sessions`` for Kimi) is below that home where
+    ``homes`` names it (``kimi-code``: ``KIMI_CODE_HOME``), else beside the CLI's own."""
     detect = importlib.import_module("memstream.capture.detect")
     placeholder = Path("/HOME")
     roots: dict[Source, list[Path]] = {}
     for source, paths in detect.standard_roots(placeholder).items():
         home = homes[Source(source).value]
         dot = placeholder / f".{Source(source).value}"
-        roots[Source(source)] = [
-            home / path.relative_to(dot) if path.is_relative_to(dot) else home.parent / path.relative_to(placeholder)
-            for path in paths
-        ]
+        roots[Source(source)] = []
+        for path in paths:
+            if path.is_relative_to(dot):
+                roots[Source(source)].append(home / path.relative_to(dot))
+                continue
+            top = path.relative_to(placeholder).parts[0]
+            other = homes.get(top.removeprefix("."))
+            roots[Source(source)].append(
+                other / path.relative_to(placeholder / top) if other else home.parent / path.relative_to(placeholder)
+            )
     return roots
 
 
@@ -221,9 +228,14 @@ class Capture:
             return self._checkpoints.get(path)
         return self.state.checkpoint(path)
 
-    def file(self, path: Path, source: Source | None = None, *, final: bool = False) -> FileOutcome:
+    def file(
+        self, path: Path, source: Source | None = None, *, final: bool = False, host_ended: bool = False
+    ) -> FileOutcome:
         """Read one session file from its checkpoint; spool its new turns (unless dry run). Never raises for
-        what is in the file; an unreadable file gives a ``failed`` outcome with the reason as a problem."""
+        what is in the file; an unreadable file gives a ``failed`` outcome with the reason as a problem.
+        ``final``: the file is complete (its last line is read even without a newline, its last new turn
+        ends the session); ``host_ended``: its host said the session ended (``SessionEnd``), so an end is
+        sent even when nothing is new (see ``_session_end``)."""
         path = Path(os.path.abspath(path))
         key = str(path)
         try:
@@ -265,10 +277,13 @@ class Capture:
             turns, end, end_line = turns[:-1], held.start, held.line
         outcome = FileOutcome(path, source, status, problems=[*read.problems, *parsed.problems])
         self._decide(turns, outcome)
+        ended: dict[str, Any] | None = None
         if final and outcome.new:
             # The host's SessionEnd: a user turn the session ended on is stored at once (agents.snapshot),
             # not after the idle window.
             outcome.new[-1]["ends_session"] = True
+        elif final and host_ended and not self.dry_run:
+            ended = self._session_end(path, source, mtime)
         # The files each new turn's exchange read, edited or named (issue 39): on its provenance.
         importlib.import_module("memstream.capture.citations").annotate(outcome.new, records)
         if not self.dry_run:
@@ -287,8 +302,35 @@ class Capture:
             )
             # Turns skipped for want of a project are not passed over for good: the checkpoint stays where
             # it was, so the next read (with --project, or once the session's project is known) takes them.
-            self._commit(outcome, None if outcome.unplaced else done)
+            self._commit(outcome, None if outcome.unplaced else done, ended)
         return outcome
+
+    def _session_end(self, path: Path, source: Source, mtime: datetime) -> dict[str, Any] | None:
+        """The end of a session whose last turn was taken before its host said it ended, or None.
+
+        A live session's last ``Stop`` (or the quiet file's release) usually takes every message, and its
+        ``SessionEnd`` then finds nothing new: with nothing marked as the end, questions the session ended
+        on (a cancelled prompt, an interrupted turn) waited for the idle flush, 15 minutes, where whole-file
+        capture stored them at once (issue 37). So the file's last turn is sent again as the end, with the
+        place it was first published from: the snapshot stage knows it (``rules.snapshot.ends_applied``) and
+        only ends the session. Only a question needs it: a session ending on a reply has nothing waiting."""
+        read = self.formats.read(path, offset=0, line=1, final=True)
+        parsed = self.formats.parse(source, path, list(read.records), mtime=mtime, final=True)
+        last = next(
+            (t for t in reversed(parsed.turns) if t.role in CAPTURED_ROLES and t.content.strip() and t.session_id),
+            None,
+        )
+        if last is None or last.role != "user":
+            return None
+        content_hash = turn_hash(last.content)
+        key = dedup_key(last.session_id, last.role, content_hash)
+        first = self.state.first_seen(key)
+        project = self.state.project_of(last.source.value, last.session_id)
+        if first is None or not project:
+            return None  # never published (no project known, or taken before by another route): no end to send
+        payload = turn_payload(last, content_hash, datetime.now(UTC))
+        payload["provenance"].update(file=first[0], line=first[1])
+        return {**payload, "project": project, "ends_session": True, "key": f"end:{key}"}
 
     def _held_back(
         self, path: Path, stat: os.stat_result, turns: list[CapturedTurn], records: list[RawRecord], *, final: bool
@@ -396,10 +438,13 @@ class Capture:
                 )
             )
 
-    def _commit(self, outcome: FileOutcome, checkpoint: Checkpoint | None) -> None:
-        """New turns into the spool, their keys into ``seen`` and the checkpoint forward: all or nothing."""
+    def _commit(self, outcome: FileOutcome, checkpoint: Checkpoint | None, end: dict[str, Any] | None = None) -> None:
+        """New turns into the spool, their keys into ``seen`` and the checkpoint forward: all or nothing.
+        ``end``, a session's end naming a turn sent before (see ``_session_end``), is spooled with them."""
         kept: list[dict[str, Any]] = []
         with self.state.transaction():
+            if end is not None:
+                self.state.spool(end["key"], end["session_id"], end)
             for payload in outcome.new:
                 provenance = payload["provenance"]
                 # Another process may have taken this message since we looked: first seen wins.

@@ -21,7 +21,8 @@ What goes where, from each CLI's current documentation and source:
 - gemini: ``AfterAgent``, ``SessionEnd`` and ``SessionStart`` hooks and ``mcpServers`` in
   ``~/.gemini/settings.json`` or a project's ``.gemini/settings.json``.
 - kimi: ``[[hooks]]`` tables for ``Stop`` and ``SessionEnd`` in ``~/.kimi/config.toml`` (user scope only),
-  the MCP server in ``~/.kimi/mcp.json``. No SessionStart hook: kimi-cli discards its output, so Kimi gets
+  the MCP server in ``~/.kimi/mcp.json``; the same in Kimi Code's home (``$KIMI_CODE_HOME``, ``~/.kimi-code``)
+  when it is in use. No SessionStart hook: kimi-cli discards its output, so Kimi gets
   its memory through the MCP tools instead.
 
 This machine's hook commands run ``<data dir>/hook-bin/memstream hook HOST --data-dir DIR``, a shell
@@ -239,13 +240,28 @@ def plan(
             path = project / ".codex" / "config.toml"
             changes = [_codex_change(path, host, None if remove else (shared_command, shared_server), created)]
     else:
-        kimi = settings.kimi_dir.expanduser()
         changes = [
-            _kimi_change(kimi / "config.toml", host, None if remove else local_command, created),
-            js(kimi / "mcp.json", lambda d: _json_server(d, None if remove else local_server)),
+            change
+            for kimi in kimi_homes(settings, installing=not remove)
+            for change in (
+                _kimi_change(kimi / "config.toml", host, None if remove else local_command, created),
+                js(kimi / "mcp.json", lambda d: _json_server(d, None if remove else local_server)),
+            )
         ]
     text = None if remove else (script, hook_script(exe, data_dir))
     return Plan(host, data_dir, changes, record, remove, notes=_notes(host, project, remove), script=text)
+
+
+def kimi_homes(settings: Settings, *, installing: bool = True) -> list[Path]:
+    """The Kimi homes whose ``config.toml`` (``[[hooks]]``) and ``mcp.json`` memstream writes: kimi-cli's
+    (``KIMI_SHARE_DIR``, ``~/.kimi``), and Kimi Code's (``KIMI_CODE_HOME``, ``~/.kimi-code``, which reads the
+    same ``[[hooks]]`` tables) when it is in use: its folder exists or its variable names one. Uninstalling
+    looks in both."""
+    homes = [settings.kimi_dir.expanduser()]
+    code = settings.kimi_code_dir.expanduser()
+    if not installing or code.exists() or settings.kimi_code_dir != Settings().kimi_code_dir:
+        homes.append(code)
+    return homes
 
 
 def claude_global_config(claude_dir: Path, home: Path) -> Path:

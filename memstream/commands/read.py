@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from memstream.commands import CliError
+from memstream.recall.answers import index_rows
 from memstream.runtime import api_url, auth_headers
 from memstream.settings import Settings
 
@@ -77,13 +78,13 @@ def cmd_search(args: argparse.Namespace, settings: Settings) -> int:
         print(body)
         return 0
     found = json.loads(body)
-    rows = found["results"] if args.full else found["hits"]
+    rows = found["results"] if args.full else index_rows(found)
     if not rows:
         print(f"no memories match {args.query!r} in {project}")
         return 0
     print(f"score: {SCORE_NAMES.get(found['score'], found['score'])}")
     for row in rows:
-        print(format_hit(row) if args.full else format_row(dict(zip(found["fields"], row, strict=True))))
+        print(format_hit(row) if args.full else format_row(row))
     return 0
 
 
@@ -136,8 +137,7 @@ def cmd_timeline(args: argparse.Namespace, settings: Settings) -> int:
         print(body)
         return 0
     found = json.loads(body)
-    for row in found["memories"]:
-        marked = dict(zip(found["fields"], row, strict=True))
+    for marked in index_rows(found):
         print(("> " if marked["id"] == found.get("anchor") else "  ") + format_row(marked))
     return 0
 

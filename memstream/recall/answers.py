@@ -6,8 +6,12 @@ memory (its id, type, scope, date, session, score and a one-line preview), and `
 the full records of the ids the agent picked, each field once.
 
 The index is a table: its column names once, then one JSON array per memory, never indented.
-Each row is held to :data:`INDEX_ROW_CHARS` of JSON by shortening its preview, so ten hits take
-at most :data:`INDEX_CHARS` characters whatever the memories hold.
+What every row would repeat is said once, in ``same``: a column whose value is the same in every row
+(hook-captured hits are often one session's, of one type and day) leaves ``fields`` and the rows, and
+the words every preview starts with (``[user] …``) are ``same["preview"]``, each row's preview going on
+from there. Previews so get their :data:`PREVIEW_CHARS`: each row is held to :data:`INDEX_ROW_CHARS` of
+JSON by shortening its preview, so ten hits take at most :data:`INDEX_CHARS` characters whatever the
+memories hold. :func:`index_rows` reads an index back into whole rows.
 """
 
 from __future__ import annotations
@@ -25,10 +29,15 @@ from memstream.schemas.memory import HybridHit
 PREVIEW_CHARS = 160
 #: The shortest preview an index row is cut down to, however long its id and session are.
 MIN_PREVIEW_CHARS = 40
-#: The most characters of compact JSON one index row takes (its preview shrinks to fit).
-INDEX_ROW_CHARS = 190
-#: What ten rows plus the index's header come to at most: the budget of a default search.
-INDEX_CHARS = 2_000
+#: The most characters of compact JSON one index row takes (its preview shrinks to fit): an id, a score and
+#: a whole preview once the columns every row repeats are hoisted into ``same``.
+INDEX_ROW_CHARS = 215
+#: What ten rows plus the index's header (its ``same`` too) come to at most: the budget of a default search.
+INDEX_CHARS = 2_450
+#: Columns that are each memory's own: never hoisted into ``same``.
+OWN_COLUMNS = frozenset({"id", "score", "preview", "code"})
+#: The shortest start shared by every preview that is said once rather than in each row.
+MIN_SHARED_START = 6
 #: The columns of a search index, in row order.
 #: ``code`` is what became of the code the memory cites, where recall checked it: "" (current, or nothing
 #: checked), ``changed``, ``moved`` or ``gone`` (docs/recall.md, "Citations").
@@ -67,41 +76,96 @@ def _encoded_len(value: Any) -> int:
     return len(msgspec.json.encode(value).decode())
 
 
-def index_row(
-    memory: Memory, *, score: float | None = None, with_score: bool = True, code: str | None = None
-) -> list[Any]:
-    """One memory as a row of the index, within :data:`INDEX_ROW_CHARS` of JSON; ``code`` (a search's
-    last column) is given for search rows."""
-    row: list[Any] = [memory.id, memory.type, memory.scope, memory.created_at.date().isoformat(), memory.session_id]
-    if with_score:
-        row.append(None if score is None else round(score, 3))
-    tail = [] if code is None else [code]
-    fixed = _encoded_len([*row, "", *tail])
+def _shared_start(texts: Sequence[str]) -> str:
+    """The whole words every one of ``texts`` starts with (and goes on after), or ""."""
+    if len(texts) < 2:
+        return ""
+    first, last = min(texts), max(texts)
+    common = 0
+    while common < min(len(first), len(last)) and first[common] == last[common]:
+        common += 1
+    if any(len(text) == common or text[common] != " " for text in texts):
+        common = first.rfind(" ", 0, common + 1)  # back to the end of the last whole word
+    shared = first[: max(0, common)].rstrip()
+    return shared[:PREVIEW_CHARS] if len(shared) >= MIN_SHARED_START else ""
+
+
+def _table(entries: Sequence[tuple[Memory, dict[str, Any]]], fields: Sequence[str], rows_key: str) -> dict[str, Any]:
+    """An index of ``entries`` (a memory and its columns' values but the preview): ``fields``, what every
+    row repeats hoisted into ``same``, then one row per memory within :data:`INDEX_ROW_CHARS`."""
+    same: dict[str, Any] = {}
+    texts = [" ".join(memory.text.split()) for memory, _ in entries]
+    if len(entries) > 1:
+        for name in fields:
+            if name not in OWN_COLUMNS and len({_encoded(values[name]) for _, values in entries}) == 1:
+                same[name] = entries[0][1][name]
+        if shared := _shared_start(texts):
+            same["preview"] = shared
+    kept = [name for name in fields if name == "preview" or name not in same]
+    start = len(same.get("preview", ""))
+    rows = [_row(values, kept, text[start:].lstrip()) for (_, values), text in zip(entries, texts, strict=True)]
+    return {"fields": kept, **({"same": same} if same else {}), rows_key: rows}
+
+
+def _row(values: dict[str, Any], kept: Sequence[str], text: str) -> list[Any]:
+    """One row of ``kept`` columns, its preview of ``text`` as long as the row's budget allows."""
+    at = list(kept).index("preview")
+    row = [values[name] if name != "preview" else "" for name in kept]
+    fixed = _encoded_len(row)
     width = max(MIN_PREVIEW_CHARS, min(PREVIEW_CHARS, INDEX_ROW_CHARS - fixed))
-    shown = preview(memory.text, width)
+    shown = preview(text, width)
     # JSON escapes (quotes, backslashes, control characters) lengthen a row past its count of characters.
     while width > MIN_PREVIEW_CHARS and fixed + _encoded_len(shown) - 2 > INDEX_ROW_CHARS:
         width -= max(1, fixed + _encoded_len(shown) - 2 - INDEX_ROW_CHARS)
-        shown = preview(memory.text, max(MIN_PREVIEW_CHARS, width))
-    return [*row, shown, *tail]
+        shown = preview(text, max(MIN_PREVIEW_CHARS, width))
+    row[at] = shown
+    return row
+
+
+def _encoded(value: Any) -> str:
+    return msgspec.json.encode(value).decode()
+
+
+def _columns(memory: Memory, *, score: float | None = None, code: str | None = None) -> dict[str, Any]:
+    values: dict[str, Any] = {
+        "id": memory.id,
+        "type": memory.type,
+        "scope": memory.scope,
+        "date": memory.created_at.date().isoformat(),
+        "session": memory.session_id,
+        "score": None if score is None else round(score, 3),
+    }
+    if code is not None:
+        values["code"] = code
+    return values
 
 
 def search_index(hits: Sequence[HybridHit], score: ScoreKind = "fused") -> dict[str, Any]:
-    """Search's default answer: which score the rows show, the column names, one row per hit, best first."""
-    return {
-        "score": score,
-        "fields": list(SEARCH_FIELDS),
-        "hits": [index_row(hit.memory, score=shown_score(hit, score), code=hit.code) for hit in hits],
-    }
+    """Search's default answer: which score the rows show, the column names, what every row repeats
+    (``same``), one row per hit, best first."""
+    entries = [(hit.memory, _columns(hit.memory, score=shown_score(hit, score), code=hit.code)) for hit in hits]
+    return {"score": score, **_table(entries, SEARCH_FIELDS, "hits")}
 
 
 def timeline_index(memories: Sequence[Memory], anchor: str = "") -> dict[str, Any]:
     """A timeline's answer: its rows in the order they were stored; ``anchor`` names the memory it is around."""
-    answer: dict[str, Any] = {"fields": list(TIMELINE_FIELDS)}
-    if anchor:
-        answer["anchor"] = anchor
-    answer["memories"] = [index_row(memory, with_score=False) for memory in memories]
-    return answer
+    table = _table([(memory, _columns(memory)) for memory in memories], TIMELINE_FIELDS, "memories")
+    return {"fields": table["fields"], **({"anchor": anchor} if anchor else {}), **table}
+
+
+def index_rows(answer: dict[str, Any]) -> list[dict[str, Any]]:
+    """An index's rows (search's ``hits`` or a timeline's ``memories``) as whole rows again: each column by
+    name, what ``same`` hoisted put back, and the preview with the start every preview shared."""
+    same = dict(answer.get("same") or {})
+    shared = same.pop("preview", "")
+    rows = answer.get("hits", answer.get("memories")) or []
+    whole = []
+    for row in rows:
+        values = {**same, **dict(zip(answer["fields"], row, strict=True))}
+        if shared:
+            values["preview"] = f"{shared} {values.get('preview', '')}".rstrip()
+        whole.append(values)
+    return whole
 
 
 def shown_score(hit: HybridHit, kind: ScoreKind) -> float | None:

@@ -110,6 +110,24 @@ def pending_is_due(
     return waiting and (ended or now - last_seen >= idle)
 
 
+def ends_applied(state: SessionState, role: str, provenance: Provenance | None) -> bool:
+    """Is a turn that ends the session (``Turn.ends_session``) one this session has applied already?
+
+    A host's ``SessionEnd`` often comes after its last ``Stop`` has taken every message: capture then
+    sends the session's last turn again, marked as its end, so that the questions it ended on are stored
+    now rather than after the idle window (issue 37). It is the same message when it names the same place
+    (CLI, session, file and line): then it ends the session and is not applied a second time."""
+    if provenance is None or not provenance.file:
+        return False
+    place = (provenance.source_type, provenance.session_id, provenance.file, provenance.line)
+    return any(
+        t.role == role
+        and t.provenance is not None
+        and (t.provenance.source_type, t.provenance.session_id, t.provenance.file, t.provenance.line) == place
+        for t in history(state)
+    )
+
+
 def lineage_of(ts: datetime, role: str, content: str) -> str:
     """The salt of the ids of a session state started by this turn (see ``SessionState.lineage``).
 

@@ -123,7 +123,9 @@ DESCRIPTIONS = {
         "Step 1 of 3: search the project's (and the user's) memories by meaning and keywords. "
         "Answers a compact index: 'fields' names the columns of each row in 'hits' (id, type, scope, date, session, "
         "score, preview), "
-        "best first, with a one-line preview; 'score' says which score the rows show (fused: the hybrid rank, "
+        "best first, with a one-line preview; 'same' holds the columns every row shares, said once (its "
+        "'preview' is the start every row's preview goes on from); 'score' says which score the rows show "
+        "(fused: the hybrid rank, "
         "1.0 = best of this query's candidates). Then call get_memories with the ids you need (step 3), or "
         "timeline around one (step 2). detail='full' returns full records instead (costs ~10x the tokens)."
     ),
@@ -238,7 +240,10 @@ class Tools:
         if detail == "full":
             results = self.checked([hit for hit in found["results"] if not types or hit["type"] in types][:limit])
             return compact({**found, "results": results})
-        column = found["fields"].index("type")
+        if types and "type" not in found["fields"]:  # every hit is of one type, said once in 'same'
+            kept = found["hits"][:limit] if found["same"]["type"] in types else []
+            return compact({**found, "hits": kept})
+        column = found["fields"].index("type") if types else -1
         return compact({**found, "hits": [row for row in found["hits"] if not types or row[column] in types][:limit]})
 
     async def timeline(

@@ -17,6 +17,7 @@ from mcp import Client, StdioServerParameters
 from pydantic import FileUrl
 
 from memstream.intake.publish import make_turn, publish
+from memstream.recall.answers import SEARCH_FIELDS, index_rows
 from memstream.worker import runner
 from tests.e2e.conftest import eventually, start_pipeline
 
@@ -80,8 +81,8 @@ async def exercise(client: Client, project: str) -> None:
     memory_id = added["id"]
 
     found = data(await client.call_tool("search_memories", {"query": "staging database port", "project": project}))
-    assert found["fields"] == ["id", "type", "scope", "date", "session", "score", "preview", "code"]
-    hit = dict(zip(found["fields"], next(row for row in found["hits"] if row[0] == memory_id), strict=True))
+    assert set(found["fields"]) | set(found.get("same", {})) == set(SEARCH_FIELDS)
+    hit = next(row for row in index_rows(found) if row["id"] == memory_id)
     assert hit["preview"] == "The staging database runs on port 6543"
     full = data(
         await client.call_tool(
@@ -151,7 +152,7 @@ async def test_mcp_over_stdio_defaults_to_the_working_directory(live: runner.Run
 
         async def conversation() -> list[Any]:
             found = data(await client.call_tool("search_memories", {"query": "RabbitMQ jobs queue"}))  # no project
-            rows = [dict(zip(found["fields"], row, strict=True)) for row in found["hits"]]
+            rows = index_rows(found)
             return [row for row in rows if "RabbitMQ" in row["preview"]]
 
         hits = await eventually(conversation, what="the published exchange, found from the working directory")
@@ -186,5 +187,5 @@ async def test_documents_through_mcp(live: runner.Running, tmp_path: Path) -> No
         found = data(
             await client.call_tool("search_memories", {"query": "payments queue backs up", "project": project})
         )
-        assert found["hits"][0][found["fields"].index("type")] == "document_chunk"
+        assert index_rows(found)[0]["type"] == "document_chunk"
         assert "either 'url' or 'content'" in error(await client.call_tool("add_document", {"project": project}))

@@ -11,7 +11,7 @@ import pytest_asyncio
 
 from memstream.identity import project_key
 from memstream.intake.publish import make_turn, publish
-from memstream.schemas import Memory
+from memstream.schemas import Memory, Provenance, Turn
 from memstream.worker import runner
 from tests.e2e.conftest import eventually, start_pipeline
 
@@ -76,3 +76,32 @@ async def test_a_session_left_open_on_the_user_waits_for_the_idle_window(live: r
 
     memories = await eventually(answered, timeout=60, what="the answered exchange")
     assert not any("fortnight" in m.text for m in memories)
+
+
+async def test_an_end_that_names_a_turn_already_sent_only_ends_the_session(
+    live: runner.Running, tmp_path: Path
+) -> None:
+    """Issue 37: a live session's last Stop takes every message, so its SessionEnd finds nothing new and
+    capture sends the last turn again as the end, from the place it was first published. The question it
+    ended on is stored at once, once: the end is not a second message."""
+    project = str(tmp_path / "r")
+    file = str(tmp_path / "wire.jsonl")
+
+    def turn(role: str, content: str, line: int, *, ends: bool = False) -> Turn:
+        provenance = Provenance(source_type="kimi", session_id="resent", file=file, line=line)
+        return make_turn(
+            session_id="resent", project=project, role=role, content=content, provenance=provenance, ends_session=ends
+        )
+
+    question = "Move the nightly dumps to the nebula bucket?"
+    turns = [turn("user", "Which bucket holds the dumps?", 3), turn("assistant", "The zephyr bucket.", 5)]
+    await publish(live.bootstrap, live.settings.topic_prefix, [*turns, turn("user", question, 9)])
+    await publish(live.bootstrap, live.settings.topic_prefix, [turn("user", question, 9, ends=True)])
+
+    async def ended() -> list[Memory] | None:
+        memories = await live.providers.store.list([project_key(project)])
+        return memories if any("nebula bucket" in m.text for m in memories) else None
+
+    memories = await eventually(ended, timeout=60, what="the question the session ended on, as a memory")
+    (last,) = [m for m in memories if "nebula bucket" in m.text]
+    assert last.text.count(question) == 1, last.text

@@ -26,6 +26,7 @@ from memstream.front.app import create_app
 from memstream.identity import normalize_content, project_key
 from memstream.intake.remember import expected_memory_id
 from memstream.ports import Providers
+from memstream.recall.answers import INDEX_CHARS, index_rows
 from memstream.schemas import Fact, Memory, Provenance
 from memstream.serve.context import ApiContext
 from memstream.serve.mcp_server import ApiClient, build_server
@@ -122,13 +123,13 @@ def text_of(result: Any) -> str:
     return str(result.content[0].text)
 
 
-async def test_search_answers_a_compact_index_of_ten_hits_in_two_thousand_characters(served: Served) -> None:
+async def test_search_answers_a_compact_index_of_ten_hits_within_its_budget(served: Served) -> None:
     async with served.mcp() as client:
         answer = text_of(await client.call_tool("search_memories", {"query": "staging database port deploy"}))
         full = text_of(
             await client.call_tool("search_memories", {"query": "staging database port deploy", "detail": "full"})
         )
-    assert len(answer) <= 2_000, len(answer)
+    assert len(answer) <= INDEX_CHARS, len(answer)
     assert "\n" not in answer and answer == json.dumps(json.loads(answer), separators=(",", ":"), ensure_ascii=False)
     index = json.loads(answer)
     # The last column says what became of a memory's cited code (issue 39); the preview is before it.
@@ -152,7 +153,8 @@ async def test_timeline_follows_a_session_and_the_neighbours_of_a_memory(served:
     assert [row[0] for row in around["memories"]] == [served.ids[i] for i in (0, 3, 6, 9)]
     assert [row[0] for row in narrow["memories"]] == [served.ids[3], served.ids[6]]
     assert [row[0] for row in session["memories"]] == served.ids[1::3]
-    assert all(row[4] == SESSIONS[1] for row in session["memories"])
+    assert session["same"]["session"] == SESSIONS[1]  # one session's rows: said once
+    assert all(row["session"] == SESSIONS[1] for row in index_rows(session))
     assert neither.is_error and "give either 'id'" in neither.content[0].text  # type: ignore[union-attr]
 
 

@@ -324,20 +324,22 @@ class Stored:
 
 
 def raw_mode_memories(
-    turns: Iterable[Mapping[str, Any]], *, window: int = 8, message_max_chars: int = 4_000
+    turns: Iterable[Mapping[str, Any]], *, window: int = 8, message_max_chars: int = 4_000, idle: bool = False
 ) -> list[Stored]:
     """The conversation memories raw mode makes of ``turns`` (in publishing order), by the pipeline's rules.
 
     Per session and project, as ``agents/snapshot.py`` does: each turn applied to the session's state
-    (:func:`memstream.rules.snapshot.apply_turn`); an assistant turn makes the exchange it belongs to a
-    memory (one per exchange: a later message refreshes it), its text the exchange as
-    :func:`memstream.rules.extraction.raw_facts` keeps it; a session that ends on unanswered questions
-    stores them (the idle flush).
+    (:func:`memstream.rules.snapshot.apply_turn`), except the host's end of a session repeating a turn
+    already applied (:func:`memstream.rules.snapshot.ends_applied`); an assistant turn makes the exchange
+    it belongs to a memory (one per exchange: a later message refreshes it), its text the exchange as
+    :func:`memstream.rules.extraction.raw_facts` keeps it. A session that ends on unanswered questions
+    stores them when its host said it ended (``ends_session``), or, with ``idle``, as the idle flush does
+    once nothing has come for ``MEMSTREAM_PHASE1_IDLE_SECONDS`` (15 minutes: no replay waits that long).
     """
     from memstream.rules.extraction import raw_facts
     from memstream.rules.secrets import redact
-    from memstream.rules.snapshot import apply_turn, current_exchange, last_exchange
-    from memstream.schemas import SessionState
+    from memstream.rules.snapshot import apply_turn, current_exchange, ends_applied, last_exchange
+    from memstream.schemas import Provenance, SessionState
 
     states: dict[tuple[str, str], SessionState] = {}
     texts: dict[tuple[str, str, int], str] = {}
@@ -347,9 +349,18 @@ def raw_mode_memories(
         if facts:
             texts[(*key, base)] = facts[0].text
 
+    def flush(key: tuple[str, str]) -> None:
+        exchange, base = current_exchange(states[key])
+        if exchange and exchange[-1].role == "user":
+            store(key, exchange, base)
+
     for offset, turn in enumerate(turns):
         key = (str(turn["session_id"]), str(turn["project"]))
         state = states.get(key) or SessionState(lineage=key[0])
+        provenance = Provenance(**{k: v for k, v in (turn.get("provenance") or {}).items() if k != "citations"})
+        if turn.get("ends_session") and ends_applied(state, turn["role"], provenance):
+            flush(key)  # the host's end, naming a turn the session has: nothing new to apply
+            continue
         applied = apply_turn(
             state,
             partition=0,
@@ -358,14 +369,15 @@ def raw_mode_memories(
             content=str(turn["content"]),
             size=window,
             message_max_chars=message_max_chars,
+            provenance=provenance,
         )
         states[key] = applied.state
         if applied.exchange:
             store(key, applied.exchange, applied.exchange_base)
-    for key, state in states.items():
-        exchange, base = current_exchange(state)
-        if exchange and exchange[-1].role == "user":
-            store(key, exchange, base)
+        if turn.get("ends_session"):
+            flush(key)
+    for key in states if idle else ():
+        flush(key)
     return [Stored(project, session, text) for (session, project, _), text in texts.items()]
 
 
@@ -388,13 +400,15 @@ def in_process_settings(home: Path, data_dir: Path) -> Any:
         codex_dir=home / ".codex",
         gemini_dir=home / ".gemini",
         kimi_dir=home / ".kimi",
+        kimi_code_dir=home / ".kimi-code",
     )
 
 
-def replay_in_process(recorded: list[Recorded], home: Path, data_dir: Path) -> list[Replayed]:
+def replay_in_process(recorded: list[Recorded], home: Path, data_dir: Path, *, chunks: int = CHUNKS) -> list[Replayed]:
     """Replay ``recorded`` with each payload taken as ``up`` takes a hook's note
     (:func:`memstream.capture.hook.capture`), then release what is held back once the files are quiet,
-    as ``up`` does; the turns are then in ``data_dir``'s spool."""
+    as ``up`` does; the turns are then in ``data_dir``'s spool. ``chunks=1`` is whole-file capture: each
+    file written once, complete, and its hooks fired once."""
     from memstream.capture.hook import capture
     from memstream.capture.watch import release_quiet
 
@@ -403,7 +417,7 @@ def replay_in_process(recorded: list[Recorded], home: Path, data_dir: Path) -> l
     def fire(host: str, event: str, body: dict[str, Any], session: Replayed, step: int) -> None:
         capture(host, body, settings, send=False)
 
-    sessions = [replayed(r, home) for r in recorded]
+    sessions = [replayed(r, home, chunks=chunks) for r in recorded]
     for session in sessions:
         replay(session, fire)
     release_quiet(settings, quiet=0.0)
@@ -509,8 +523,8 @@ def report(scores: Mapping[str, Score], *, show_misses: bool = False) -> list[st
 def live_env(work: Path, port: int, base: Mapping[str, str]) -> dict[str, str]:
     """A user's environment for the replay: its own home, state folder and data dir; raw mode (no LLM key)."""
     clean = {k: v for k, v in base.items() if not k.startswith(("MEMSTREAM_", "ANTHROPIC_", "VOYAGE_", "XAI_"))}
-    clean = {k: v for k, v in clean.items() if k not in ("GOOGLE_API_KEY", "GEMINI_API_KEY", "CODEX_HOME")}
-    clean.pop("CLAUDE_CONFIG_DIR", None)
+    homes = ("CODEX_HOME", "CLAUDE_CONFIG_DIR", "GEMINI_CLI_HOME", "KIMI_SHARE_DIR", "KIMI_CODE_HOME")
+    clean = {k: v for k, v in clean.items() if k not in ("GOOGLE_API_KEY", "GEMINI_API_KEY", *homes)}
     (work / "home").mkdir(parents=True, exist_ok=True)
     return {
         **clean,
@@ -554,12 +568,26 @@ def stored_memories(env: Mapping[str, str]) -> list[Stored]:
 
 
 def settled(env: Mapping[str, str], capture_db: Path, queue: Path) -> tuple[bool, str]:
-    """Whether nothing waits on the way in (no hook note, an empty spool), and a digest of what is stored."""
+    """Whether nothing waits on the way in (no hook note, an empty spool, no reply held back until its file
+    is quiet), and a digest of what is stored. A held reply (Codex's last, with no session-end hook) is
+    released by ``up`` only once its file has been quiet for the live window: on a loaded machine that can
+    come after a fixed wait, and a benchmark that stopped then counted it missing."""
+    from memstream.capture.ingest import HELD
     from memstream.capture.state import CaptureState
+    from memstream.intake.turnlog import TurnLog
+    from memstream.settings import Settings
 
     notes = [p for p in queue.glob("*.json") if not p.name.startswith(".")] if queue.is_dir() else []
     with CaptureState.open(capture_db, readonly=True) as state:
-        waiting = state.spool_size()
+        waiting = state.spool_size() + len(state.unfinished(HELD))
+    # And nothing waits in the pipeline: every turn sent is stored (the turn log marks it done then). A
+    # quiet spell of the store alone is no sign of it on a loaded machine: embedding can stall longer.
+    turnlog = TurnLog.for_settings(Settings.from_env(dict(env)))
+    if turnlog is not None:
+        try:
+            waiting += turnlog.count_unfinished()
+        finally:
+            turnlog.close()
     memories = stored_memories(env)
     digest = hashlib.sha256(json.dumps(sorted((m.session_id, m.text) for m in memories)).encode()).hexdigest()
     return not notes and waiting == 0, digest

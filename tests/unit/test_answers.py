@@ -12,8 +12,10 @@ from memstream.recall.answers import (
     INDEX_CHARS,
     INDEX_ROW_CHARS,
     PREVIEW_CHARS,
+    SEARCH_FIELDS,
     full_hit,
     full_record,
+    index_rows,
     preview,
     search_index,
     timeline_index,
@@ -55,13 +57,21 @@ def test_ten_long_hits_fit_two_thousand_characters_of_compact_json() -> None:
     encoded = msgspec.json.encode(index).decode()
     assert len(encoded) <= INDEX_CHARS, len(encoded)
     assert "\n" not in encoded and ": " not in encoded.replace('": "', "")
-    assert index["fields"] == ["id", "type", "scope", "date", "session", "score", "preview", "code"]
+    # Each hit is another session's: the session stays in the rows, what they all share is said once.
+    assert index["fields"] == ["id", "session", "score", "preview", "code"]
+    assert {k: v for k, v in index["same"].items() if k != "preview"} == {
+        "type": "conversation",
+        "scope": "project",
+        "date": "2025-01-01",
+    }
     assert index["score"] == "fused"
     for row in index["hits"]:
         assert len(msgspec.json.encode(row).decode()) <= INDEX_ROW_CHARS
-        assert row[1:4] == ["conversation", "project", "2025-01-01"]
-        assert row[6].startswith("[user] The deploy to staging failed")
-    assert [row[5] for row in index["hits"]] == sorted((row[5] for row in index["hits"]), reverse=True)
+    for row in index_rows(index):
+        assert (row["type"], row["scope"], row["date"]) == ("conversation", "project", "2025-01-01")
+        assert row["preview"].startswith("[user] The deploy to staging failed")
+    scores = [row["score"] for row in index_rows(index)]
+    assert scores == sorted(scores, reverse=True)
 
 
 def test_a_short_memory_is_shown_whole_and_a_timeline_has_no_score() -> None:
@@ -92,3 +102,50 @@ def test_a_full_record_holds_each_field_once() -> None:
         0.8123,
         0.5,
     )
+
+
+def hook_hits(count: int, session: str = "7c1d0f4e-0b1a-4c55-9d2e-5a6b7c8d9e0f") -> list[HybridHit]:
+    """Hits as hook capture makes them: one session, one type and scope, one day, each text led by ``[user]``."""
+    return [
+        HybridHit(
+            memory(
+                str(uuid.uuid4()),
+                "conversation",
+                f"[user] Why did staging deploy {i} fail after migration 0042? [assistant] "
+                + "The pool was full. " * 30,
+                session_id=session,
+            ),
+            0.9 - i / 100,
+            0.8,
+            0.5,
+        )
+        for i in range(count)
+    ]
+
+
+def test_previews_use_their_160_characters_and_what_every_row_repeats_is_said_once() -> None:
+    index = search_index(hook_hits(10))
+    assert index["same"] == {
+        "type": "conversation",
+        "scope": "project",
+        "date": "2025-01-01",
+        "session": "7c1d0f4e-0b1a-4c55-9d2e-5a6b7c8d9e0f",
+        "preview": "[user] Why did staging deploy",
+    }
+    assert index["fields"] == ["id", "score", "preview", "code"]
+    previews = [row[2] for row in index["hits"]]
+    assert all(PREVIEW_CHARS - 15 <= len(p) <= PREVIEW_CHARS for p in previews), [len(p) for p in previews]
+    assert all(not p.startswith("[user]") for p in previews)
+    encoded = msgspec.json.encode(index).decode()
+    assert len(encoded) <= INDEX_CHARS, len(encoded)
+    assert encoded.count("7c1d0f4e") == 1
+    # Read back, each row is whole again: the repeated columns and the preview's shared start restored.
+    (first, *_) = index_rows(index)
+    assert first["session"] == "7c1d0f4e-0b1a-4c55-9d2e-5a6b7c8d9e0f" and first["type"] == "conversation"
+    assert first["preview"].startswith("[user] Why did staging deploy 0 fail")
+
+
+def test_one_row_keeps_every_column() -> None:
+    index = search_index(hook_hits(1))
+    assert "same" not in index and index["fields"] == list(SEARCH_FIELDS)
+    assert index_rows(index)[0]["session"] == "7c1d0f4e-0b1a-4c55-9d2e-5a6b7c8d9e0f"

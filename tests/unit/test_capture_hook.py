@@ -455,3 +455,16 @@ def test_hook_help_says_what_the_command_is_for_not_unknown_host() -> None:
         assert done.returncode == 0 and other == "", other
         assert shown.startswith("usage: memstream hook HOST [--data-dir DIR] [PAYLOAD]")
         assert "claude-code" in shown and "unknown host" not in shown
+
+
+def test_kimi_codes_wire_is_found_under_kimi_code_home(tmp_path: Path) -> None:
+    """Kimi Code keeps its sessions in ``$KIMI_CODE_HOME/sessions`` (MoonshotAI/kimi-code: ``resolveKimiHome``,
+    ``KIMI_CODE_HOME`` else ``~/.kimi-code``), wherever Kimi CLI's ``~/.kimi`` is."""
+    settings = Settings.from_env(
+        {"KIMI_CODE_HOME": str(tmp_path / "kc")}, data_dir=tmp_path / "data", kimi_dir=tmp_path / "kimi"
+    )
+    wire = session_file(
+        tmp_path / "kc" / "sessions" / "wd_1" / "session_9" / "agents" / "main" / "wire.jsonl", "session_9", 1
+    )
+    payload = {"hook_event_name": "Stop", "session_id": "session_9", "cwd": "/testbed"}
+    assert hook.session_file("kimi", payload, settings) == wire

@@ -17,7 +17,9 @@ from pathlib import Path
 import pytest
 
 from memstream import hosts
+from memstream.capture.ingest import standard_roots
 from memstream.capture.install import EVENTS, InstallError, plan
+from memstream.capture.model import Source
 from memstream.cli import main
 from memstream.settings import Settings
 
@@ -31,9 +33,9 @@ def home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     home.mkdir()
     monkeypatch.setenv("HOME", str(home))
     monkeypatch.delenv("XDG_STATE_HOME", raising=False)
-    for name in ("CLAUDE", "CODEX", "GEMINI", "KIMI"):
+    for name in ("CLAUDE", "CODEX", "GEMINI", "KIMI", "KIMI_CODE"):
         monkeypatch.delenv(f"MEMSTREAM_{name}_DIR", raising=False)
-    for name in ("CODEX_HOME", "CLAUDE_CONFIG_DIR", "GEMINI_CLI_HOME", "KIMI_SHARE_DIR"):
+    for name in ("CODEX_HOME", "CLAUDE_CONFIG_DIR", "GEMINI_CLI_HOME", "KIMI_SHARE_DIR", "KIMI_CODE_HOME"):
         monkeypatch.delenv(name, raising=False)
     monkeypatch.delenv("MEMSTREAM_KAFKA_BOOTSTRAP", raising=False)
     monkeypatch.setenv("MEMSTREAM_DATA_DIR", str(tmp_path / "data"))
@@ -500,10 +502,35 @@ def test_session_roots_follow_the_clis_home_variables(tmp_path: Path) -> None:
     assert settings.claude_dir == tmp_path / "claude"
     assert settings.gemini_dir == tmp_path / "g" / ".gemini"
     assert settings.kimi_dir == tmp_path / "kimi"
+    assert Settings.from_env({}).kimi_code_dir == Path("~/.kimi-code")
+    # Kimi Code (the CLI after kimi-cli) has its own home: KIMI_CODE_HOME, its sessions below it.
+    kimi_code = Settings.from_env({**env, "KIMI_CODE_HOME": str(tmp_path / "kc")})
+    assert kimi_code.kimi_code_dir == tmp_path / "kc"
+    assert tmp_path / "kc" / "sessions" in standard_roots(kimi_code.capture_roots)[Source.KIMI]
+    assert tmp_path / "kimi" / "sessions" in standard_roots(kimi_code.capture_roots)[Source.KIMI]
     # memstream's own variable, and an explicit setting, win.
     assert Settings.from_env({**env, "MEMSTREAM_CODEX_DIR": "/x"}).codex_dir == Path("/x")
     assert Settings.from_env(env, codex_dir=Path("/y")).codex_dir == Path("/y")
     assert Settings.from_env({}).codex_dir == Path("~/.codex")
+
+
+def test_kimi_install_writes_kimi_codes_config_under_kimi_code_home(
+    home: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Kimi Code reads its hooks from ``$KIMI_CODE_HOME/config.toml`` (``[[hooks]]`` event/command, as kimi-cli)
+    and its MCP servers from ``$KIMI_CODE_HOME/mcp.json``; Kimi CLI's ``~/.kimi`` is still written too."""
+    kimi_code = tmp_path / "kc"
+    monkeypatch.setenv("KIMI_CODE_HOME", str(kimi_code))
+    assert run("install", "kimi") == 0
+    hooks = tomllib.loads((kimi_code / "config.toml").read_text())["hooks"]
+    assert {h["event"] for h in hooks} == set(EVENTS["kimi"])
+    assert "memstream" in json.loads((kimi_code / "mcp.json").read_text())["mcpServers"]
+    assert (home / ".kimi" / "config.toml").is_file()
+    capsys.readouterr()
+    assert run("install", "kimi", "--check") == 0
+    assert str(kimi_code / "config.toml") in capsys.readouterr().out
+    assert run("uninstall", "kimi") == 0
+    assert not kimi_code.exists()  # install made the folder, uninstall took it back
 
 
 def test_uninstalling_every_host_removes_the_install_record(home: Path, tmp_path: Path) -> None:

@@ -573,3 +573,43 @@ def test_a_session_end_marks_the_last_new_turn_so_an_unanswered_question_is_stor
         assert [t["ends_session"] for t in ended.new] == [True]
         (turn,) = make_turns(ended.new, user="ada")
         assert turn.ends_session and turn.role == "user"
+
+
+def test_a_session_end_after_the_last_turn_was_taken_sends_that_turn_again_as_the_end(tmp_path: Path) -> None:
+    """Issue 37: live, the last Stop takes every message and SessionEnd finds nothing new; the question the
+    session ended on must still be stored at once, so the end names it, from where it was first published."""
+    from memstream.capture.spool import make_turns
+
+    path = write(
+        tmp_path / "sessions" / "aba723d5ea38e0b657ee4c05d39f2579" / "6f2c" / "wire.jsonl",
+        [HEADER, _wire("TurnBegin", {"user_input": "and the staging deploy?"}, 1)],
+    )
+    with CaptureState.open(tmp_path / "capture.db") as state:
+        stop = Capture(state, CliFormats(), project="/home/ada/orbit").file(path)
+        (asked,) = stop.new
+        ended = Capture(state, CliFormats(), project="/home/ada/orbit").file(path, final=True, host_ended=True)
+        assert ended.new == []  # nothing new: the question is not a second message
+        end = state.spooled(10)[-1].payload
+        assert state.spool_size() == 2
+    assert end["ends_session"] and end["content"] == asked["content"] and end["project"] == "/home/ada/orbit"
+    assert end["provenance"] == asked["provenance"]
+    (turn,) = make_turns([end], user="ada")
+    assert turn.ends_session and turn.role == "user"
+
+
+def test_a_session_end_after_a_reply_sends_nothing(tmp_path: Path) -> None:
+    path = write(
+        tmp_path / "sessions" / "aba723d5ea38e0b657ee4c05d39f2579" / "6f2d" / "wire.jsonl",
+        [
+            HEADER,
+            _wire("TurnBegin", {"user_input": "and the staging deploy?"}, 1),
+            _wire("StepBegin", {"n": 1}, 2),
+            _text("Staging deploys from main.", 3),
+            _wire("TurnEnd", {}, 4),
+        ],
+    )
+    with CaptureState.open(tmp_path / "capture.db") as state:
+        capture = Capture(state, CliFormats(), project="/home/ada/orbit", live_window=0)
+        assert [t["role"] for t in capture.file(path).new] == ["user", "assistant"]
+        assert capture.file(path, final=True, host_ended=True).new == []
+        assert state.spool_size() == 2
