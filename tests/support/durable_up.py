@@ -248,6 +248,8 @@ class Run:
     log: str
     #: Missing at the deadline but stored within the grace after it (slow, not lost).
     late: int = 0
+    #: Faust's "producer buffer full" warnings in up's log (flow control on the backlog, not a fault).
+    buffer_warnings: int = 0
 
     def as_dict(self) -> dict[str, Any]:
         return dict(self.__dict__)
@@ -318,4 +320,7 @@ async def stopped_and_started(
     lost, duplicated, unexpected = verdict(expected, texts)
     late = missing_at_deadline - lost
     seconds = time.monotonic() - began
-    return Run(how, llm, seed, len(expected), len(texts), lost, duplicated, unexpected, seconds, str(up.log), late)
+    warned = up.log.read_text(errors="replace").count("producer buffer full")
+    return Run(
+        how, llm, seed, len(expected), len(texts), lost, duplicated, unexpected, seconds, str(up.log), late, warned
+    )
