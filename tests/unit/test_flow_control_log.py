@@ -6,6 +6,7 @@ lines out of `up`'s log at the default level and counts the waits."""
 from __future__ import annotations
 
 import logging
+from collections.abc import Iterator
 
 import pytest
 from faust.transport import producer as faust_producer
@@ -14,7 +15,7 @@ from memstream import logs
 
 
 @pytest.fixture
-def faust_logger() -> logging.Logger:
+def faust_logger() -> Iterator[logging.Logger]:
     logger = faust_producer.logger
     before = list(logger.filters)
     yield logger

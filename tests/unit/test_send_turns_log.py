@@ -23,7 +23,7 @@ def turns(count: int) -> list[Turn]:
         Turn(
             session_id=f"s{i % 5}",
             project=f"/p{i % 3}",
-            role="user" if i % 2 == 0 else "assistant",  # type: ignore[arg-type]
+            role="user" if i % 2 == 0 else "assistant",
             content=f"turn {i}",
             ts=now,
             user="dev@example.com",
@@ -62,7 +62,7 @@ async def test_every_turn_is_on_disk_before_it_is_sent_and_all_before_the_ack(tm
     batch = turns(1000)
     with TurnLog(tmp_path / "log.db") as log:
         producer = Producer(tmp_path / "log.db")
-        sent = await send_turns(producer, "t", batch, log=log)  # type: ignore[arg-type]
+        sent = await send_turns(producer, "t", batch, log=log)
         assert sent == 1000
         # The i-th turn sent was already committed to the log (another connection counted it).
         assert all(on_disk > i for i, on_disk in enumerate(producer.on_disk_at_send))
@@ -82,6 +82,6 @@ async def test_a_failed_send_leaves_the_logged_turns_unpublished(tmp_path: Path)
 
     with TurnLog(tmp_path / "log.db") as log:
         with pytest.raises(ConnectionError):
-            await send_turns(Failing(tmp_path / "log.db"), "t", turns(1000), log=log)  # type: ignore[arg-type]
+            await send_turns(Failing(tmp_path / "log.db"), "t", turns(1000), log=log)
         assert log.last_published() == 0  # the next start publishes what the log holds
         assert log.count_unfinished() >= 200
