@@ -41,21 +41,32 @@ def main() -> None:
     parser.add_argument("--keep", type=Path, help="copy a run's work dir (up.log, data dir) here when it is not clean")
     args = parser.parse_args()
     runs: list[Run] = []
+    failed = 0
     for series in range(args.series):
         for how in args.how.split(","):
             with tempfile.TemporaryDirectory(prefix="durable-bench-") as tmp:
-                run = asyncio.run(
-                    stopped_and_started(
-                        Path(tmp),
-                        how,
-                        llm=args.llm,
-                        delay=args.delay,
-                        sessions=60,
-                        exchanges=max(1, args.exchanges // 60),
-                        timeout=args.timeout,
-                        grace=args.grace,
+                try:
+                    run = asyncio.run(
+                        stopped_and_started(
+                            Path(tmp),
+                            how,
+                            llm=args.llm,
+                            delay=args.delay,
+                            sessions=60,
+                            exchanges=max(1, args.exchanges // 60),
+                            timeout=args.timeout,
+                            grace=args.grace,
+                        )
                     )
-                )
+                except Exception as exc:  # up did not start again, say: keep what shows why, go on
+                    kept_at = ""
+                    if args.keep is not None:
+                        kept = args.keep / f"{how}{'-llm' if args.llm else ''}-failed-{Path(tmp).name}"
+                        shutil.copytree(tmp, kept, ignore=shutil.ignore_patterns("*.lock"))
+                        kept_at = str(kept)
+                    failed += 1
+                    print(json.dumps({"series": series, "how": how, "failed": repr(exc), "kept": kept_at}), flush=True)
+                    continue
                 if args.keep is not None and (run.late, run.lost, run.duplicated, run.unexpected) != (0, 0, 0, 0):
                     kept = args.keep / f"{how}{'-llm' if run.llm else ''}-{run.seed}"
                     shutil.copytree(tmp, kept, ignore=shutil.ignore_patterns("*.lock"))
@@ -77,6 +88,7 @@ def main() -> None:
         "duplicated": sum(r.duplicated for r in runs),
         "unexpected": sum(r.unexpected for r in runs),
         "clean_runs": sum(1 for r in runs if (r.lost, r.duplicated, r.unexpected) == (0, 0, 0)),
+        "failed_runs": failed,
     }
     print(json.dumps(totals) if args.json else f"totals: {totals}", flush=True)
 
