@@ -16,6 +16,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import shutil
 import tempfile
 from pathlib import Path
 
@@ -30,37 +31,64 @@ def main() -> None:
     parser.add_argument("--delay", type=float, default=0.5, help="seconds the fake model takes per answer")
     parser.add_argument("--exchanges", type=int, default=300, help="published before the stop (60 sessions)")
     parser.add_argument("--json", action="store_true", help="one JSON object per run, then the totals")
+    parser.add_argument("--timeout", type=float, default=600, help="seconds to wait for every memory after the restart")
+    parser.add_argument(
+        "--grace",
+        type=float,
+        default=300,
+        help="when some are missing at --timeout, wait this long more: late, not lost",
+    )
+    parser.add_argument("--keep", type=Path, help="copy a run's work dir (up.log, data dir) here when it is not clean")
     args = parser.parse_args()
     runs: list[Run] = []
+    failed = 0
     for series in range(args.series):
         for how in args.how.split(","):
             with tempfile.TemporaryDirectory(prefix="durable-bench-") as tmp:
-                run = asyncio.run(
-                    stopped_and_started(
-                        Path(tmp),
-                        how,
-                        llm=args.llm,
-                        delay=args.delay,
-                        sessions=60,
-                        exchanges=max(1, args.exchanges // 60),
+                try:
+                    run = asyncio.run(
+                        stopped_and_started(
+                            Path(tmp),
+                            how,
+                            llm=args.llm,
+                            delay=args.delay,
+                            sessions=60,
+                            exchanges=max(1, args.exchanges // 60),
+                            timeout=args.timeout,
+                            grace=args.grace,
+                        )
                     )
-                )
+                except Exception as exc:  # up did not start again, say: keep what shows why, go on
+                    kept_at = ""
+                    if args.keep is not None:
+                        kept = args.keep / f"{how}{'-llm' if args.llm else ''}-failed-{Path(tmp).name}"
+                        shutil.copytree(tmp, kept, ignore=shutil.ignore_patterns("*.lock"))
+                        kept_at = str(kept)
+                    failed += 1
+                    print(json.dumps({"series": series, "how": how, "failed": repr(exc), "kept": kept_at}), flush=True)
+                    continue
+                if args.keep is not None and (run.late, run.lost, run.duplicated, run.unexpected) != (0, 0, 0, 0):
+                    kept = args.keep / f"{how}{'-llm' if run.llm else ''}-{run.seed}"
+                    shutil.copytree(tmp, kept, ignore=shutil.ignore_patterns("*.lock"))
+                    run.log = str(kept / "up.log")
             runs.append(run)
             if args.json:
                 print(json.dumps({"series": series, **run.as_dict()}), flush=True)
             else:
                 print(
                     f"series {series} {how}{' llm' if run.llm else ''}: {run.stored} of {run.expected} stored,"
-                    f" lost {run.lost}, duplicated {run.duplicated}, unexpected {run.unexpected}"
+                    f" lost {run.lost}, late {run.late}, duplicated {run.duplicated}, unexpected {run.unexpected}"
                     f" ({run.seconds:.0f} s, seed {run.seed})",
                     flush=True,
                 )
     totals = {
         "runs": len(runs),
         "lost": sum(r.lost for r in runs),
+        "late": sum(r.late for r in runs),
         "duplicated": sum(r.duplicated for r in runs),
         "unexpected": sum(r.unexpected for r in runs),
         "clean_runs": sum(1 for r in runs if (r.lost, r.duplicated, r.unexpected) == (0, 0, 0)),
+        "failed_runs": failed,
     }
     print(json.dumps(totals) if args.json else f"totals: {totals}", flush=True)
 

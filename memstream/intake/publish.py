@@ -5,6 +5,8 @@ All input is validated before anything is sent: one bad line and nothing is publ
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 from collections.abc import Iterable, Mapping, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
@@ -145,24 +147,72 @@ async def open_producer(bootstrap: str, prefix: str) -> AIOKafkaProducer:
     return producer
 
 
+#: The first chunk :func:`send_turns` appends before it sends anything; each next one is twice as large.
+FIRST_CHUNK = 128
+
+
 async def send_turns(
-    producer: AIOKafkaProducer, prefix: str, turns: Sequence[Turn], *, log: TurnLog | None = None
+    producer: AIOKafkaProducer,
+    prefix: str,
+    turns: Sequence[Turn],
+    *,
+    log: TurnLog | None = None,
+    first_chunk: int = FIRST_CHUNK,
 ) -> int:
     """Send turns keyed by session without waiting for each, then wait until the broker has them all;
     written to the durable turn ``log`` first, where there is one.
 
+    With a log, the batch goes in growing chunks (:func:`log_chunks`): each chunk is appended (one
+    fsync'd commit, in a thread) before any of its turns is sent, and the next chunk is appended while
+    this one is on its way, so the disk's work overlaps the broker's instead of adding to it. Every
+    turn is still on disk before it is sent and before the caller hears "ok". (``first_chunk`` at
+    least the batch's size: one commit, then the sends, as bench/perf/durable_cost.py compares.)
+
     aiokafka keeps one request in flight per broker, so turns of one session (one partition) stay in order.
     """
     prepared = [prepare(turn) for turn in turns]  # each key and bytes made once, for the log and the send
-    seqs = log.append(turns, prepared) if log is not None else []
     topic = topic_name(prefix, TURNS)
-    with stage_span("memstream.intake.publish.batch", topic=topic, size=len(turns)):
-        futures = [await producer.send(topic, event, key=key.encode()) for key, event in prepared]
-        for future in futures:
-            await future
+    chunks = log_chunks(len(turns), first_chunk) if log is not None else [(0, len(turns))]
+    seqs: list[int] = []
+    appending: asyncio.Future[list[int]] | None = None
+    if log is not None and chunks:
+        first, end = chunks[0]
+        appending = asyncio.ensure_future(asyncio.to_thread(log.append, turns[first:end], prepared[first:end]))
+    try:
+        with stage_span("memstream.intake.publish.batch", topic=topic, size=len(turns)):
+            futures = []
+            for i, (first, end) in enumerate(chunks):
+                if log is not None and appending is not None:
+                    seqs += await appending  # this chunk is on disk: only now may it be sent
+                    appending = None
+                    if i + 1 < len(chunks):
+                        start, stop = chunks[i + 1]
+                        appending = asyncio.ensure_future(
+                            asyncio.to_thread(log.append, turns[start:stop], prepared[start:stop])
+                        )
+                futures += [await producer.send(topic, event, key=key.encode()) for key, event in prepared[first:end]]
+            for future in futures:
+                await future
+    finally:
+        if appending is not None:  # a send failed: let the append in flight finish (its turns stay unpublished)
+            with contextlib.suppress(Exception):
+                await appending
     if log is not None:
         log.published(seqs)
     return len(turns)
+
+
+def log_chunks(count: int, first: int = FIRST_CHUNK) -> list[tuple[int, int]]:
+    """``count`` turns as (start, end) chunks that double in size: the first is small, so sending starts
+    at once, and a batch of n costs ~log2(n / first) commits, not one per turn."""
+    chunks, start, size = [], 0, first
+    while start < count:
+        end = min(count, start + size)
+        if count - end < size:  # a short tail joins this chunk rather than cost a commit of its own
+            end = count
+        chunks.append((start, end))
+        start, size = end, size * 2
+    return chunks
 
 
 async def publish_events(

@@ -31,7 +31,7 @@ from memstream.intake import turnlog
 from memstream.intake.turnlog import TurnLog
 from memstream.kafka import offsets
 from memstream.kafka.security import client_options
-from memstream.logs import quiet_payload_loggers
+from memstream.logs import quiet_flow_control, quiet_payload_loggers
 from memstream.runtime import read_runtime, write_process_file
 from memstream.schemas import ForgetScope, Memory, Turn, decode, encode
 from memstream.settings import Settings
@@ -355,6 +355,7 @@ async def replay(
 ) -> Summary:
     began = time.monotonic()
     quiet_payload_loggers()
+    quiet_flow_control()
     embedder = build_embedder(settings)
     live_collection = active_collection(settings, embedder.model) or collection_name(embedder.model)
     collection = f"{collection_name(embedder.model)}__{name}"

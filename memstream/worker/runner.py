@@ -18,7 +18,7 @@ from memstream.bootstrap import build_providers
 from memstream.kafka import doorbell
 from memstream.kafka.broker import EmbeddedBroker
 from memstream.kafka.security import client_options
-from memstream.logs import quiet_payload_loggers
+from memstream.logs import quiet_flow_control, quiet_payload_loggers
 from memstream.ports import Providers
 from memstream.runtime import read_runtime_file as read_runtime_file  # its old home: callers still import it here
 from memstream.runtime import remove_runtime_file, write_runtime_file
@@ -150,6 +150,7 @@ async def start(
     began = time.monotonic()
     timings: dict[str, float] = {}
     quiet_payload_loggers()
+    quiet_flow_control()  # a backlog at start makes Faust wait for its producer: not a warning
     settings.data_dir.mkdir(parents=True, exist_ok=True)
     broker: EmbeddedBroker | None = None
     if settings.embedded_broker:

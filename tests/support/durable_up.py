@@ -246,6 +246,10 @@ class Run:
     unexpected: int
     seconds: float
     log: str
+    #: Missing at the deadline but stored within the grace after it (slow, not lost).
+    late: int = 0
+    #: Faust's "producer buffer full" warnings in up's log (flow control on the backlog, not a fault).
+    buffer_warnings: int = 0
 
     def as_dict(self) -> dict[str, Any]:
         return dict(self.__dict__)
@@ -275,10 +279,12 @@ async def stopped_and_started(
     seed: int | None = None,
     within: float = 3.0,
     timeout: float = 600,
+    grace: float = 0,
 ) -> Run:
     """Start up on a fresh data dir, publish ``sessions * exchanges`` exchanges with ``memstream
     publish --file`` (acknowledged when it exits 0), stop up as ``how`` at a random instant up to
-    ``within`` s later, start it again on the same data dir and wait for every memory."""
+    ``within`` s later, start it again on the same data dir and wait for every memory. ``grace``: when
+    some are missing at the ``timeout``, how much longer to wait and count those that come as late."""
     began = time.monotonic()
     seed = random.randrange(1_000_000) if seed is None else seed
     rng = random.Random(seed)
@@ -304,10 +310,17 @@ async def stopped_and_started(
             await asyncio.to_thread(up.stop_as, how)
             up.start()
             await up.wait_ready()
-            texts = await settle(up, expected, timeout=timeout, prefix="Note: " if llm else "")
+            prefix = "Note: " if llm else ""
+            texts = await settle(up, expected, timeout=timeout, prefix=prefix)
+            missing_at_deadline = verdict(expected, texts)[0]
+            if missing_at_deadline and grace > 0:
+                texts = await settle(up, expected, timeout=grace, prefix=prefix)
         finally:
             up.stop()
     lost, duplicated, unexpected = verdict(expected, texts)
+    late = missing_at_deadline - lost
+    seconds = time.monotonic() - began
+    warned = up.log.read_text(errors="replace").count("producer buffer full")
     return Run(
-        how, llm, seed, len(expected), len(texts), lost, duplicated, unexpected, time.monotonic() - began, str(up.log)
+        how, llm, seed, len(expected), len(texts), lost, duplicated, unexpected, seconds, str(up.log), late, warned
     )

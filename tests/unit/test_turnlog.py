@@ -128,7 +128,7 @@ def test_several_processes_append_at_once(tmp_path: Path) -> None:
 
 
 def test_published_marks_runs_of_seqs_and_nothing_else(tmp_path: Path) -> None:
-    from memstream.intake.turnlog import _runs, prepare
+    from memstream.intake.turnlog import _PUBLISHED, _runs, prepare
 
     assert list(_runs([1, 2, 3, 7, 9, 10])) == [(1, 3), (7, 7), (9, 10)]
     assert list(_runs([])) == []
@@ -138,6 +138,49 @@ def test_published_marks_runs_of_seqs_and_nothing_else(tmp_path: Path) -> None:
         log.published([seqs[0], seqs[1], seqs[3]])
         assert contents(list(log.unfinished())) == [f"q{i}" for i in range(6)]
         assert {item.key for item in log.unfinished()} == {turn_session_key("a", "/p", "u@x")}
+        assert log.last_published() == seqs[3]
     with sqlite3.connect(tmp_path / "t.db") as db:
-        flags = db.execute("SELECT published FROM turns ORDER BY seq").fetchall()
+        flags = db.execute(f"SELECT {_PUBLISHED} FROM turns ORDER BY seq").fetchall()
+        runs = db.execute("SELECT first, last FROM acks ORDER BY first").fetchall()
     assert [flag for (flag,) in flags] == [1, 1, 0, 1, 0, 0]
+    assert runs == [(1, 2), (4, 4)]  # a run per run of seqs, not a row rewritten per turn
+
+
+def test_a_log_flagged_per_turn_before_keeps_what_was_published(tmp_path: Path) -> None:
+    from memstream.intake.turnlog import _PUBLISHED
+
+    with TurnLog(tmp_path / "t.db") as log:
+        log.append([turn("a", "user", f"q{i}") for i in range(4)])
+        # As a log written before acks existed: flags on the rows, the first one done.
+        log._db.executescript(
+            "DELETE FROM acks; UPDATE turns SET published = 1 WHERE seq <= 3; UPDATE turns SET done = 1 WHERE seq = 1;"
+            " PRAGMA user_version = 0;"
+        )
+    with TurnLog(tmp_path / "t.db") as log:
+        assert log.last_published() == 3
+        flags = log._db.execute(f"SELECT seq FROM turns WHERE done = 0 AND {_PUBLISHED}").fetchall()
+        assert [seq for (seq,) in flags] == [2, 3]
+        assert log._db.execute("PRAGMA user_version").fetchone()[0] == 1
+
+
+def test_appends_maintain_no_index_on_the_session_key(tmp_path: Path) -> None:
+    """An index on the ~60-character session key cost ~8 of the ~19 µs of CPU an append spends per turn
+    (bench/perf/durable_cost.py); marking done reads a range of seqs instead. A log made with the index
+    loses it when opened."""
+    with TurnLog(tmp_path / "log.db") as log:
+        log._db.execute("CREATE INDEX IF NOT EXISTS turns_session ON turns (session, seq)")  # as an older log has it
+    with TurnLog(tmp_path / "log.db") as log:
+        indexes = {row[1] for row in log._db.execute("PRAGMA index_list(turns)")}
+        assert "turns_session" not in indexes
+        assert "turns_unfinished" in indexes
+
+
+def test_a_question_is_done_once_a_later_answer_in_its_session_is_published(tmp_path: Path) -> None:
+    with TurnLog(tmp_path / "log.db") as log:
+        log.append([turn("a", "user", "q1"), turn("b", "user", "q2"), turn("b", "assistant", "a2")])
+        log.published([1, 2, 3])
+        assert log.mark_done(3, open_before=0) == 2  # q2 and a2; q1 waits for its answer
+        log.append([turn("b", "user", "q3"), turn("a", "assistant", "a1")])
+        log.published([4, 5])
+        assert log.mark_done(5, open_before=0) == 2  # q1 and a1 now; q3 waits
+        assert contents(list(log.unfinished())) == ["q3"]
