@@ -212,6 +212,77 @@ async def mean_window_grain(
         await store.close()
 
 
+_MONTH_NAMES = (
+    "January", "February", "March", "April", "May", "June",
+    "July", "August", "September", "October", "November", "December",
+)  # fmt: skip
+
+
+def session_day(session: str) -> datetime:
+    """A made-up day for a session, spread over 2024-2025 by a hash of its name (the set has no dates)."""
+    import hashlib
+    from datetime import timedelta
+
+    days = int(hashlib.sha256(session.encode()).hexdigest(), 16) % 730
+    return datetime(2024, 1, 1, 12, tzinfo=UTC) + timedelta(days=days)
+
+
+async def dated(
+    embedder: BundledEmbedder,
+    root: Path,
+    memories: Sequence[Memory],
+    vectors: Sequence[Sequence[float]],
+    ids: dict[str, str],
+    questions: Sequence[dict[str, Any]],
+    alpha: float,
+    weight: float,
+) -> dict[str, list[list[str]]]:
+    """The set dated (issue 40.2): each session said on a made-up day (:func:`session_day`), each question
+    asked as "… (in <month> <year>)" of its first answer's session, ranked as recall ranks a query naming
+    a time (pool ``TIME_POOL``, session fusion, ``said_then``), with and without the day in the BM25 terms."""
+    from unittest import mock
+
+    import memstream.store.edge as edge
+    from memstream.recall.dates import TIME_POOL, said_then
+    from memstream.rules.dates import time_named
+    from memstream.store.base import document_terms
+
+    stamped = [msgspec.structs.replace(m, created_at=session_day(m.session_id or "")) for m in memories]
+    session_of = {ids[a]: a.rsplit(":", 1)[0] for q in questions for a in q["answers"]}
+    asked = []
+    for q in questions:
+        day = session_day(session_of[ids[q["answers"][0]]])
+        asked.append(f"{q['q']} (in {_MONTH_NAMES[day.month - 1]} {day.year})")
+    queries = [await embedder.embed_query(text) for text in asked]
+    out: dict[str, list[list[str]]] = {}
+    for terms in ("with", "without"):
+        store = EdgeStore(root / f"dated-{terms}", embedder.model, embedder.dim)
+        patch = mock.patch.object(edge, "memory_terms", lambda text, said: document_terms(text))
+        if terms == "without":
+            patch.start()
+        await store.open()
+        try:
+            for memory, vector in zip(stamped, vectors, strict=True):
+                await store.upsert(memory, vector)
+            for prefer in (False, True):
+                ranked = []
+                for text, vector in zip(asked, queries, strict=True):
+                    hits = await store.hybrid_search(
+                        text, vector, [SCOPE], limit=TIME_POOL, alpha=alpha, min_score=0.0, fusion="normalized"
+                    )
+                    hits = session_fusion(hits, weight)
+                    if prefer:
+                        hits = said_then(hits, time_named(text, datetime(2026, 1, 1, tzinfo=UTC)))
+                    ranked.append([h.memory.id for h in hits])
+                name = f"day {terms} BM25 terms, " + ("time preferred (said_then)" if prefer else "no time preference")
+                out[name] = ranked
+        finally:
+            await store.close()
+            if terms == "without":
+                patch.stop()
+    return out
+
+
 async def window_grain(
     exchanges_store: EdgeStore,
     embedder: BundledEmbedder,
@@ -305,6 +376,9 @@ async def main() -> None:
         "--mean-windows",
         action="store_true",
         help="windows whose vector is the mean of their exchanges' (no new embedding; centered and trailing)",
+    )
+    parser.add_argument(
+        "--dated", action="store_true", help="each session on a made-up day, each question naming its month"
     )
     parser.add_argument("--cache", type=Path, help="a scratch JSON file of passage vectors reused between runs")
     args = parser.parse_args()
@@ -411,6 +485,12 @@ async def main() -> None:
                     store, embedder, Path(root), exchanges, ids, questions, queries, alpha, weight
                 )
                 table("window grain (issue 40.1): dev may be tuned on, test is only reported", grained, SPLITS)
+            if args.dated:
+                table(
+                    "dated set (issue 40.2): dev may be tuned on, test only reported",
+                    await dated(embedder, Path(root), memories, vectors, ids, questions, alpha, weight),
+                    SPLITS,
+                )
             if args.mean_windows:
                 for trailing in (False, True):
                     grained = await mean_window_grain(

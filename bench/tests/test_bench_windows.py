@@ -26,3 +26,14 @@ def test_a_mean_window_costs_no_embedding_its_vector_is_its_exchanges_mean() -> 
     assert centered["b:0"] == ("[user] v0\n[assistant] s0", [0.0, 1.0])  # alone in its session
     trailing = {key: text for key, text, _ in mean_windows(exchanges, vectors, 1, trailing=True)}
     assert trailing["a:2"].count("[user]") == 3 and trailing["a:0"].count("[user]") == 1  # no look ahead
+
+
+def test_a_session_gets_one_made_up_day_within_the_two_years() -> None:
+    from datetime import UTC, datetime
+
+    from bench.quality.retrieval import session_day
+
+    days = {session_day(f"s{i}") for i in range(200)}
+    assert session_day("s1") == session_day("s1")
+    assert all(datetime(2024, 1, 1, tzinfo=UTC) <= d < datetime(2026, 1, 1, tzinfo=UTC) for d in days)
+    assert len({(d.year, d.month) for d in days}) > 12  # spread over many months, not one
