@@ -404,6 +404,7 @@ class Decider:
             session_id=fact.session_id,
             project=fact.project,
             sources=fact_sources(fact),
+            speaker=fact.speaker,
         )
 
     def _refresh(self, fact: Fact, new: Memory, embedded: EmbeddedFact, target: str, reason: str) -> RefreshMemory:

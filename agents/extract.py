@@ -225,6 +225,13 @@ def fact_scope(snapshot: Snapshot, fact: ExtractedFact) -> tuple[Scope, str] | N
     return "project", snapshot.project_key
 
 
+def conversation_speaker(snapshot: Snapshot, fact: ExtractedFact, scope: tuple[Scope, str]) -> str:
+    """Whose a project memory of the conversation is: the speaker's user key for the exchange (and for
+    whatever a model calls a conversation), so other members do not read it; "" for a project fact,
+    which stays shared. A turn that names no user has no one to keep it for: it stays the project's."""
+    return snapshot.user_key if fact.type == "conversation" and scope[0] == "project" else ""
+
+
 def _fact(
     snapshot: Snapshot,
     fact: ExtractedFact,
@@ -253,6 +260,7 @@ def _fact(
         # The exchange itself (raw mode) keeps one memory as it goes on; facts drawn from it, and
         # whatever a model calls a conversation, do not.
         exchange_id=snapshot.exchange_id if raw and fact.type == "conversation" else "",
+        speaker=conversation_speaker(snapshot, fact, scope),
         ts=snapshot.ts,
     )
 

@@ -46,6 +46,8 @@ def register(app: faust.App, topics: Topics, providers: Providers, sink: DeadLet
         pending.clear()
         while await providers.history.purge_scope(op.scope_key):
             pass
+        if op.removed_elsewhere:
+            await providers.history.purge_memories(op.removed_elsewhere)
         current: ForgottenScope | None = forgotten.get(op.scope_key)
         if current is None or op.forgotten_at > current.forgotten_at:
             forgotten[op.scope_key] = ForgottenScope(forgotten_at=op.forgotten_at)

@@ -58,15 +58,23 @@ FORGET_CAUSE = "forget"
 FORGET_PAGE = 500
 
 
-async def forget(store: MemoryStore, graph: GraphStore | None, scope_key: str) -> list[Memory]:
-    """Delete every memory of a scope, superseded ones included, and their graph links."""
+async def forget(store: MemoryStore, graph: GraphStore | None, scope_key: str, *, spoken: bool = False) -> list[Memory]:
+    """Delete every memory of a scope, superseded ones included, and their graph links; ``spoken`` (a
+    user's forget): also every memory of any scope that holds the user's words (their exchanges)."""
     gone: dict[str, Memory] = {}
+    scopes: list[str] | None = [scope_key]
     while True:
-        page = [m for m in await store.list([scope_key], include_superseded=True, limit=FORGET_PAGE)]
+        if spoken and scopes is None:
+            page = await store.list(None, include_superseded=True, limit=FORGET_PAGE, spoken_by=scope_key)
+        else:
+            page = await store.list(scopes, include_superseded=True, limit=FORGET_PAGE)
         fresh = [m for m in page if m.id not in gone]
         if not fresh:
             if page:  # the store returned memories it had just deleted: never loop on that
                 raise RuntimeError(f"the store still lists {len(page)} deleted memories of a forgotten scope")
+            if spoken and scopes is not None:
+                scopes = None  # the scope is empty: on to the user's words in other scopes
+                continue
             break
         for memory in fresh:
             await store.delete(memory.id)
@@ -200,22 +208,27 @@ def register(app: faust.App, topics: Topics, providers: Providers, sink: DeadLet
     forgotten = state_table(app, "store-forgotten", providers.settings.partitions)
 
     async def forget_scope(op: ForgetScope) -> None:
-        gone = await forget(providers.store, providers.graph, op.scope_key)
+        gone = await forget(providers.store, providers.graph, op.scope_key, spoken=op.scope == "user")
+        elsewhere = [m.id for m in gone if m.scope_key != op.scope_key]
         current: ForgottenScope | None = forgotten.get(op.scope_key)
         if current is None or op.forgotten_at > current.forgotten_at:
             forgotten[op.scope_key] = ForgottenScope(forgotten_at=op.forgotten_at)
         # The scope key is a hash: logging it names nobody.
-        log.warning("forgot scope %s: %d memories deleted", op.scope_key, len(gone))
+        log.warning(
+            "forgot scope %s: %d memories deleted (%d in other scopes)", op.scope_key, len(gone), len(elsewhere)
+        )
         now = datetime.now(UTC)
         for memory in gone:
             await topics.memory_updated.send(
-                key=op.scope_key.encode(),
+                key=memory.scope_key.encode(),
                 value=MemoryUpdated(
                     change="deleted", memory=without_content(memory), op_id=op.op_id, cause=FORGET_CAUSE, ts=now
                 ),
             )
         # On to the history agent, after every audit record this agent wrote for the scope.
-        await topics.history.send(key=op.scope_key.encode(), value=op)
+        # The records of the user's exchanges in other scopes go with it.
+        passed = msgspec.structs.replace(op, removed_elsewhere=elsewhere) if elsewhere else op
+        await topics.history.send(key=op.scope_key.encode(), value=passed)
 
     async def handle(value: Any, event: EventT) -> None:
         op = expect(value, MemoryOp)
@@ -224,7 +237,12 @@ def register(app: faust.App, topics: Topics, providers: Providers, sink: DeadLet
                 await forget_scope(op)
                 return
             ledger: ForgottenScope | None = forgotten.get(op.scope_key)
-            if forgotten_before(op, ledger.forgotten_at if ledger else None):  # type: ignore[arg-type]
+            speaker = op.memory.speaker if isinstance(op, CreateMemory | RefreshMemory) else ""
+            said: ForgottenScope | None = forgotten.get(speaker) if speaker else None
+            if forgotten_before(op, ledger.forgotten_at if ledger else None) or forgotten_before(  # type: ignore[arg-type]
+                op,  # type: ignore[arg-type]
+                said.forgotten_at if said else None,
+            ):
                 span.set_attribute("store.change", "forgotten")
                 stats.add(op.scope_key, StoreStats(skipped=1))
                 return

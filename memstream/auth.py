@@ -158,6 +158,21 @@ def read_scopes(principal: Principal, project: str) -> list[str]:
     return [key for key in (project, principal.user_key) if key]
 
 
+def read_speaker(principal: Principal, *, shared: bool = False) -> str | None:
+    """Whose conversations a read of a project keeps: None every speaker's (an admin, the local
+    token, or a project that shares its members' conversations), else the reader's own user key
+    (their own exchanges and what is shared with the project: facts, documents)."""
+    return None if principal.is_admin or shared else principal.user_key
+
+
+def may_read_memory(principal: Principal, scope_key: str, speaker: str, *, shared: bool = False) -> bool:
+    """May this caller read a memory of this scope and speaker (a get by id, a live event)?"""
+    if not may_read_scope(principal, scope_key):
+        return False
+    allowed = read_speaker(principal, shared=shared)
+    return allowed is None or speaker in ("", allowed)
+
+
 def check_publish(principal: Principal, project: str, claimed_user: str) -> None:
     """Refuse a turn whose project or user is not the principal's.
 
@@ -293,6 +308,69 @@ class TokenStore:
     def _write(self, records: list[TokenRecord]) -> None:
         write_private(self.path, _ENCODER.encode(_TokenFile(tokens=records)))
         self._cache = None
+
+
+class SharingChange(msgspec.Struct, frozen=True, kw_only=True):
+    """One change of a project's sharing setting: its audit record."""
+
+    project: str
+    shared: bool
+    by: str
+    at: datetime
+
+
+class _SharingFile(msgspec.Struct, kw_only=True):
+    version: int = 1
+    #: Project keys (``p_…``) whose members read each other's conversations.
+    shared: list[str] = []
+    #: Every change, oldest first (the audit trail ``GET /admin/sharing`` shows).
+    changes: list[SharingChange] = []
+
+
+_SHARING_DECODER = msgspec.json.Decoder(_SharingFile)
+
+
+class ProjectSharing:
+    """Which projects share their members' conversations (default: none), in ``sharing.json`` beside
+    the token file; only an admin changes it (``POST /admin/sharing``, ``memstream share``), and
+    every change is kept with who made it and when. Re-read when the file changes."""
+
+    def __init__(self, path: Path):
+        self.path = path
+        self._cache: tuple[float, int, _SharingFile] | None = None
+
+    def _load(self) -> _SharingFile:
+        try:
+            stat = self.path.stat()
+        except FileNotFoundError:
+            return _SharingFile()
+        if self._cache is not None and self._cache[:2] == (stat.st_mtime, stat.st_size):
+            return self._cache[2]
+        try:
+            data = _SHARING_DECODER.decode(self.path.read_bytes())
+        except (msgspec.DecodeError, OSError) as exc:
+            raise AuthError(f"cannot read the sharing file {self.path}: {exc}") from None
+        self._cache = (stat.st_mtime, stat.st_size, data)
+        return data
+
+    def shares(self, project: str) -> bool:
+        return project in self._load().shared
+
+    def shared(self) -> list[str]:
+        return list(self._load().shared)
+
+    def changes(self, project: str = "") -> list[SharingChange]:
+        return [c for c in self._load().changes if not project or c.project == project]
+
+    def set(self, project: str, shared: bool, *, by: str) -> SharingChange:
+        """Share (or stop sharing) a project's conversations with its members; the change is recorded."""
+        data = self._load()
+        keys = set(data.shared)
+        keys = keys | {project} if shared else keys - {project}
+        change = SharingChange(project=project, shared=shared, by=by, at=_now())
+        write_private(self.path, _ENCODER.encode(_SharingFile(shared=sorted(keys), changes=[*data.changes, change])))
+        self._cache = None
+        return change
 
 
 def write_private(path: Path, data: bytes) -> None:

@@ -179,7 +179,7 @@ def _read_verbs(sub: Any) -> None:
 
 
 def _admin_verbs(sub: Any) -> None:
-    """The verbs that administer: token, forget, console, serve-api."""
+    """The verbs that administer: token, forget, share, console, serve-api."""
     token = sub.add_parser("token", help="create, list and revoke the API's bearer tokens")
     token_sub = token.add_subparsers(required=True, metavar="ACTION")
     create = token_sub.add_parser("create", help="a new token (shown once) for a user and its projects, or an admin")
@@ -207,6 +207,15 @@ def _admin_verbs(sub: Any) -> None:
     which.add_argument("--project", help="the project directory")
     forget.add_argument("--yes", action="store_true", help="do not ask for confirmation")
     forget.set_defaults(run="access:cmd_forget")
+
+    share = sub.add_parser(
+        "share",
+        help="let a project's members read each other's conversations (admin; default: each reads their own); "
+        "without --project, list the shared projects and every change",
+    )
+    share.add_argument("--project", default="", help="the project directory")
+    share.add_argument("--off", action="store_true", help="stop sharing: each member reads only their own again")
+    share.set_defaults(run="access:cmd_share")
 
     console = sub.add_parser(
         "console", help="open the memory console in a browser (a one-time sign-in link; no token in the URL)"

@@ -345,6 +345,11 @@ class Settings:
     #: (the embedded default, the hook, ``memstream mcp`` over stdio, the CLI); set false on a shared query
     #: service, which must never read paths its clients name.
     check_citations: bool = field(default=True, metadata=_env("MEMSTREAM_CHECK_CITATIONS"))
+    #: MEMSTREAM_CODE_GONE_DAYS: the aging stage retires a memory every file of which it cites has been deleted
+    #: for this many days (by the deleting commit's date), checked every MEMSTREAM_RETENTION_INTERVAL where the
+    #: work trees are on the worker's machine (MEMSTREAM_CHECK_CITATIONS, the embedded default); audited as
+    #: ``aged-out``, restorable from the console. 0: never.
+    code_gone_days: float = field(default=30.0, metadata=_env("MEMSTREAM_CODE_GONE_DAYS"))
     #: MEMSTREAM_RECALL_ALPHA: weight of the vector leg in search's hybrid score (the BM25 leg gets 1 - alpha),
     #: both legs min-max scaled per query; 0.5 weighs them equally (bench/quality/retrieval's dev half: 0.5-0.7 within
     #: one or two questions of each other). The decision stage keeps its own 0.7 over raw scores.
@@ -503,6 +508,7 @@ class Settings:
             "embed_batch_window",
             "embed_threads",
             "words_retention_days",
+            "code_gone_days",
         ):
             if getattr(self, name) < 0:
                 raise SettingsError(f"{_var(name)} must not be negative")
@@ -580,6 +586,11 @@ class Settings:
     def tokens_file(self) -> Path:
         """The hashed tokens and their principals (``memstream token``)."""
         return Path(self.tokens_path) if self.tokens_path else self.data_dir / "tokens.json"
+
+    @property
+    def sharing_file(self) -> Path:
+        """Which projects share their members' conversations, and who changed it (``memstream share``)."""
+        return self.tokens_file.with_name("sharing.json")
 
     @property
     def local_token_file(self) -> Path:

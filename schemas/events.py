@@ -193,6 +193,8 @@ class Fact(Event, tag="fact.v1", kw_only=True, frozen=True):
     #: A raw exchange's identity (its snapshot's ``exchange_id``): its memory's id derives from it, so a
     #: later snapshot of the same exchange refreshes that memory instead of adding one. "" otherwise.
     exchange_id: str = ""
+    #: A conversation's speaker (user key): its memory is theirs to read (``Memory.speaker``). "" otherwise.
+    speaker: str = ""
     ts: datetime
 
 
@@ -271,6 +273,10 @@ class ForgetScope(MemoryOp, tag="op.forget-scope.v1", kw_only=True, frozen=True)
     #: The audit of what the forget cannot reach: per topic still holding the scope's words, until
     #: when (None: kept forever, the ``turns`` topic). Empty on forgets recorded before it existed.
     words_held_until: dict[str, datetime | None] = {}
+    #: A user's forget: the memories of other scopes that held the user's words (their exchanges in every
+    #: project), which the store deleted; the history agent purges their audit records too. Set by the
+    #: store agent on the forget it passes on; empty otherwise.
+    removed_elsewhere: list[str] = []
 
 
 Change = Literal["created", "refreshed", "deleted", "superseded"]

@@ -29,6 +29,7 @@ Outcome = Literal[
     "aged-out",  # aging removed an older progress memory
     "condensed",  # aging condensed a session summary into a learned-pattern
     "purged",  # retention hard-deleted a tombstone past its window
+    "code-status",  # the code a memory cites changed status (current, changed, moved, gone): once per change
     # what a person did (the console)
     "pinned",  # importance set to 1.0
     "unpinned",  # importance cleared

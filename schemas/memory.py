@@ -126,6 +126,11 @@ class Memory(msgspec.Struct, tag="memory.v1", tag_field="schema", kw_only=True, 
     title: str = ""
     #: The id of the document a chunk comes from ("" for other memories).
     document_id: str = ""
+    #: Whose words a conversation memory holds: the user key (``u_…``) of the exchange's speaker. Only
+    #: the speaker reads it, unless its project shares its members' conversations (docs/security.md).
+    #: "" for everything shared with the project (its facts, documents) and for memories stored before
+    #: the field existed.
+    speaker: str = ""
 
     @property
     def active(self) -> bool:

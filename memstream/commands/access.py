@@ -165,11 +165,38 @@ def cmd_forget(args: argparse.Namespace, settings: Settings) -> int:
     _, reply = api_request(settings, "POST", "/admin/forget", {}, body)
     data = json.loads(reply)
     print(f"forgetting {what} (scope {data['scope_key']}): the pipeline is purging it")
+    removed = data.get("removed") or {}
+    for scope, count in (data.get("memories") or {}).items():
+        print(f"  {scope}: {removed.get(scope, 0)} of {count} memories removed")
+    if not data.get("done", True):
+        print("  (the pipeline is still removing the rest)")
     held = data.get("words_held_until") or {}
     if held:
         print("still on topics until their retention passes (a Kafka cluster's own retention may differ):")
         for topic, until in held.items():
             print(f"  {topic}: {until or 'kept forever'}")
+    return 0
+
+
+def cmd_share(args: argparse.Namespace, settings: Settings) -> int:
+    """Share a project's conversations with its members (or stop), through ``POST /admin/sharing``; without
+    a project, list the shared projects and the recorded changes."""
+    from memstream.commands.read import api_request
+
+    if args.project:
+        body = {"project": str(Path(args.project).resolve()), "shared": not args.off}
+        _, reply = api_request(settings, "POST", "/admin/sharing", {}, body)
+        change = json.loads(reply)["change"]
+        state = "share their conversations" if change["shared"] else "each read only their own conversations"
+        print(f"the members of {args.project} now {state} (changed by {change['by']} at {change['at']})")
+        return 0
+    _, reply = api_request(settings, "GET", "/admin/sharing", {})
+    data = json.loads(reply)
+    print("projects sharing their members' conversations: " + (", ".join(data["shared"]) or "none"))
+    for change in data["changes"]:
+        print(
+            f"  {change['at']}  {change['project']}  {'shared' if change['shared'] else 'private'}  by {change['by']}"
+        )
     return 0
 
 

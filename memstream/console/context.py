@@ -11,15 +11,15 @@ import asyncio
 import contextlib
 import urllib.parse
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from starlette.requests import Request
 from starlette.responses import HTMLResponse, RedirectResponse, Response
 
-from memstream.auth import AuthError, Principal, may_read_scope, read_scopes
+from memstream.auth import AuthError, Principal, may_read_scope, read_scopes, read_speaker
 from memstream.console import actions, pages, reads, views
 from memstream.console.html import Html
 from memstream.console.session import PRE_COOKIE, SESSION_COOKIE, Session, Sessions
@@ -27,6 +27,8 @@ from memstream.ports import Providers
 from memstream.schemas import Memory
 from memstream.serve.context import MAX_BODY_BYTES, ApiContext
 from memstream.serve.guard import principal_of
+from memstream.store.base import MemoryStore
+from memstream.store.reader import ReadAs
 
 BASE = pages.BASE
 #: How long an action waits to see its outcome in the memory's history before the page says "on its way".
@@ -45,6 +47,15 @@ class Console:
     @property
     def providers(self) -> Providers:
         return self.ctx.providers
+
+    def reads_for(self, principal: Principal, project: str = "") -> Providers:
+        """The providers whose store this caller reads through: their own conversations and what is
+        shared (``memstream.auth.read_speaker``; ``project``, a ``p_…`` key: the one read, whose sharing
+        setting counts; none: every project, each read as not sharing)."""
+        speaker = read_speaker(principal, shared=bool(project) and self.ctx.shares(project))
+        if speaker is None:
+            return self.providers
+        return replace(self.providers, store=cast(MemoryStore, ReadAs(self.providers.store, speaker)))
 
 
 def console_of(request: Request) -> Console:
@@ -105,7 +116,7 @@ async def readable(con: Console, principal: Principal, memory_id: str) -> Memory
     if checked is None:  # not an id at all: "not found", never the store's parse error
         return None
     found = await con.providers.store.get(checked)
-    if found is None or not may_read_scope(principal, found.scope_key):
+    if found is None or not con.ctx.may_read(principal, found):
         return None
     return found
 

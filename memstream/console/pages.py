@@ -13,7 +13,7 @@ from typing import Any
 
 from memstream.auth import Principal
 from memstream.console.html import Html, esc, join, options, render, url, when
-from memstream.recall.staleness import citations_of
+from memstream.recall.staleness import Stale, citations_of, describe
 from memstream.rules.forgotten import taken_out
 from memstream.schemas import MEMORY_TYPES, HistoryRecord, Memory
 from memstream.store.graph import GraphAround
@@ -36,7 +36,7 @@ def layout(title: str, main: Html, chrome: Chrome | None, *, notice: str = "", e
     if chrome is not None:
         links = [("memories", "Memories", f"{BASE}/"), ("sessions", "Sessions", f"{BASE}/sessions")]
         links += [("block", "[MEMORY] block", f"{BASE}/block"), ("live", "Live", f"{BASE}/live")]
-        links += [("stats", "Stats", f"{BASE}/stats")]
+        links += [("stats", "Stats", f"{BASE}/stats"), ("stale", "Stale code", f"{BASE}/stale")]
         if chrome.principal.is_admin:
             links += [("documents", "Documents", f"{BASE}/documents"), ("pipeline", "Pipeline", f"{BASE}/pipeline")]
         items = join(
@@ -805,3 +805,71 @@ def documents(
         csrf=csrf_field(csrf),
         project=project,
     )
+
+
+def stale(
+    project: str,
+    projects: Sequence[tuple[str, str]],
+    rows: Sequence[Stale],
+    csrf: str,
+    *,
+    checked_here: bool,
+    read: int,
+) -> Html:
+    """A project's memories whose cited code changed, moved or is gone (issue 39), each with what became
+    of each file, and the bulk forget form; ``unknown`` where the work tree is not on this host."""
+    picker = render(
+        '<form method="get" action="{base}/stale" class="filters"><div><label for="project">Project</label>'
+        '<select id="project" name="project">{choices}</select></div><button type="submit">Check</button></form>',
+        base=BASE,
+        choices=options([("", "every project I may read"), *projects], project),
+    )
+    where = Html("")
+    if not checked_here:
+        where = render(
+            '<p class="notice" role="note">The work trees are not read on this host (MEMSTREAM_CHECK_CITATIONS is '
+            "off): every status is <strong>unknown</strong>. Run <code>memstream doctor --stale</code> in the "
+            "project to check it where its files are.</p>"
+        )
+    elif any(row.status == "unknown" for row in rows):
+        where = render(
+            '<p class="notice" role="note">Memories marked <strong>unknown</strong> cite a work tree that is not on '
+            "this host: run <code>memstream doctor --stale</code> where it is.</p>"
+        )
+    stale_count = sum(1 for row in rows if row.status != "unknown")
+    counted = render(
+        '<p class="count" role="status">{n} stale, {u} unknown, of {read} memories read</p>',
+        n=stale_count,
+        u=len(rows) - stale_count,
+        read=read,
+    )
+    if not rows:
+        return join([picker, where, counted, render('<p class="empty">No memory cites code that changed.</p>')])
+    items = join(
+        render(
+            '<li class="memory code-{status}"><div class="pick"><input type="checkbox" name="id" value="{id}" '
+            'id="pick-{id}" aria-label="select this memory"></div><div class="body">'
+            '<p class="text"><a href="{href}">{text}</a></p>'
+            '<p class="meta"><span class="code-status">{status}</span> <span class="type">{type}</span> {date}</p>'
+            '<ul class="cited">{cited}</ul></div></li>',
+            status=row.status,
+            id=row.memory.id,
+            href=f"{BASE}/memories/{row.memory.id}",
+            text=_preview(row.memory.text),
+            type=row.memory.type,
+            date=when(row.memory.updated_at),
+            cited=join(render("<li><code>{line}</code></li>", line=describe(one)) for one in row.checked),
+        )
+        for row in rows
+    )
+    listing = render(
+        '<form method="post" action="{base}/forget" class="bulk">{csrf}'
+        '<ol class="memories">{items}</ol>'
+        "<fieldset><legend>Forget the selected memories</legend>"
+        '<label for="bulk-reason">Reason</label><input id="bulk-reason" name="reason" required>'
+        '<button type="submit" class="danger">Forget selected</button></fieldset></form>',
+        base=BASE,
+        csrf=csrf_field(csrf),
+        items=items,
+    )
+    return join([picker, where, counted, listing])

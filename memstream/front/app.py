@@ -37,6 +37,8 @@ GET|POST|DELETE /documents  documents (the document ingest; memstream.serve.docu
 GET|POST /maintenance   the maintenance report (the maintenance worker's tick()); POST runs its repairs (admin)
 POST /turns             publish turns (JSON list) as the caller: its user, its projects
 POST /admin/forget      forget a user or a project (JSON: user or project)        (admin)
+GET|POST /admin/sharing which projects share their members' conversations; POST changes one
+                        (JSON: project, shared), recorded with who and when         (admin)
 
 GET /memories without ``project`` and GET /history?scope= / ?project= are admin-only; a user
 reads the history of a memory it may read.

@@ -13,6 +13,7 @@ import hashlib
 import os
 import subprocess
 from dataclasses import dataclass
+from datetime import datetime
 from functools import lru_cache
 from pathlib import Path
 
@@ -118,6 +119,17 @@ def read_head(root: str) -> str:
             return sha
     answer = git(root, "rev-parse", "HEAD")  # a reftable, or something else this reader does not know
     return answer.strip() if answer else ""
+
+
+@lru_cache(maxsize=1024)
+def commit_time(root: str, commit: str) -> datetime | None:
+    """When ``commit`` was committed (its committer date, timezone-aware), or None if git cannot say.
+    A commit never changes, so its answer is kept for the process."""
+    out = git(root, "show", "-s", "--format=%cI", commit)
+    try:
+        return datetime.fromisoformat(out.strip()) if out and out.strip() else None
+    except ValueError:
+        return None
 
 
 def fingerprint(lines: list[str]) -> str:

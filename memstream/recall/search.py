@@ -114,6 +114,7 @@ async def search_scopes(
     documents: str = "include",
     session_weight: float = SESSION_WEIGHT,
     now: datetime | None = None,
+    speaker: str | None = None,
 ) -> list[HybridHit]:
     """The memories of exactly these scopes that best match the query, best first (the API's
     scopes, decided from the caller's token). No scope, no search: never "every scope".
@@ -130,7 +131,8 @@ async def search_scopes(
     said then (``recall.dates``, as of ``now``). The graph boost is added to the fused score when
     the graph is enabled, then, when a reranker is given, its order for the top N.
     ``documents``: ``include`` searches document chunks with the memories, ``exclude`` leaves them
-    out, ``only`` searches nothing else.
+    out, ``only`` searches nothing else. ``speaker``: keep only this reader's conversations (and what is
+    shared), as ``memstream.auth.read_speaker`` decides; None keeps every speaker's.
     """
     keys = [key for key in keys if key]
     if not keys:
@@ -165,6 +167,7 @@ async def search_scopes(
             min_score=0.0,
             types=types,
             fusion="normalized",
+            speaker=speaker,
         )
     except BaseException:
         if boost is not None:
@@ -305,7 +308,7 @@ def repeated(memories: Sequence[Memory]) -> set[str]:
 
 
 #: Said after a block entry whose cited code changed or moved since the memory was captured.
-CODE_CHANGED = " (code changed since)"
+CODE_CHANGED = staleness.CODE_CHANGED
 #: The code statuses a block entry is marked for (a ``gone`` one is not shown at all).
 STALE_SHOWN = frozenset({"changed", "moved"})
 
@@ -414,16 +417,22 @@ async def block_memories(
 
 
 async def block_scopes(
-    providers: Providers, keys: Sequence[str], query: str = "", *, max_tokens: int | None = None
+    providers: Providers,
+    keys: Sequence[str],
+    query: str = "",
+    *,
+    max_tokens: int | None = None,
+    speaker: str | None = None,
 ) -> Block:
-    """:func:`block_memories` over exactly these scope keys; no scope gives an empty block."""
+    """:func:`block_memories` over exactly these scope keys (``speaker`` as :func:`search_scopes`);
+    no scope gives an empty block."""
     keys = [key for key in keys if key]
     budget = max_tokens if max_tokens is not None else providers.settings.block_max_tokens
     if not keys:
         return build_block([], max_tokens=budget)
     types = [CONSOLIDATED, *(t for _, section in SECTIONS for t in section)]
-    memories = await providers.store.list(keys, types=types)
-    relevant = await search_scopes(providers, query, keys, limit=RELEVANT_LIMIT) if query else []
+    memories = await providers.store.list(keys, types=types, speaker=speaker)
+    relevant = await search_scopes(providers, query, keys, limit=RELEVANT_LIMIT, speaker=speaker) if query else []
     code = staleness.statuses([*memories, *(hit.memory for hit in relevant)], staleness.checker_for(providers.settings))
     return build_block(memories, relevant, max_tokens=budget, code=code)
 

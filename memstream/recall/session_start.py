@@ -14,7 +14,8 @@ Hosts and their formats (all three take the same JSON on stdout, exit code 0):
 
 When memstream is down, slow or answers an error, the output is empty: the session starts as if
 memstream were not installed. Nothing here imports more than the standard library and settings,
-so the hook answers in tens of milliseconds.
+so the hook answers in tens of milliseconds; when a remote server sends cited entries it could not
+check, the hook checks them against the work tree (issue 39), loading the checker only then.
 """
 
 from __future__ import annotations
@@ -84,15 +85,30 @@ def fetch_block(
     connection = http.client.HTTPConnection(url.hostname or "127.0.0.1", url.port or 80, timeout=CONNECT_TIMEOUT_S)
     try:
         connection.connect()
-        query = urllib.parse.urlencode({"project": project, "user": user(), "max_tokens": str(max_tokens)})
+        asked = {"project": project, "user": user(), "max_tokens": str(max_tokens), "cited": "1"}
+        query = urllib.parse.urlencode(asked)
         if connection.sock is not None:
             connection.sock.settimeout(READ_TIMEOUT_S)
         connection.request("GET", f"{url.path.rstrip('/')}/block?{query}", headers=headers or {})
         response = connection.getresponse()
         if response.status != 200:
             return ""
-        return response.read().decode()
+        body = response.read().decode()
     except (OSError, http.client.HTTPException):
         return ""
     finally:
         connection.close()
+    if not response.getheader("content-type", "").startswith("application/json"):
+        return body  # a server from before cited blocks: its text as it is
+    return checked_here(json.loads(body))
+
+
+def checked_here(answer: dict[str, Any]) -> str:
+    """The block of a ``/block?cited=1`` answer. When the server could not check the cited code (a remote
+    deployment: it never reads the user's disk), this process, which runs in the work tree, checks it:
+    a memory whose code is gone leaves the block, a changed or moved one is marked (docs/recall.md)."""
+    if answer.get("checked") or not answer.get("cited"):
+        return str(answer.get("text") or "")
+    from memstream.recall import staleness  # only here: it loads msgspec and the schemas
+
+    return staleness.recheck_block(answer, staleness.shared_checker())

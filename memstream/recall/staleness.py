@@ -24,6 +24,7 @@ from __future__ import annotations
 import os
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from datetime import datetime
 from functools import lru_cache
 from typing import Any, Final, Literal
 
@@ -39,6 +40,8 @@ STATUSES: Final[tuple[str, ...]] = Status.__args__  # type: ignore[attr-defined]
 STALE: Final = frozenset({"changed", "moved", "gone"})
 #: How much a search hit's score is multiplied by when the code it speaks of is gone (it also ranks last).
 GONE_SCORE_FACTOR: Final = 0.5
+#: Said after a block entry whose cited code changed or moved since the memory was captured.
+CODE_CHANGED: Final = " (code changed since)"
 #: How many citation answers a checker keeps before it starts again (a long-lived MCP process).
 RESULTS_KEPT: Final = 20_000
 
@@ -230,6 +233,16 @@ def memory_status(checked: Sequence[Checked]) -> str:
     return "moved" if "moved" in known else "current"
 
 
+def gone_since(checked: Sequence[Checked]) -> list[datetime | None] | None:
+    """When each cited file went, for a memory whose every citation is ``gone`` (None otherwise: one
+    file still there, moved, or not checkable here): the committer date of the commit that deleted it,
+    None for a file git names no deleting commit for (deleted in the work tree only). What the aging
+    stage weighs with :func:`memstream.rules.aging.gone_long_enough`."""
+    if not checked or any(c.status != "gone" for c in checked):
+        return None
+    return [git.commit_time(c.citation.repo, c.commit) if c.commit and c.citation.repo else None for c in checked]
+
+
 @lru_cache(maxsize=1)
 def shared_checker() -> Checker:
     """This process's checker: its caches serve every recall the process answers."""
@@ -287,3 +300,88 @@ def describe(checked: Checked) -> str:
     where = f"{c.path}:{c.start}-{c.end}" if c.start else c.path
     at = f" @ {c.commit[:7]}{'+dirty' if c.dirty else ''}" if c.commit else ""
     return f"{where}{at}: {checked.note}"
+
+
+def cited_entries(memories: Sequence[Memory]) -> list[dict[str, Any]]:
+    """A block's shown memories (``Block.memories``, in the order of its entry lines) that cite code: the
+    entry's index among the block's ``- `` lines and its citations, for a client to check them
+    (``GET /block?cited=1``)."""
+    out = []
+    for index, memory in enumerate(memories):
+        cited = citations_of(memory)
+        if cited:
+            out.append({"entry": index, "id": memory.id, "citations": [msgspec.to_builtins(c) for c in cited]})
+    return out
+
+
+def recheck_block(answer: Mapping[str, Any], checker: Checker) -> str:
+    """The block text of a ``GET /block?cited=1`` answer, its cited entries checked here, where the work
+    tree is (a remote server cannot read it): a ``gone`` entry is left out (and a section it leaves empty),
+    a ``changed`` or ``moved`` one ends with :data:`CODE_CHANGED`. Unchanged when the server checked."""
+    text = str(answer.get("text") or "")
+    cited = {int(e["entry"]): e for e in answer.get("cited") or [] if isinstance(e, dict) and "entry" in e}
+    if answer.get("checked") or not cited:
+        return text
+    lines: list[str] = []
+    entry = -1
+    for line in text.split("\n"):
+        if line.startswith("- "):
+            entry += 1
+            if entry in cited:
+                status, _ = check_record(cited[entry], checker)
+                if status == "gone":
+                    continue
+                if status in ("changed", "moved") and not line.endswith(CODE_CHANGED):
+                    line += CODE_CHANGED
+        lines.append(line)
+    # A section whose every entry was left out goes too.
+    kept = [
+        line
+        for i, line in enumerate(lines)
+        if not (line.startswith("## ") and (i + 1 >= len(lines) or not lines[i + 1].startswith("- ")))
+    ]
+    return "\n".join(kept)
+
+
+def recheck_records(records: Sequence[Any], checker: Checker) -> list[Any]:
+    """Full records (``get``, a full search's ``results``) with their ``code`` checked here: a client's answer
+    about the work tree it runs in, where a remote server could not say (``current`` says nothing)."""
+    out = []
+    for record in records:
+        if isinstance(record, dict) and record.get("citations"):
+            status, _ = check_record(record, checker)
+            if status:
+                record = {k: v for k, v in record.items() if k != "code"}
+                if status != "current":
+                    record["code"] = status
+        out.append(record)
+    return out
+
+
+#: The order a stale listing shows memories in: the staler first, then those that cannot be checked here.
+LISTING_ORDER: Final = {"gone": 0, "changed": 1, "moved": 2, "unknown": 3}
+
+
+@dataclass(frozen=True, slots=True)
+class Stale:
+    """A memory whose cited code changed, moved or is gone, or cannot be checked here (``unknown``)."""
+
+    memory: Memory
+    status: str
+    checked: list[Checked]
+
+
+def stale_memories(memories: Iterable[Memory], checker: Checker | None) -> list[Stale]:
+    """The memories (of a project) whose code is stale, the staler first, then the ``unknown`` ones: every
+    cited memory when ``checker`` is None (the work trees are not read on this host). Blocking: git runs."""
+    out = []
+    for memory in memories:
+        cited = citations_of(memory)
+        if not cited:
+            continue
+        checked = checker.check_all(cited) if checker is not None else [Checked(c, "unknown") for c in cited]
+        status = memory_status(checked) or "unknown"
+        if status in LISTING_ORDER:
+            out.append(Stale(memory, status, checked))
+    out.sort(key=lambda one: LISTING_ORDER[one.status])  # stable: newest first within a status
+    return out

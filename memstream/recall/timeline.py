@@ -32,21 +32,31 @@ def _in_order(memories: Sequence[Memory]) -> list[Memory]:
 
 
 async def around(
-    store: MemoryStore, keys: Sequence[str], anchor: Memory, *, before: int = AROUND, after: int = AROUND
+    store: MemoryStore,
+    keys: Sequence[str],
+    anchor: Memory,
+    *,
+    before: int = AROUND,
+    after: int = AROUND,
+    speaker: str | None = None,
 ) -> list[Memory]:
     """``before`` memories stored before ``anchor``, the anchor, then ``after`` stored after it: in its
     session when it has one (its thread; two sessions of one project interleave in time), else in
-    these scopes."""
+    these scopes. ``speaker``: only this reader's conversations (``memstream.auth.read_speaker``)."""
     sessions = [anchor.session_id] if anchor.session_id else None
-    listed = await store.list(list(keys), types=searched_types("exclude"), limit=SCAN_LIMIT, sessions=sessions)
+    listed = await store.list(
+        list(keys), types=searched_types("exclude"), limit=SCAN_LIMIT, sessions=sessions, speaker=speaker
+    )
     ordered = _in_order([m for m in listed if m.id != anchor.id] + [anchor])
     at = next(i for i, m in enumerate(ordered) if m.id == anchor.id)
     return ordered[max(0, at - before) : at + after + 1]
 
 
 async def of_session(
-    store: MemoryStore, keys: Sequence[str], session: str, *, limit: int = SESSION_LIMIT
+    store: MemoryStore, keys: Sequence[str], session: str, *, limit: int = SESSION_LIMIT, speaker: str | None = None
 ) -> list[Memory]:
     """The first ``limit`` memories of ``session`` in these scopes, in the order they were stored."""
-    listed = await store.list(list(keys), types=searched_types("exclude"), limit=SCAN_LIMIT, sessions=[session])
+    listed = await store.list(
+        list(keys), types=searched_types("exclude"), limit=SCAN_LIMIT, sessions=[session], speaker=speaker
+    )
     return _in_order(listed)[:limit]

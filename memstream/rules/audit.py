@@ -17,6 +17,8 @@ from memstream.schemas import HistoryRecord, Memory, Outcome
 CAUSE_OUTCOMES: tuple[tuple[str, str, Outcome], ...] = (
     ("deleted", "aging:progress", "aged-out"),
     ("deleted", "aging:session-summary", "condensed"),
+    # Every file it cites deleted for MEMSTREAM_CODE_GONE_DAYS (issue 39): taken out as forgotten, so restorable.
+    ("superseded", "aging:code-gone", "aged-out"),
     ("superseded", "contradiction", "superseded"),
     # A caller asked to forget it (MCP's forget_memory, POST /memories/{id}/forget): tombstoned,
     # kept for audit until retention purges it, the caller's reason in the record.

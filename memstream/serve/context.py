@@ -20,7 +20,17 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import BaseRoute
 
-from memstream.auth import AuthError, FailureLimiter, Forbidden, Principal, TokenStore, may_read_scope, read_scopes
+from memstream.auth import (
+    AuthError,
+    FailureLimiter,
+    Forbidden,
+    Principal,
+    ProjectSharing,
+    TokenStore,
+    may_read_memory,
+    read_scopes,
+    read_speaker,
+)
 from memstream.identity import project_key, user_key
 from memstream.recall import search as recall
 from memstream.recall import timeline as timelines
@@ -119,6 +129,22 @@ class ApiContext:
     kafka_bootstrap: str = ""
     #: The reverse proxies whose X-Forwarded-For names the client (MEMSTREAM_TRUSTED_PROXIES).
     trusted_proxies: tuple[IPNetwork, ...] = ()
+    #: Which projects share their members' conversations (``memstream share``); None: none does.
+    sharing: ProjectSharing | None = None
+
+    def shares(self, project: str) -> bool:
+        """Does this project share its members' conversations with each other?"""
+        return self.sharing is not None and self.sharing.shares(project)
+
+    def speaker_for(self, principal: Principal, keys: Sequence[str]) -> str | None:
+        """Whose conversations a read of these scope keys (a project's, from :func:`read_scope_keys`)
+        keeps: see :func:`memstream.auth.read_speaker`."""
+        return read_speaker(principal, shared=bool(keys) and self.shares(keys[0]))
+
+    def may_read(self, principal: Principal, memory: Memory) -> bool:
+        """May this caller read this memory (its scope, and its speaker unless the project shares)?"""
+        shared = memory.scope_key.startswith("p_") and self.shares(memory.scope_key)
+        return may_read_memory(principal, memory.scope_key, memory.speaker, shared=shared)
 
     @classmethod
     def auth_from(cls, settings: Any) -> dict[str, Any]:
@@ -127,7 +153,11 @@ class ApiContext:
         if settings.api_open:
             principal = Principal(user=settings.user, all_projects=True, admin=True, label="open mode")
             return {"open_principal": principal}
-        return {"tokens": TokenStore(settings.tokens_file), "trusted_proxies": settings.proxy_networks}
+        return {
+            "tokens": TokenStore(settings.tokens_file),
+            "trusted_proxies": settings.proxy_networks,
+            "sharing": ProjectSharing(settings.sharing_file),
+        }
 
 
 #: A forgotten memory is superseded by this marker (plus the operation id), not by another memory.
@@ -269,7 +299,7 @@ async def get_memory(ctx: ApiContext, memory_id: str, principal: Principal) -> M
     except ValueError:
         return None  # memory ids are uuids: anything else names no memory
     found = await ctx.providers.store.get(memory_id)
-    return found if found is not None and may_read_scope(principal, found.scope_key) else None
+    return found if found is not None and ctx.may_read(principal, found) else None
 
 
 async def read_body(request: Request) -> bytes:

@@ -20,13 +20,13 @@ import asyncio
 import contextlib
 import logging
 from collections import deque
-from collections.abc import AsyncGenerator, AsyncIterator, Mapping, Sequence
+from collections.abc import AsyncGenerator, AsyncIterator, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple, Protocol
 
 import msgspec
 
-from memstream.auth import Principal, may_read_scope
+from memstream.auth import Principal, may_read_memory
 from memstream.schemas import MemoryUpdated, decode
 
 log = logging.getLogger(__name__)
@@ -92,8 +92,15 @@ def parse_id(text: str) -> Positions | None:
     return positions or None
 
 
-def visible(principal: Principal, event: MemoryUpdated) -> bool:
-    return may_read_scope(principal, event.memory.scope_key)
+def _shares_nothing(project: str) -> bool:
+    return False
+
+
+def visible(principal: Principal, event: MemoryUpdated, shares: Callable[[str], bool] = _shares_nothing) -> bool:
+    """May this subscriber read the event's memory: its scope, and its speaker unless the project
+    ``shares`` its members' conversations."""
+    memory = event.memory
+    return may_read_memory(principal, memory.scope_key, memory.speaker, shared=shares(memory.scope_key))
 
 
 def frame(record: Record, event_id: str) -> bytes:
@@ -105,6 +112,7 @@ def frame(record: Record, event_id: str) -> bytes:
 class Subscription:
     principal: Principal
     queue: asyncio.Queue[Record]
+    shares: Callable[[str], bool] = _shares_nothing
     dropped: asyncio.Event = field(default_factory=asyncio.Event)
 
 
@@ -187,7 +195,7 @@ class EventHub:
         self._cursor[record.partition] = record.offset + 1
         self._floor.setdefault(record.partition, record.offset)
         for sub in list(self._subscribers):
-            if not visible(sub.principal, record.event):
+            if not visible(sub.principal, record.event, sub.shares):
                 continue
             try:
                 sub.queue.put_nowait(record)
@@ -198,13 +206,15 @@ class EventHub:
                 self.dropped += 1
                 log.info("dropped a slow /events client (%d events waiting)", sub.queue.qsize())
 
-    async def open_stream(self, principal: Principal, last_event_id: str | None) -> AsyncGenerator[bytes]:
+    async def open_stream(
+        self, principal: Principal, last_event_id: str | None, shares: Callable[[str], bool] = _shares_nothing
+    ) -> AsyncGenerator[bytes]:
         """The caller's SSE stream, subscribed before this returns (so a response that has started
         misses nothing published after): a resume's missed events first, then live ones, with heartbeats."""
         await self.ensure_started()
         since = parse_id(last_event_id) if last_event_id else None
         # Registered and the ring copied in one step (no await between): nothing is missed or sent twice.
-        sub = Subscription(principal, asyncio.Queue(maxsize=self.client_buffer))
+        sub = Subscription(principal, asyncio.Queue(maxsize=self.client_buffer), shares=shares)
         self._subscribers.add(sub)
         return self._stream(sub, since, list(self._ring), dict(self._floor), dict(self._cursor))
 
@@ -226,7 +236,7 @@ class EventHub:
                 if record.offset < position.get(record.partition, 0):
                     continue
                 position[record.partition] = record.offset + 1
-                if visible(sub.principal, record.event):
+                if visible(sub.principal, record.event, sub.shares):
                     yield frame(record, format_id(position))
             async for chunk in self._follow(sub, position):
                 yield chunk

@@ -180,9 +180,20 @@ class Tools:
 
     Each method is one tool (its name, arguments and schema are the method's), importable and testable alone."""
 
-    def __init__(self, api: ApiClient, default_project: str | None) -> None:
+    def __init__(self, api: ApiClient, default_project: str | None, *, recheck: bool = False) -> None:
         self.api = api
         self.default_project = default_project
+        #: Over stdio the tools run in the user's work tree: they check the code the server's answers cite
+        #: (a remote server cannot), issue 39. The HTTP endpoint, inside the server, does not.
+        self.recheck = recheck
+
+    def checked(self, records: Any) -> Any:
+        """Full records with their ``code`` checked in this work tree (stdio only)."""
+        if not self.recheck or not isinstance(records, list):
+            return records
+        from memstream.recall import staleness  # loads msgspec and the schemas: only when asked
+
+        return staleness.recheck_records(records, staleness.shared_checker())
 
     async def scope(self, roots: ListRootsResult | None, project: str | None) -> dict[str, str]:
         """The API's scope parameters: the project (given, else the client's first root, else the default)
@@ -225,7 +236,7 @@ class Tools:
         params = {"q": query, "limit": str(asked), "detail": detail, **await self.scope(roots, project)}
         found = await self.api.call("GET", "/search", params=params)
         if detail == "full":
-            results = [hit for hit in found["results"] if not types or hit["type"] in types][:limit]
+            results = self.checked([hit for hit in found["results"] if not types or hit["type"] in types][:limit])
             return compact({**found, "results": results})
         column = found["fields"].index("type")
         return compact({**found, "hits": [row for row in found["hits"] if not types or row[column] in types][:limit]})
@@ -258,7 +269,10 @@ class Tools:
         wanted = [_segment(one) for one in ids]
         if any("," in one for one in wanted):
             raise ToolError("each of 'ids' is one memory id, without commas")
-        return compact(await self.api.call("GET", "/memories", params={"ids": ",".join(wanted)}))
+        found = await self.api.call("GET", "/memories", params={"ids": ",".join(wanted)})
+        if isinstance(found, dict) and "memories" in found:
+            found = {**found, "memories": self.checked(found["memories"])}
+        return compact(found)
 
     async def get_memory_block(
         self,
@@ -275,7 +289,14 @@ class Tools:
         params = {"q": query or "", **await self.scope(roots, project)}
         if max_tokens:
             params["max_tokens"] = str(max_tokens)
-        return str(await self.api.call("GET", "/block", params=params))
+        if self.recheck:
+            params["cited"] = "1"
+        answer = await self.api.call("GET", "/block", params=params)
+        if isinstance(answer, dict):
+            from memstream.recall.session_start import checked_here
+
+            return checked_here(answer)
+        return str(answer)
 
     async def add_memory(
         self,
@@ -360,12 +381,13 @@ class Tools:
         return compact({"project": where, "documents": found["documents"]})
 
 
-def build_server(api: ApiClient, default_project: str | None) -> MCPServer:
-    """The MCP server over ``api``; ``default_project`` when the client offers no roots (None: required).
+def build_server(api: ApiClient, default_project: str | None, *, recheck: bool = False) -> MCPServer:
+    """The MCP server over ``api``; ``default_project`` when the client offers no roots (None: required);
+    ``recheck``: check the code cited by what the server answers in this process's work tree (stdio).
 
     Every tool answers text only (no structured copy of the same answer: the client would get it twice)."""
     server = Server(NAME, instructions=INSTRUCTIONS, log_level="WARNING", version=package_version())
-    tools = Tools(api, default_project)
+    tools = Tools(api, default_project, recheck=recheck)
     for name, description in DESCRIPTIONS.items():
         server.add_tool(getattr(tools, name), name=name, description=description, structured_output=False)
     return server
@@ -446,7 +468,7 @@ def stdio_main(
     handshake), handed to the SDK before the rest; ``answered``: the id of the request already answered,
     whose second answer is dropped."""
     client = httpx.AsyncClient(base_url=api_url, timeout=API_TIMEOUT_S, headers=headers or {})
-    server = build_server(ApiClient(client, user), default_project=cwd)
+    server = build_server(ApiClient(client, user), default_project=cwd, recheck=True)
     if first is None:
         server.run("stdio")
         return

@@ -38,6 +38,8 @@ MEMORY_INDEXES: Final[dict[str, IndexKind]] = {
     # Listing newest first (``list``, the console) reads the first page of a scroll ordered by it,
     # where a sort would read every memory of the scopes: 1 s at 10k, growing with the store.
     "updated_at": "datetime",
+    # Every read of a member's (not an admin's) keeps only their own conversations.
+    "speaker": "keyword",
 }
 
 #: Memories are one- or two-sentence facts: about a dozen terms once stopwords are gone.
@@ -263,8 +265,16 @@ def memory_select(
     exclude_ids: Sequence[str] = (),
     *,
     sessions: Sequence[str] | None = None,
+    speaker: str | None = None,
+    spoken_by: str | None = None,
 ) -> Select:
-    """The memories in these scopes (None: every scope), of these types and sessions (None: every one)."""
+    """The memories in these scopes (None: every scope), of these types and sessions (None: every one).
+
+    ``speaker``: a reader's user key, who reads only their own conversations and what is shared
+    (speaker "", or none stored: memories from before the field); None reads every speaker's.
+    ``spoken_by``: only the conversations of this speaker (a user's forget finds them so).
+    """
+    absent_or = {} if speaker is None else {"speaker": sorted({speaker, ""})}
     all_of: dict[str, list[str]] = {}
     if scope_keys is not None:
         all_of["scope_key"] = list(scope_keys)
@@ -272,10 +282,12 @@ def memory_select(
         all_of["type"] = list(types)
     if sessions is not None:
         all_of["session_id"] = list(sessions)
+    if spoken_by is not None:
+        all_of["speaker"] = [spoken_by]
     if not include_superseded:
         # The keyword, not a bool: qdrant-edge-py 0.9 turns MatchValue(False) into 0.
         all_of["status"] = ["active"]
-    return Select(all_of, exclude_ids=tuple(exclude_ids))
+    return Select(all_of, exclude_ids=tuple(exclude_ids), absent_or=absent_or)
 
 
 class Rewrite(NamedTuple):
@@ -428,6 +440,7 @@ class MemoryStore(Protocol):
         max_distance: float | None = None,
         include_superseded: bool = False,
         exclude_ids: Sequence[str] = (),
+        speaker: str | None = None,
     ) -> list[ScoredMemory]:
         """Nearest memories by cosine distance (0 = identical), closest first."""
 
@@ -443,6 +456,7 @@ class MemoryStore(Protocol):
         types: Sequence[str] | None = None,
         exclude_ids: Sequence[str] = (),
         fusion: Fusion = "weighted",
+        speaker: str | None = None,
     ) -> list[HybridHit]:
         """Active memories by Pipeline v2's BM25 + vector score, best first.
 
@@ -462,12 +476,17 @@ class MemoryStore(Protocol):
         limit: int = 1000,
         sessions: Sequence[str] | None = None,
         before: datetime | None = None,
+        speaker: str | None = None,
+        spoken_by: str | None = None,
     ) -> list[Memory]:
         """Memories in the given scopes (None: every scope), newest ``updated_at`` first; ``sessions``:
         only those of these sessions (a timeline's thread, a session in the console); ``before``: only
-        those updated at or before it (the next page of a newest-first listing)."""
+        those updated at or before it (the next page of a newest-first listing); ``speaker`` and
+        ``spoken_by`` as :func:`memory_select` says."""
 
-    async def count(self, scope_keys: Sequence[str] | None = None, *, include_superseded: bool = True) -> int: ...
+    async def count(
+        self, scope_keys: Sequence[str] | None = None, *, include_superseded: bool = True, speaker: str | None = None
+    ) -> int: ...
 
     async def scopes(self, *, limit: int = 1000) -> dict[str, int]:
         """Every scope key holding memories (at most ``limit``), with how many each holds (a facet
@@ -590,11 +609,12 @@ class QdrantMemories(ABC):
         max_distance: float | None = None,
         include_superseded: bool = False,
         exclude_ids: Sequence[str] = (),
+        speaker: str | None = None,
     ) -> list[ScoredMemory]:
         nearest = Leg(
             DENSE_VECTOR,
             [float(x) for x in vector],
-            memory_select(scope_keys, types, include_superseded, exclude_ids),
+            memory_select(scope_keys, types, include_superseded, exclude_ids, speaker=speaker),
             limit,
             # Cosine in Qdrant is a similarity; the store speaks distance = 1 - score.
             score_threshold=None if max_distance is None else 1.0 - max_distance,
@@ -615,9 +635,10 @@ class QdrantMemories(ABC):
         types: Sequence[str] | None = None,
         exclude_ids: Sequence[str] = (),
         fusion: Fusion = "weighted",
+        speaker: str | None = None,
     ) -> list[HybridHit]:
         run_dense, run_bm25 = hybrid_legs(alpha)
-        select = memory_select(scope_keys, types, include_superseded=False, exclude_ids=exclude_ids)
+        select = memory_select(scope_keys, types, include_superseded=False, exclude_ids=exclude_ids, speaker=speaker)
         pool = limit * HYBRID_POOL_FACTOR if fusion == "weighted" else max(limit * HYBRID_POOL_FACTOR, NORMALIZED_POOL)
         # The legs return ids and scores only: of their 2 × pool candidates only the fused top
         # ``limit`` are read and decoded (at 1M memories that was most of a hybrid search's time).
@@ -641,8 +662,10 @@ class QdrantMemories(ABC):
         fused, payloads = await self._query_then_read(legs, pick)
         return _hits(fused, {key: memory_from_payload(p) for key, p in payloads.items()})
 
-    async def count(self, scope_keys: Sequence[str] | None = None, *, include_superseded: bool = True) -> int:
-        return await self._count(memory_select(scope_keys, include_superseded=include_superseded))
+    async def count(
+        self, scope_keys: Sequence[str] | None = None, *, include_superseded: bool = True, speaker: str | None = None
+    ) -> int:
+        return await self._count(memory_select(scope_keys, include_superseded=include_superseded, speaker=speaker))
 
     async def scopes(self, *, limit: int = 1000) -> dict[str, int]:
         return await self._facet("scope_key", limit)
@@ -666,8 +689,12 @@ class QdrantMemories(ABC):
         limit: int = 1000,
         sessions: Sequence[str] | None = None,
         before: datetime | None = None,
+        speaker: str | None = None,
+        spoken_by: str | None = None,
     ) -> list[Memory]:
-        select = memory_select(scope_keys, types, include_superseded, sessions=sessions)
+        select = memory_select(
+            scope_keys, types, include_superseded, sessions=sessions, speaker=speaker, spoken_by=spoken_by
+        )
         payloads = await self._newest(select, limit, before)
         memories = [memory_from_payload(p) for p in payloads]
         # Equal times come back in any order; by id, both backends agree.

@@ -38,6 +38,7 @@ from memstream.store.hosts import (
     EdgeBacked,
     ServerBacked,
     edge_filter,
+    edge_pages,
     ensure_payload_collection,
     open_payload_shard,
     server_filter,
@@ -74,6 +75,9 @@ class HistoryStore(Protocol):
 
     async def purge_scope(self, scope_key: str, *, limit: int = 500) -> int:
         """Delete up to ``limit`` records of a scope (a forget); returns how many. Call until 0."""
+
+    async def purge_memories(self, memory_ids: Sequence[str]) -> int:
+        """Delete every record of these memories (a user's exchanges in other scopes, at their forget)."""
 
     async def purge_before(self, before: datetime, *, limit: int = 500) -> int:
         """Delete up to ``limit`` records older than ``before``, oldest first; how many went."""
@@ -139,6 +143,17 @@ class EdgeHistoryStore(EdgeBacked, _QdrantHistory):
 
         return await self._run(_purge)
 
+    async def purge_memories(self, memory_ids: Sequence[str]) -> int:
+        of_them = edge_filter(Select({"memory_id": list(memory_ids)}))
+
+        def _purge(s: EdgeShard) -> int:
+            ids = [r.id for page in edge_pages(s, of_them, with_payload=False) for r in page]
+            if ids:
+                s.update(UpdateOperation.delete_points(ids))
+            return len(ids)
+
+        return await self._run(_purge) if memory_ids else 0
+
     async def purge_before(self, before: datetime, *, limit: int = 500) -> int:
         # The same text form the records were stored in, so naive means UTC on both sides.
         older = Filter(must=[FieldCondition("ts", range=RangeDateTime(lt=msgspec.to_builtins(before)))])
@@ -180,6 +195,17 @@ class ServerHistoryStore(ServerBacked, _QdrantHistory):
         if records:
             await self._qdrant.delete(self.collection, points_selector=[r.id for r in records])
         return len(records)
+
+    async def purge_memories(self, memory_ids: Sequence[str]) -> int:
+        if not memory_ids:
+            return 0
+        of_them = models.Filter(
+            must=[models.FieldCondition(key="memory_id", match=models.MatchAny(any=list(memory_ids)))]
+        )
+        count = (await self._qdrant.count(self.collection, count_filter=of_them, exact=True)).count
+        if count:
+            await self._qdrant.delete(self.collection, points_selector=models.FilterSelector(filter=of_them))
+        return count
 
     async def purge_before(self, before: datetime, *, limit: int = 500) -> int:
         older = models.Filter(must=[models.FieldCondition(key="ts", range=models.DatetimeRange(lt=before))])

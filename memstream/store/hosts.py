@@ -25,6 +25,7 @@ from qdrant_edge import (
     FieldCondition,
     Filter,
     HasIdCondition,
+    IsEmptyCondition,
     KeywordIndexParams,
     MatchAny,
     MatchSubstring,
@@ -177,6 +178,8 @@ def edge_filter(select: Select) -> Filter | None:
         must.append(Filter(should=[one_of(k, v) for k, v in select.any_of.items()]))
     for key, parts in select.contains.items():
         must.append(Filter(should=[FieldCondition(key, match=MatchSubstring(p)) for p in parts]))
+    for key, values in select.absent_or.items():
+        must.append(Filter(should=[IsEmptyCondition(key), one_of(key, values)]))
     # HasIdCondition insists on a set; a list raises TypeError.
     must_not: list[Any] = [HasIdCondition(set(select.exclude_ids))] if select.exclude_ids else []
     return Filter(must=must or None, must_not=must_not or None)
@@ -196,6 +199,9 @@ def server_filter(select: Select) -> models.Filter | None:
     for key, parts in select.contains.items():
         names = [models.FieldCondition(key=key, match=models.MatchSubstring(substring=p)) for p in parts]
         must.append(models.Filter(should=list(names)))
+    for key, values in select.absent_or.items():
+        missing = models.IsEmptyCondition(is_empty=models.PayloadField(key=key))
+        must.append(models.Filter(should=[missing, one_of(key, values)]))
     must_not: list[models.Condition] = []
     if select.exclude_ids:
         must_not.append(models.HasIdCondition(has_id=list(select.exclude_ids)))

@@ -33,9 +33,11 @@ class Select:
     contains: Mapping[str, Collection[str]] = field(default_factory=dict)
     #: Points with these ids are left out.
     exclude_ids: Collection[str] = ()
+    #: Every field listed holds one of its values or is missing (points stored before it existed).
+    absent_or: Mapping[str, Collection[str]] = field(default_factory=dict)
 
     def __bool__(self) -> bool:
-        return bool(self.all_of or self.any_of or self.contains or self.exclude_ids)
+        return bool(self.all_of or self.any_of or self.contains or self.exclude_ids or self.absent_or)
 
 
 class Stored(Protocol):

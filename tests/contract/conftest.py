@@ -91,7 +91,7 @@ async def make_store(backend: str, tmp_path: Path, shared_client: AsyncQdrantCli
 def write_legacy(backend: str, tmp_path: Path, shared_client: AsyncQdrantClient) -> LegacyWriter:
     """Writes a collection as the stores did before hybrid search, where make_store opens it.
 
-    A dense vector alone, keyword indexes only, and payloads without ``superseded_at``.
+    A dense vector alone, keyword indexes only, and payloads without ``superseded_at`` or ``speaker``.
     """
 
     async def write(model: str, dim: int, memories: Sequence[tuple[Memory, Sequence[float]]]) -> None:
@@ -117,6 +117,7 @@ def write_legacy(backend: str, tmp_path: Path, shared_client: AsyncQdrantClient)
 def _legacy_payload(memory: Memory) -> dict[str, object]:
     payload = memory_to_payload(memory)
     del payload["superseded_at"]
+    del payload["speaker"]
     return payload
 
 

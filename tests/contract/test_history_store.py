@@ -179,3 +179,18 @@ async def test_purge_scope_takes_one_scope_in_batches_and_leaves_the_others(hist
     for scope in scopes:
         if scope != victim:
             assert len(await history.for_scope(scope)) == 3, scope
+
+
+async def test_purge_memories_takes_every_record_of_those_memories_only(history: HistoryStore) -> None:
+    """A user's forget: the records of their exchanges in project scopes go; the others stay."""
+    await history.append(
+        [
+            record(f"{m}-{j}", memory_id=m, scope_key="p_0000000000000001", micros=j)
+            for m in ("a", "b", "c")
+            for j in range(3)
+        ]
+    )
+    assert await history.purge_memories(["a", "c"]) == 6
+    assert await history.purge_memories([]) == 0
+    assert await history.for_memory("a") == [] and await history.for_memory("c") == []
+    assert len(await history.for_memory("b")) == 3

@@ -628,3 +628,30 @@ async def test_bm25_finds_a_memory_by_the_day_it_was_said(store: MemoryStore) ->
         hits = await store.hybrid_search(query, E0, ["p_alpha"], alpha=0.0, min_score=0.0)
         assert ids(hits)[0] == then.id, query
         assert hits[0].score > (hits[1].score if len(hits) > 1 else 0.0), query
+
+
+# -- whose conversations a reader sees (issue 41) ------------------------------------
+
+
+async def test_a_reader_sees_their_own_conversations_and_what_is_shared_on_every_read(
+    make_store: StoreFactory, write_legacy: LegacyWriter
+) -> None:
+    """A member reads their own exchanges, shared memories (speaker "") and memories stored before the
+    field (no speaker at all: the documented migration); never another member's exchange. None: all."""
+    old = memory("an exchange from before speakers", type="conversation")
+    await write_legacy(MODEL, DIM, [(old, AT_04)])
+    store = make_store(MODEL, DIM)
+    await store.open()
+    alice = msgspec.structs.replace(memory("alice said the deploy key rotates", type="conversation"), speaker="u_alice")
+    bob = msgspec.structs.replace(memory("bob said the deploy key is in vault", type="conversation"), speaker="u_bob")
+    fact = memory("the deploy key rotates monthly")
+    for m, v in ((alice, E0), (bob, AT_02), (fact, AT_10)):
+        await store.upsert(m, v)
+    seen = {alice.id, fact.id, old.id}
+    assert set(ids(await store.list(["p_alpha"], speaker="u_alice"))) == seen
+    assert set(ids(await store.search(E0, ["p_alpha"], limit=10, speaker="u_alice"))) == seen
+    hybrid = await store.hybrid_search("deploy key", E0, ["p_alpha"], limit=10, min_score=0.0, speaker="u_alice")
+    assert bob.id not in ids(hybrid) and alice.id in ids(hybrid)
+    assert await store.count(["p_alpha"], speaker="u_alice") == 3
+    assert set(ids(await store.list(["p_alpha"]))) == seen | {bob.id}
+    assert (await store.get(old.id)) == old  # an old payload decodes, speaker ""

@@ -10,7 +10,7 @@ from qdrant_edge import UpdateOperation
 
 from memstream.identity import derived_id
 from memstream.schemas import Memory
-from memstream.store.base import BM25_VECTOR, DENSE_VECTOR, IndexHealth, MemoryStore
+from memstream.store.base import BM25_VECTOR, DENSE_VECTOR, IndexHealth, MemoryStore, QdrantMemories
 from memstream.store.edge import EdgeStore
 
 from .conftest import DIM, MODEL
@@ -99,6 +99,7 @@ async def test_a_dropped_payload_index_is_recreated(tmp_path: Any) -> None:
 async def test_superseded_is_counted_itself_not_told_from_two_counts(store: MemoryStore, monkeypatch: Any) -> None:
     # A write landing between two counts once made the doctor report -1 superseded memories
     # (all minus active, read at two moments while the pipeline stored a re-driven turn).
+    assert isinstance(store, QdrantMemories)
     for n in range(2):
         await store.upsert(memory(n), vector(n))
     counted = store._count

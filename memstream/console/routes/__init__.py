@@ -5,9 +5,9 @@ from __future__ import annotations
 
 from starlette.routing import BaseRoute
 
-from memstream.console.routes import admin, memories, overview, sessions, signin
+from memstream.console.routes import admin, memories, overview, sessions, signin, stale
 
 
 def console_routes() -> list[BaseRoute]:
     """Every console route below /console, in the order they are matched."""
-    return [*memories.ROUTES, *signin.ROUTES, *sessions.ROUTES, *overview.ROUTES, *admin.ROUTES]
+    return [*memories.ROUTES, *signin.ROUTES, *sessions.ROUTES, *overview.ROUTES, *admin.ROUTES, *stale.ROUTES]

@@ -24,6 +24,7 @@ from memstream.console.context import (
     form,
     may_act,
     page,
+    project_key_of,
     projects,
     readable,
     recorded,
@@ -47,7 +48,9 @@ async def memories_view(request: Request) -> Response:
     scope_filter = params.get("scope", "")
     if scope_filter:
         keys = [k for k in keys if k.startswith("u_" if scope_filter == "user" else "p_")]
-    listing = await views.memories_listing(con.providers, keys, params)
+    project = project_key_of(params["project"]) if params.get("project") else ""
+    reads = con.reads_for(principal, project)
+    listing = await views.memories_listing(reads, keys, params)
     con.known.remember([r.memory for r in listing.rows])
     main = pages.memories(
         params,
@@ -60,7 +63,15 @@ async def memories_view(request: Request) -> Response:
         problems=listing.problems,
         filtered=listing.filtered,
     )
-    return page(request, "Memories", main, "memories", notice=params.get("notice", ""))
+    notice = params.get("notice", "") or (sharing_note(con.ctx.shares(project)) if project else "")
+    return page(request, "Memories", main, "memories", notice=notice)
+
+
+def sharing_note(shared: bool) -> str:
+    """What the project's sharing setting (an admin's: ``memstream share``) means for who reads what."""
+    if shared:
+        return "This project shares its members' conversations: every member reads every exchange."
+    return "Each member of this project reads only their own conversations; its facts and documents are shared."
 
 
 async def memory_view(request: Request) -> Response:
@@ -95,7 +106,11 @@ async def memory_view(request: Request) -> Response:
         csrf_of(request),
         may_act=may_act(principal, found),
         graph_enabled=con.providers.graph is not None,
-        in_block=await views.block_verdict(con.providers, found, block_keys(principal, found)),
+        in_block=await views.block_verdict(
+            con.reads_for(principal, found.scope_key if found.scope_key.startswith("p_") else ""),
+            found,
+            block_keys(principal, found),
+        ),
     )
     return page(request, "Memory", main, "memories", notice=request.query_params.get("notice", ""))
 
@@ -200,7 +215,8 @@ async def export(request: Request) -> Response:
 
     async def lines() -> AsyncIterator[bytes]:
         for key in keys:
-            for m in await con.providers.store.list([key], include_superseded=True, limit=1_000_000):
+            reads = con.reads_for(principal, key if key.startswith("p_") else "")
+            for m in await reads.store.list([key], include_superseded=True, limit=1_000_000):
                 if may_read_scope(principal, m.scope_key):
                     yield msgspec.json.encode(answers.full_record(m)) + b"\n"  # the shape `get` returns
 

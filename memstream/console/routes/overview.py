@@ -33,7 +33,7 @@ async def block_view(request: Request) -> Response:
             keys = read_scopes(principal, project_key_of(project))
         except (AuthError, ValueError) as exc:
             return page(request, "[MEMORY] block", Html(""), "block", status=403, error=str(exc))
-        shown = await recall.block_scopes(con.providers, keys, query)
+        shown = await recall.block_scopes(con.reads_for(principal, keys[0]), keys, query)
         text, tokens = shown.text, recall.estimate_tokens(shown.text)
     main = pages.block(project_key_of(project) if project else "", query, await projects(con, principal), text, tokens)
     return page(request, "[MEMORY] block", main, "block")
@@ -42,7 +42,7 @@ async def block_view(request: Request) -> Response:
 async def live_view(request: Request) -> Response:
     con = console_of(request)
     principal = viewer(request)
-    newest = await views.newest(con.providers, await scope_keys(con, principal, ""))
+    newest = await views.newest(con.reads_for(principal), await scope_keys(con, principal, ""))
     return page(request, "Live", pages.live(newest), "live")
 
 
@@ -50,7 +50,7 @@ async def stats_view(request: Request) -> Response:
     con = console_of(request)
     principal = viewer(request)
     keys = await scope_keys(con, principal, "")
-    shown = await views.stats(con.providers, keys, await projects(con, principal))
+    shown = await views.stats(con.reads_for(principal), keys, await projects(con, principal))
     return page(request, "Stats", pages.stats(shown, capture_state(con.providers.settings)), "stats")
 
 

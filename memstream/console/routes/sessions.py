@@ -27,7 +27,7 @@ async def sessions_view(request: Request) -> Response:
         keys = read_scopes(principal, project_key_of(project))[:1] if project else await scope_keys(con, principal, "")
     except (AuthError, ValueError) as exc:
         return page(request, "Sessions", Html(""), "sessions", status=403, error=str(exc))
-    rows = await views.session_rows(con.providers, keys)
+    rows = await views.session_rows(con.reads_for(principal, project_key_of(project) if project else ""), keys)
     main = pages.session_list(project_key_of(project) if project else "", await projects(con, principal), rows)
     return page(request, "Sessions", main, "sessions")
 
@@ -41,7 +41,8 @@ async def session_view(request: Request) -> Response:
         keys = await scope_keys(con, principal, project)
     except (AuthError, ValueError) as exc:
         return page(request, "Session", Html(""), "sessions", status=403, error=str(exc))
-    line = await views.session_timeline(con.providers, keys, session_id)
+    reads = con.reads_for(principal, project_key_of(project) if project else "")
+    line = await views.session_timeline(reads, keys, session_id)
     if line is None:
         return page(request, "Not found", Html("<p>No such session.</p>"), "sessions", status=404)
     return page(request, "Session", pages.session_timeline(session_id, line), "sessions")

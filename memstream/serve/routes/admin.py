@@ -1,6 +1,9 @@
-"""Admin routes: documents (the document ingest, ``memstream.serve.documents_api``) and the maintenance report."""
+"""Admin routes: documents (the document ingest, ``memstream.serve.documents_api``), the maintenance report,
+and which projects share their members' conversations."""
 
 from __future__ import annotations
+
+import logging
 
 import msgspec
 from starlette.requests import Request
@@ -9,7 +12,9 @@ from starlette.routing import Route
 
 from memstream.auth import require_admin
 from memstream.serve import documents_api
-from memstream.serve.context import JSON, ApiError, caller, context_of, error
+from memstream.serve.context import JSON, ApiError, caller, context_of, error, json_body, project_param
+
+log = logging.getLogger(__name__)
 
 
 async def documents(request: Request) -> Response:
@@ -46,7 +51,35 @@ async def maintenance(request: Request) -> Response:
     return JSON(msgspec.to_builtins(report))
 
 
+async def sharing(request: Request) -> Response:
+    """``GET``: the projects that share their members' conversations, and every change (``project``:
+    that project's). ``POST {"project": DIR, "shared": bool}``: change it; the change is recorded with
+    the admin who made it (its audit record) and returned."""
+    ctx = context_of(request)
+    principal = caller(request)
+    require_admin(principal)
+    if ctx.sharing is None:
+        return error("this server has no token file: open mode reads everything already", 503)
+    try:
+        if request.method == "POST":
+            body = await json_body(request)
+            project = project_param(str(body.get("project", "")))
+            shared = body.get("shared")
+            if not isinstance(shared, bool):
+                raise ApiError("'shared' must be true or false")
+            change = ctx.sharing.set(project, shared, by=principal.name)
+            log.info("%s set conversation sharing of %s to %s", principal.name, project, shared)
+            return JSON({"change": msgspec.to_builtins(change), "shared": ctx.sharing.shared()})
+        asked = request.query_params.get("project", "")
+        project = project_param(asked) if asked else ""
+    except ApiError as exc:
+        return error(str(exc))
+    changes = [msgspec.to_builtins(c) for c in ctx.sharing.changes(project)]
+    return JSON({"shared": ctx.sharing.shared(), "changes": changes})
+
+
 ROUTES = [
     Route("/documents", documents, methods=["GET", "POST", "DELETE"]),
     Route("/maintenance", maintenance, methods=["GET", "POST"]),
+    Route("/admin/sharing", sharing, methods=["GET", "POST"]),
 ]

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import asyncio
+
 import msgspec
 from starlette.requests import Request
 from starlette.responses import Response
@@ -11,6 +13,7 @@ from memstream.auth import check_publish, require_admin
 from memstream.identity import project_key
 from memstream.schemas import Turn
 from memstream.serve.context import JSON, ApiError, caller, context_of, error, project_param, read_body
+from memstream.store.base import MemoryStore
 
 
 async def turns(request: Request) -> Response:
@@ -67,12 +70,19 @@ async def forget_scope(request: Request) -> Response:
         )
     except (msgspec.ValidationError, msgspec.DecodeError, ForgetError, ApiError) as exc:
         return error(str(exc))
+    held = await memories_held(ctx.providers.store, event.scope_key, user=event.scope == "user")
     await ctx.publish_forget(event)
+    removed, done = await removed_by_scope(ctx.providers.store, held)
     return JSON(
         {
             "scope": event.scope,
             "scope_key": event.scope_key,
             "forgotten_at": event.forgotten_at.isoformat(),
+            # Per scope: the memories holding the scope's words (a user's: their exchanges in every
+            # project too) when the forget was sent, and how many of them the pipeline has removed.
+            "memories": {scope: len(ids) for scope, ids in held.items()},
+            "removed": removed,
+            "done": done,
             # What the forget cannot reach: the topics still holding the scope's words, until when.
             "words_held_until": {
                 topic: until.isoformat() if until else None for topic, until in event.words_held_until.items()
@@ -80,6 +90,37 @@ async def forget_scope(request: Request) -> Response:
         },
         status_code=202,
     )
+
+
+#: The most memories of one forgotten scope the reply counts (the pipeline removes them all).
+FORGET_REPORT_MAX = 100_000
+#: How long the reply waits for the pipeline to remove them before it says how far it got.
+FORGET_WAIT_S = 10.0
+
+
+async def memories_held(store: MemoryStore, scope_key: str, *, user: bool) -> dict[str, set[str]]:
+    """The ids of the memories a forget of ``scope_key`` removes, by scope: the scope's own and, for a
+    user, every memory of another scope that holds their words (their exchanges, ``Memory.speaker``)."""
+    found = await store.list([scope_key], include_superseded=True, limit=FORGET_REPORT_MAX)
+    if user:
+        found += await store.list(None, include_superseded=True, limit=FORGET_REPORT_MAX, spoken_by=scope_key)
+    held: dict[str, set[str]] = {scope_key: set()}
+    for memory in found:
+        held.setdefault(memory.scope_key, set()).add(memory.id)
+    return held
+
+
+async def removed_by_scope(store: MemoryStore, held: dict[str, set[str]]) -> tuple[dict[str, int], bool]:
+    """How many of ``held`` are gone from the store, by scope, waiting up to FORGET_WAIT_S for all."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + FORGET_WAIT_S
+    while True:
+        stored = {m.id for m in await store.list(list(held), include_superseded=True, limit=FORGET_REPORT_MAX)}
+        removed = {scope: len(ids - stored) for scope, ids in held.items()}
+        done = all(removed[scope] == len(ids) for scope, ids in held.items())
+        if done or loop.time() >= deadline:
+            return removed, done
+        await asyncio.sleep(0.1)
 
 
 ROUTES = [

@@ -55,7 +55,8 @@ async def memories(request: Request) -> Response:
             detail = request.query_params.get("detail", "full")
             if detail not in answers.DETAILS:
                 raise ApiError(f"'detail' must be one of {', '.join(answers.DETAILS)}")
-            listed = await ctx.providers.store.list(keys, types=[kind] if kind else None, limit=limit)
+            speaker = ctx.speaker_for(caller(request), keys)
+            listed = await ctx.providers.store.list(keys, types=[kind] if kind else None, limit=limit, speaker=speaker)
             if detail == "index":
                 return JSON(answers.timeline_index(listed))
             return JSON({"memories": [answers.full_record(m) for m in listed]})

@@ -5,10 +5,10 @@ from __future__ import annotations
 import logging
 
 from starlette.requests import Request
-from starlette.responses import PlainTextResponse, Response, StreamingResponse
+from starlette.responses import JSONResponse, PlainTextResponse, Response, StreamingResponse
 from starlette.routing import Route
 
-from memstream.recall import answers
+from memstream.recall import answers, staleness
 from memstream.recall import search as recall
 from memstream.recall import timeline as timelines
 from memstream.serve.context import (
@@ -43,7 +43,8 @@ async def search(request: Request) -> Response:
         limit = limit_param(request, 10, 100)
     except ApiError as exc:
         return error(str(exc))
-    hits = await recall.search_scopes(ctx.providers, query, keys, limit=limit, documents=documents)
+    speaker = ctx.speaker_for(caller(request), keys)
+    hits = await recall.search_scopes(ctx.providers, query, keys, limit=limit, documents=documents, speaker=speaker)
     await record_usage(ctx, [hit.memory for hit in hits])
     if detail == "full":
         return handed("search", {"query": query, "score": "fused", "results": [answers.full_hit(h) for h in hits]})
@@ -64,13 +65,14 @@ async def timeline(request: Request) -> Response:
         limit = limit_param(request, timelines.SESSION_LIMIT, timelines.MOST)
     except ApiError as exc:
         return error(str(exc))
+    speaker = ctx.speaker_for(caller(request), keys)
     if session:
-        found = await timelines.of_session(ctx.providers.store, keys, session, limit=limit)
+        found = await timelines.of_session(ctx.providers.store, keys, session, limit=limit, speaker=speaker)
         return handed("timeline", {"session": session, **answers.timeline_index(found)})
     anchor = await get_memory(ctx, anchor_id, caller(request))
     if anchor is None or anchor.scope_key not in keys:
         return error(f"no memory {anchor_id} in this project or your user scope", 404)
-    shown = await timelines.around(ctx.providers.store, keys, anchor, before=before, after=after)
+    shown = await timelines.around(ctx.providers.store, keys, anchor, before=before, after=after, speaker=speaker)
     return handed("timeline", answers.timeline_index(shown, anchor=anchor.id))
 
 
@@ -87,9 +89,16 @@ async def block(request: Request) -> Response:
         return error("'max_tokens' must be a whole number")
     if max_tokens is not None and max_tokens < 100:
         return error("'max_tokens' must be at least 100")
-    shown = await recall.block_scopes(ctx.providers, keys, query, max_tokens=max_tokens)
+    speaker = ctx.speaker_for(caller(request), keys)
+    shown = await recall.block_scopes(ctx.providers, keys, query, max_tokens=max_tokens, speaker=speaker)
     await record_usage(ctx, shown.memories)
     metrics.INJECTED_TOKENS.labels("block").observe(recall.estimate_tokens(shown.text))
+    if request.query_params.get("cited") == "1":
+        # For a client where the work tree is (hook, MCP stdio): the cited entries, and whether this
+        # server checked them itself (docs/recall.md, "Citations").
+        checked = staleness.checker_for(ctx.providers.settings) is not None
+        cited = staleness.cited_entries(shown.memories)
+        return JSONResponse({"text": shown.text, "checked": checked, "cited": cited})
     return PlainTextResponse(shown.text)
 
 
@@ -100,7 +109,7 @@ async def events(request: Request) -> Response:
     if ctx.events is None:
         return error("this process does not follow memory-updated events", 503)
     try:
-        stream = await ctx.events.open_stream(principal, request.headers.get("last-event-id"))
+        stream = await ctx.events.open_stream(principal, request.headers.get("last-event-id"), ctx.shares)
     except Exception as exc:  # the topic cannot be read (yet): say so, the client retries
         log.warning("GET /events: cannot follow memory-updated: %s", exc)
         return error(f"cannot follow memory-updated events right now: {exc}", 503)
