@@ -139,6 +139,150 @@ def windows(exchanges: Sequence[tuple[str, str, str]], reach: int) -> list[tuple
     return out
 
 
+def mean_windows(
+    exchanges: Sequence[tuple[str, str, str]], vectors: Sequence[Sequence[float]], reach: int, trailing: bool = False
+) -> list[tuple[str, str, list[float]]]:
+    """(key, text, vector) per window with no new embedding: the window's dense vector is the normalized
+    mean of its exchanges' vectors (already computed when they were stored), its text their concatenation
+    (for BM25). ``trailing``: the window is the exchange and the ``2 × reach`` before it (what a stage can
+    build the moment the exchange arrives, with no wait for the next); else it is centered on it."""
+    by_session: dict[str, list[int]] = {}
+    for n, exchange in enumerate(exchanges):
+        by_session.setdefault(exchange[0].rsplit(":", 1)[0], []).append(n)
+    out = []
+    for members in by_session.values():
+        for i, n in enumerate(members):
+            around = members[max(0, i - 2 * reach) : i + 1] if trailing else members[max(0, i - reach) : i + reach + 1]
+            total = [sum(vectors[m][d] for m in around) for d in range(len(vectors[n]))]
+            norm = sum(x * x for x in total) ** 0.5 or 1.0
+            text = "\n".join(f"[user] {exchanges[m][1]}\n[assistant] {exchanges[m][2]}" for m in around)
+            out.append((exchanges[n][0], text, [x / norm for x in total]))
+    return out
+
+
+async def embedded(embedder: BundledEmbedder, texts: Sequence[str], cache: Path | None) -> list[list[float]]:
+    """The passages' vectors, read from ``cache`` (a JSON map text hash → vector) when there, so runs
+    on a busy machine re-embed only what changed. The cache is a scratch file, never committed."""
+    import hashlib
+
+    known = _read_cache(cache)
+    keys = [hashlib.sha256(f"{embedder.model}\0{t}".encode()).hexdigest() for t in texts]
+    missing = [i for i, k in enumerate(keys) if k not in known]
+    if missing:
+        for i, vector in zip(missing, await embedder.embed_documents([texts[i] for i in missing]), strict=True):
+            known[keys[i]] = [float(x) for x in vector]
+        if cache is not None:
+            _write_cache(cache, known)
+    return [known[k] for k in keys]
+
+
+def _read_cache(cache: Path | None) -> dict[str, list[float]]:
+    return json.loads(cache.read_text()) if cache is not None and cache.exists() else {}
+
+
+def _write_cache(cache: Path, known: dict[str, list[float]]) -> None:
+    cache.write_text(json.dumps(known))
+
+
+async def mean_window_grain(
+    exchanges_store: EdgeStore,
+    embedder: BundledEmbedder,
+    root: Path,
+    exchanges: Sequence[tuple[str, str, str]],
+    vectors: Sequence[Sequence[float]],
+    ids: dict[str, str],
+    questions: Sequence[dict[str, Any]],
+    queries: Sequence[Sequence[float]],
+    alpha: float,
+    weight: float,
+    trailing: bool,
+) -> dict[str, list[list[str]]]:
+    """As :func:`window_grain`, but the windows cost no embedding (:func:`mean_windows`)."""
+    store = EdgeStore(root / ("trailing" if trailing else "mean"), embedder.model, embedder.dim)
+    await store.open()
+    try:
+        center: dict[str, str] = {}
+        for key, text, vector in mean_windows(exchanges, vectors, 1, trailing):
+            memory = exchange_memory(key, text, "", embedder.model)
+            memory = msgspec.structs.replace(memory, text=text, session_id=key.rsplit(":", 1)[0])
+            center[memory.id] = ids[key]
+            await store.upsert(memory, vector)
+        return await _grain_rankings(exchanges_store, store, center, questions, queries, alpha, weight)
+    finally:
+        await store.close()
+
+
+_MONTH_NAMES = (
+    "January", "February", "March", "April", "May", "June",
+    "July", "August", "September", "October", "November", "December",
+)  # fmt: skip
+
+
+def session_day(session: str) -> datetime:
+    """A made-up day for a session, spread over 2024-2025 by a hash of its name (the set has no dates)."""
+    import hashlib
+    from datetime import timedelta
+
+    days = int(hashlib.sha256(session.encode()).hexdigest(), 16) % 730
+    return datetime(2024, 1, 1, 12, tzinfo=UTC) + timedelta(days=days)
+
+
+async def dated(
+    embedder: BundledEmbedder,
+    root: Path,
+    memories: Sequence[Memory],
+    vectors: Sequence[Sequence[float]],
+    ids: dict[str, str],
+    questions: Sequence[dict[str, Any]],
+    alpha: float,
+    weight: float,
+) -> dict[str, list[list[str]]]:
+    """The set dated (issue 40.2): each session said on a made-up day (:func:`session_day`), each question
+    asked as "… (in <month> <year>)" of its first answer's session, ranked as recall ranks a query naming
+    a time (pool ``TIME_POOL``, session fusion, ``said_then``), with and without the day in the BM25 terms."""
+    from unittest import mock
+
+    import memstream.store.edge as edge
+    from memstream.recall.dates import TIME_POOL, said_then
+    from memstream.rules.dates import time_named
+    from memstream.store.base import document_terms
+
+    stamped = [msgspec.structs.replace(m, created_at=session_day(m.session_id or "")) for m in memories]
+    session_of = {ids[a]: a.rsplit(":", 1)[0] for q in questions for a in q["answers"]}
+    asked = []
+    for q in questions:
+        day = session_day(session_of[ids[q["answers"][0]]])
+        asked.append(f"{q['q']} (in {_MONTH_NAMES[day.month - 1]} {day.year})")
+    queries = [await embedder.embed_query(text) for text in asked]
+    out: dict[str, list[list[str]]] = {}
+    for terms in ("with", "without"):
+        store = EdgeStore(root / f"dated-{terms}", embedder.model, embedder.dim)
+        patch = mock.patch.object(edge, "memory_terms", lambda text, said: document_terms(text))
+        if terms == "without":
+            patch.start()
+        await store.open()
+        try:
+            for memory, vector in zip(stamped, vectors, strict=True):
+                await store.upsert(memory, vector)
+            for prefer in (False, True):
+                ranked = []
+                for text, vector in zip(asked, queries, strict=True):
+                    hits = await store.hybrid_search(
+                        text, vector, [SCOPE], limit=TIME_POOL, alpha=alpha, min_score=0.0, fusion="normalized"
+                    )
+                    hits = session_fusion(hits, weight)
+                    if prefer:
+                        hits = said_then(hits, time_named(text, datetime(2026, 1, 1, tzinfo=UTC)))
+                    ranked.append([h.memory.id for h in hits])
+                name = f"day {terms} BM25 terms, " + ("time preferred (said_then)" if prefer else "no time preference")
+                out[name] = ranked
+        finally:
+            await store.close()
+            if terms == "without":
+                patch.stop()
+    return out
+
+
 async def window_grain(
     exchanges_store: EdgeStore,
     embedder: BundledEmbedder,
@@ -201,7 +345,7 @@ async def _grain_rankings(
             rrf([h.memory.id for h in session_fusion(hits, weight)], [center[h.memory.id] for h in w], k)
             for hits, w in per_query
         ]
-    for share in (0.3, 0.5, 0.7):
+    for share in (0.1, 0.2, 0.3, 0.5, 0.7):
         ranked = []
         for hits, w in per_query:
             score: dict[str, float] = {}
@@ -228,6 +372,15 @@ async def main() -> None:
         action="store_true",
         help="also index a window of neighbouring exchanges per exchange (issue 40.1) and compare fusions",
     )
+    parser.add_argument(
+        "--mean-windows",
+        action="store_true",
+        help="windows whose vector is the mean of their exchanges' (no new embedding; centered and trailing)",
+    )
+    parser.add_argument(
+        "--dated", action="store_true", help="each session on a made-up day, each question naming its month"
+    )
+    parser.add_argument("--cache", type=Path, help="a scratch JSON file of passage vectors reused between runs")
     args = parser.parse_args()
     alphas = [float(x) for x in args.alphas.split(",")]
     weights = [float(x) for x in args.session_weights.split(",")]
@@ -247,7 +400,7 @@ async def main() -> None:
             if not args.no_distractors:
                 exchanges += distractors()
             memories = [exchange_memory(key, u, a, embedder.model) for key, u, a in exchanges]
-            vectors = await embedder.embed_documents([m.text for m in memories])
+            vectors = await embedded(embedder, [m.text for m in memories], args.cache)
             ids: dict[str, str] = {}
             for (key, _, _), memory, vector in zip(exchanges, memories, vectors, strict=True):
                 ids[key] = memory.id
@@ -332,6 +485,29 @@ async def main() -> None:
                     store, embedder, Path(root), exchanges, ids, questions, queries, alpha, weight
                 )
                 table("window grain (issue 40.1): dev may be tuned on, test is only reported", grained, SPLITS)
+            if args.dated:
+                table(
+                    "dated set (issue 40.2): dev may be tuned on, test only reported",
+                    await dated(embedder, Path(root), memories, vectors, ids, questions, alpha, weight),
+                    SPLITS,
+                )
+            if args.mean_windows:
+                for trailing in (False, True):
+                    grained = await mean_window_grain(
+                        store,
+                        embedder,
+                        Path(root),
+                        exchanges,
+                        vectors,
+                        ids,
+                        questions,
+                        queries,
+                        alpha,
+                        weight,
+                        trailing,
+                    )
+                    kind = "trailing (the exchange and the two before it)" if trailing else "centered"
+                    table(f"mean-vector windows, {kind}: dev may be tuned on, test only reported", grained, SPLITS)
         finally:
             await store.close()
             await embedder.close()
