@@ -46,7 +46,16 @@ from memstream.rules.extraction import (
 )
 from memstream.rules.modes import REASON_LOW_CONFIDENCE
 from memstream.rules.secrets import redact
-from memstream.schemas import Entity, ExtractState, Fact, HistoryRecord, ParkedSnapshot, Scope, Snapshot
+from memstream.schemas import (
+    Entity,
+    ExtractState,
+    Fact,
+    HistoryRecord,
+    ParkedSnapshot,
+    Provenance,
+    Scope,
+    Snapshot,
+)
 from memstream.telemetry.tracing import stage_span
 from memstream.topics.binding import Topics
 
@@ -232,6 +241,16 @@ def conversation_speaker(snapshot: Snapshot, fact: ExtractedFact, scope: tuple[S
     return snapshot.user_key if fact.type == "conversation" and scope[0] == "project" else ""
 
 
+def spoken(snapshot: Snapshot, sources: list[Provenance]) -> list[Provenance]:
+    """The fact's sources, each naming whose turns it is (a user's forget finds the facts drawn from
+    their turns by it); a session's turns with no file still name their session and speaker."""
+    if not snapshot.user_key:
+        return sources
+    if not sources and snapshot.session_id:
+        sources = [Provenance(source_type="publish", session_id=snapshot.session_id)]
+    return [msgspec.structs.replace(source, speaker=snapshot.user_key) for source in sources]
+
+
 def _fact(
     snapshot: Snapshot,
     fact: ExtractedFact,
@@ -256,7 +275,7 @@ def _fact(
         confidence=fact.confidence,
         entities=entities,
         # A fact keeps the exchange's citations it names; the exchange itself (raw mode) keeps them all.
-        sources=fact_sources(snapshot.sources, fact.text, raw=raw and fact.type == "conversation"),
+        sources=spoken(snapshot, fact_sources(snapshot.sources, fact.text, raw=raw and fact.type == "conversation")),
         # The exchange itself (raw mode) keeps one memory as it goes on; facts drawn from it, and
         # whatever a model calls a conversation, do not.
         exchange_id=snapshot.exchange_id if raw and fact.type == "conversation" else "",

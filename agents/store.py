@@ -79,9 +79,36 @@ async def forget(store: MemoryStore, graph: GraphStore | None, scope_key: str, *
         for memory in fresh:
             await store.delete(memory.id)
             gone[memory.id] = memory
+    if spoken:
+        for memory in await unsource(store, scope_key):
+            gone[memory.id] = memory
     if graph is not None and gone:
         await graph.purge_memory(list(gone))
     return list(gone.values())
+
+
+async def unsource(store: MemoryStore, user: str) -> list[Memory]:
+    """A user's forget, for the facts drawn from their turns (a source of theirs): one no other
+    member's turns support is deleted (returned); one that others' also support keeps their sources
+    only, and loses its excerpt (which may be the user's words)."""
+    deleted: list[Memory] = []
+    seen: set[str] = set()
+    while page := await store.list(None, include_superseded=True, limit=FORGET_PAGE, sourced_by=user):
+        if all(m.id in seen for m in page):  # the store lists what it has just rewritten: never loop on that
+            raise RuntimeError(f"the store still lists {len(page)} memories sourced by a forgotten user")
+        for memory in page:
+            seen.add(memory.id)
+            others = [s for s in memory.sources if s.speaker != user]
+            if any(s.speaker for s in others):
+                await store.refresh(
+                    memory.id, text=memory.text, updated_at=memory.updated_at, source_chunk="", sources=others
+                )
+            else:
+                await store.delete(memory.id)
+                deleted.append(memory)
+    kept = len(seen) - len(deleted)
+    log.info("a user's forget: %d facts drawn only from their turns deleted, %d kept for others", len(deleted), kept)
+    return deleted
 
 
 def without_content(memory: Memory) -> Memory:

@@ -86,6 +86,9 @@ class Provenance(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
     line: int = 0
     #: The code the message spoke of: files its tool calls read or edited, paths its text named (issue 39).
     citations: list[Citation] = []
+    #: Whose turns this source is (their user key, ``u_…``): a user's forget removes their sources from
+    #: the facts others' turns also support, and the facts only theirs support. "" when not known.
+    speaker: str = ""
 
 
 class Memory(msgspec.Struct, tag="memory.v1", tag_field="schema", kw_only=True, frozen=True):

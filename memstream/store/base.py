@@ -267,12 +267,14 @@ def memory_select(
     sessions: Sequence[str] | None = None,
     speaker: str | None = None,
     spoken_by: str | None = None,
+    sourced_by: str | None = None,
 ) -> Select:
     """The memories in these scopes (None: every scope), of these types and sessions (None: every one).
 
     ``speaker``: a reader's user key, who reads only their own conversations and what is shared
     (speaker "", or none stored: memories from before the field); None reads every speaker's.
     ``spoken_by``: only the conversations of this speaker (a user's forget finds them so).
+    ``sourced_by``: only the memories with a source of this speaker (the facts drawn from their turns).
     """
     absent_or = {} if speaker is None else {"speaker": sorted({speaker, ""})}
     all_of: dict[str, list[str]] = {}
@@ -284,6 +286,8 @@ def memory_select(
         all_of["session_id"] = list(sessions)
     if spoken_by is not None:
         all_of["speaker"] = [spoken_by]
+    if sourced_by is not None:
+        all_of["sources[].speaker"] = [sourced_by]
     if not include_superseded:
         # The keyword, not a bool: qdrant-edge-py 0.9 turns MatchValue(False) into 0.
         all_of["status"] = ["active"]
@@ -478,11 +482,12 @@ class MemoryStore(Protocol):
         before: datetime | None = None,
         speaker: str | None = None,
         spoken_by: str | None = None,
+        sourced_by: str | None = None,
     ) -> list[Memory]:
         """Memories in the given scopes (None: every scope), newest ``updated_at`` first; ``sessions``:
         only those of these sessions (a timeline's thread, a session in the console); ``before``: only
-        those updated at or before it (the next page of a newest-first listing); ``speaker`` and
-        ``spoken_by`` as :func:`memory_select` says."""
+        those updated at or before it (the next page of a newest-first listing); ``speaker``,
+        ``spoken_by`` and ``sourced_by`` as :func:`memory_select` says."""
 
     async def count(
         self, scope_keys: Sequence[str] | None = None, *, include_superseded: bool = True, speaker: str | None = None
@@ -691,9 +696,16 @@ class QdrantMemories(ABC):
         before: datetime | None = None,
         speaker: str | None = None,
         spoken_by: str | None = None,
+        sourced_by: str | None = None,
     ) -> list[Memory]:
         select = memory_select(
-            scope_keys, types, include_superseded, sessions=sessions, speaker=speaker, spoken_by=spoken_by
+            scope_keys,
+            types,
+            include_superseded,
+            sessions=sessions,
+            speaker=speaker,
+            spoken_by=spoken_by,
+            sourced_by=sourced_by,
         )
         payloads = await self._newest(select, limit, before)
         memories = [memory_from_payload(p) for p in payloads]

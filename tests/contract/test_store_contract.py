@@ -14,7 +14,7 @@ from httpx import Headers
 from qdrant_client import AsyncQdrantClient
 from qdrant_client.http.exceptions import UnexpectedResponse
 
-from memstream.schemas import Memory, ScoredMemory
+from memstream.schemas import Memory, Provenance, ScoredMemory
 from memstream.schemas.memory import HybridHit
 from memstream.store.base import MemoryStore
 
@@ -655,3 +655,25 @@ async def test_a_reader_sees_their_own_conversations_and_what_is_shared_on_every
     assert await store.count(["p_alpha"], speaker="u_alice") == 3
     assert set(ids(await store.list(["p_alpha"]))) == seen | {bob.id}
     assert (await store.get(old.id)) == old  # an old payload decodes, speaker ""
+
+
+async def test_the_memories_a_speakers_turns_are_a_source_of_are_found_in_every_scope(make_store: StoreFactory) -> None:
+    """A user's forget finds the facts drawn from their turns (a source of theirs), whoever else's turns
+    support them, in any scope; not the facts only others' turns support, nor those with no known speaker."""
+    store = make_store(MODEL, DIM)
+    await store.open()
+
+    def sourced(text: str, *speakers: str, scope_key: str = "p_alpha") -> Memory:
+        sources = [Provenance(source_type="claude", session_id=f"s-{s}", speaker=s) for s in speakers]
+        return msgspec.structs.replace(memory(text, scope_key=scope_key), sources=sources)
+
+    only_alice = sourced("the api runs on port 8080", "u_alice")
+    both = sourced("the deploy key rotates monthly", "u_bob", "u_alice", scope_key="p_beta")
+    only_bob = sourced("the cache is redis", "u_bob")
+    unknown = sourced("the queue is kafka")
+    for m, v in ((only_alice, E0), (both, AT_02), (only_bob, AT_04), (unknown, AT_10)):
+        await store.upsert(m, v)
+    assert set(ids(await store.list(None, sourced_by="u_alice"))) == {only_alice.id, both.id}
+    assert set(ids(await store.list(None, sourced_by="u_bob"))) == {both.id, only_bob.id}
+    assert await store.list(None, sourced_by="u_carol") == []
+    assert (await store.get(both.id)) == both  # the speakers round-trip
