@@ -114,7 +114,7 @@ def build_app(settings: Settings, providers: Providers, bootstrap: str, *, web: 
         module.register(app, topics, providers, dead_letters)
     if sdk_is_configured():  # else the sensor would read every event's headers for no-op spans
         setup_opentelemetry(app)
-    asgi = None
+    asgi = reads = None
     if web:
         context = api.ApiContext(
             providers=providers,
