@@ -178,21 +178,3 @@ def time_named(query: str, now: datetime) -> Span | None:
     if m := _YEAR.search(text):
         return _year_span(int(m[1]), now, m[0])
     return None
-
-
-_MONTH_NAMES: Final = (
-    "January", "February", "March", "April", "May", "June",
-    "July", "August", "September", "October", "November", "December",
-)  # fmt: skip
-_WEEKDAY_NAMES: Final = ("Monday", "Tuesday", "Wednesday", "Thursday", "Friday", "Saturday", "Sunday")
-
-
-def said_on(when: datetime) -> str:
-    """The day a memory was said, in the words a query would name it by: ``2023-05-08 Monday May 2023``.
-
-    Indexed beside a memory's text for BM25 (``store.base.memory_terms``), so that "what did we settle in
-    May 2023" or "on 2023-05-08" finds what was said then among all the candidates, not only among
-    those the text alone brought into the pool (``recall.dates`` then prefers them). No bare day of the
-    month: "8" would match every "port 8" and "step 8" said on an 8th. No locale: the names are English,
-    as the query parser's."""
-    return f"{when:%Y-%m-%d} {_WEEKDAY_NAMES[when.weekday()]} {_MONTH_NAMES[when.month - 1]} {when.year}"

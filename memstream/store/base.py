@@ -18,7 +18,6 @@ from typing import Any, Final, Literal, NamedTuple, Protocol
 import msgspec
 from qdrant_edge import Bm25, Bm25Config, TokenizerType
 
-from memstream.rules.dates import said_on
 from memstream.schemas import Memory, Provenance, ScoredMemory
 from memstream.schemas.codec import memory_from_payload
 from memstream.schemas.memory import HybridHit
@@ -82,18 +81,6 @@ def document_terms(text: str) -> Terms:
     """
     terms = _BM25.embed_document(text)
     return Terms(terms.indices, terms.values)
-
-
-def memory_terms(text: str, said: datetime | str | None) -> Terms:
-    """A memory's stored BM25 vector: its text and the day it was said (``created_at``, a datetime or the
-    payload's ISO string), in the words a query names a day by (``rules.dates.said_on``), so a query
-    naming the day, month or year finds what was said then (issue 40.2)."""
-    if isinstance(said, str):
-        try:
-            said = datetime.fromisoformat(said)
-        except ValueError:
-            said = None
-    return document_terms(text if said is None else f"{text}\n{said_on(said)}")
 
 
 def query_terms(text: str) -> Terms:

@@ -61,7 +61,7 @@ from memstream.store.base import (
     Terms,
     collection_name,
     dense_of,
-    memory_terms,
+    document_terms,
     oldest_tombstones,
     rewrite,
 )
@@ -88,7 +88,7 @@ def _purgeable(before: datetime) -> Filter:
 
 
 def _point(memory: Memory, vector: Sequence[float]) -> Point:
-    dense, terms = [float(x) for x in vector], SparseVector(*memory_terms(memory.text, memory.created_at))
+    dense, terms = [float(x) for x in vector], SparseVector(*document_terms(memory.text))
     return Point(memory.id, {DENSE_VECTOR: dense, BM25_VECTOR: terms}, memory_to_payload(memory))
 
 
@@ -466,7 +466,7 @@ def _backfill_terms(shard: EdgeShard, update: Callable[[UpdateOperation], None])
     Runs at every open, where it finds nothing once done, so a backfill cut short resumes.
     """
     lacking = Filter(must_not=[HasVectorCondition(BM25_VECTOR)])
-    for page in edge_pages(shard, lacking, with_payload=["text", "created_at"]):
+    for page in edge_pages(shard, lacking, with_payload=["text"]):
         if page:
             update(UpdateOperation.update_vectors(_terms_of(page)))
 
@@ -474,11 +474,7 @@ def _backfill_terms(shard: EdgeShard, update: Callable[[UpdateOperation], None])
 def _terms_of(records: Sequence[Record]) -> list[PointVectors]:
     """The BM25 terms of each point's text, as a vector update."""
     return [
-        PointVectors(
-            r.id,
-            {BM25_VECTOR: SparseVector(*memory_terms(payload_of(r).get("text", ""), payload_of(r).get("created_at")))},
-        )
-        for r in records
+        PointVectors(r.id, {BM25_VECTOR: SparseVector(*document_terms(payload_of(r).get("text", "")))}) for r in records
     ]
 
 

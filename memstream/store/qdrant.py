@@ -22,7 +22,7 @@ from memstream.store.base import (
     Terms,
     collection_name,
     dense_of,
-    memory_terms,
+    document_terms,
     oldest_tombstones,
     rewrite,
 )
@@ -59,10 +59,7 @@ def _purgeable(before: datetime) -> models.Filter:
 def _terms_of(records: Sequence[models.Record]) -> list[models.PointVectors]:
     """The BM25 terms of each point's text, as a vector update."""
     return [
-        models.PointVectors(
-            id=r.id,
-            vector={BM25_VECTOR: _sparse(memory_terms(payload_of(r).get("text", ""), payload_of(r).get("created_at")))},
-        )
+        models.PointVectors(id=r.id, vector={BM25_VECTOR: _sparse(document_terms(payload_of(r).get("text", "")))})
         for r in records
     ]
 
@@ -154,7 +151,7 @@ class QdrantServerStore(ServerBacked, QdrantMemories):
         Runs at every open, where it finds nothing once done, so a backfill cut short resumes.
         """
         lacking = models.Filter(must_not=[models.HasVectorCondition(has_vector=BM25_VECTOR)])
-        async for page in server_pages(client, self.collection, lacking, with_payload=["text", "created_at"]):
+        async for page in server_pages(client, self.collection, lacking, with_payload=["text"]):
             if page:
                 await client.update_vectors(self.collection, _terms_of(page))
 
@@ -163,7 +160,7 @@ class QdrantServerStore(ServerBacked, QdrantMemories):
     def _point(self, memory: Memory, vector: Sequence[float]) -> models.PointStruct:
         vectors: dict[str, Any] = {DENSE_VECTOR: [float(x) for x in vector]}
         if self._bm25:
-            vectors[BM25_VECTOR] = _sparse(memory_terms(memory.text, memory.created_at))
+            vectors[BM25_VECTOR] = _sparse(document_terms(memory.text))
         return models.PointStruct(id=memory.id, vector=vectors, payload=memory_to_payload(memory))
 
     async def upsert(self, memory: Memory, vector: Sequence[float]) -> None:

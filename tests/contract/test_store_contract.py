@@ -613,23 +613,6 @@ async def test_list_keeps_the_sessions_asked_for_newest_first(store: MemoryStore
     assert await store.list(["p_alpha"], sessions=["nope"]) == []
 
 
-async def test_bm25_finds_a_memory_by_the_day_it_was_said(store: MemoryStore) -> None:
-    """The day a memory was said is in its BM25 terms (issue 40.2): a query naming the month, the day or
-    the weekday finds it, and not a memory said on another day whose text is just as close."""
-    then = msgspec.structs.replace(
-        memory("we booked the cabin by the lake"), created_at=datetime(2023, 5, 8, 9, tzinfo=UTC)
-    )
-    later = msgspec.structs.replace(
-        memory("we booked the flat by the sea"), created_at=datetime(2024, 1, 10, 9, tzinfo=UTC)
-    )
-    await store.upsert(then, AT_04)
-    await store.upsert(later, AT_04_MIRRORED)
-    for query in ("booked in May 2023", "what did we book on 2023-05-08", "booked on Monday"):
-        hits = await store.hybrid_search(query, E0, ["p_alpha"], alpha=0.0, min_score=0.0)
-        assert ids(hits)[0] == then.id, query
-        assert hits[0].score > (hits[1].score if len(hits) > 1 else 0.0), query
-
-
 # -- whose conversations a reader sees (issue 41) ------------------------------------
 
 

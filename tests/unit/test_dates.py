@@ -6,7 +6,7 @@ from datetime import UTC, datetime
 
 import pytest
 
-from memstream.rules.dates import said_on, time_named
+from memstream.rules.dates import time_named
 
 #: A Wednesday.
 NOW = datetime(2026, 11, 25, 15, 30, tzinfo=UTC)
@@ -71,19 +71,3 @@ def test_a_span_holds_what_was_said_in_it_whatever_the_time_zone_marking() -> No
     assert span.holds(datetime(2026, 11, 24, 23, 59, tzinfo=UTC))
     assert span.holds(datetime(2026, 11, 24, 8, 0))  # naive: taken in the span's zone
     assert not span.holds(day(2026, 11, 25))
-
-
-@pytest.mark.parametrize(
-    "said",
-    [
-        datetime(2023, 5, 8, 13, 56, tzinfo=UTC),
-        datetime(2023, 5, 8, 0, 0),
-        datetime(2023, 5, 8, 23, 59, tzinfo=UTC),
-    ],
-)
-def test_the_day_a_memory_was_said_reads_as_a_query_names_it(said: datetime) -> None:
-    words = said_on(said)
-    assert words == "2023-05-08 Monday May 2023"  # no bare "8": it would match "port 8"
-    for query in ("what did we decide on 2023-05-08", "on 8 May 2023", "in May 2023"):
-        span = time_named(query, NOW)
-        assert span is not None and span.holds(said), query
