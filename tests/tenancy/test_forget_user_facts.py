@@ -49,7 +49,7 @@ async def extract(providers: Providers, who: str, said: str, fact: str, n: int) 
         project=TEAM,
         project_key=project_key(TEAM),
         user_key=who,
-        mode="llm",
+        mode="normal",
         text=said,
         exchange=said,
         turn_index=1,
