@@ -7,7 +7,7 @@ script (``static/console.js``) only follows the live stream and ticks checkboxes
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -662,25 +662,23 @@ def block(
 
 def block_settings(project: str, s: BlockSettings) -> Html:
     """The injected-context settings of the project: a form for its admin or owner, read-only otherwise."""
-    off = "" if s.may_change else " disabled"
-    sections = join(
-        render(
-            '<li><label><input type="checkbox" name="section" value="{v}"{checked}{off}> {v}</label></li>',
-            v=title,
-            checked=Html("" if title in s.chosen.hidden_sections else " checked"),
-            off=Html(off),
+    off = Html("" if s.may_change else " disabled")
+
+    def boxes(name: str, values: Sequence[str], hidden: Collection[str]) -> Html:
+        """One checkbox per value, ticked unless the settings hide it."""
+        return join(
+            render(
+                '<li><label><input type="checkbox" name="{name}" value="{v}"{checked}{off}> {v}</label></li>',
+                name=name,
+                v=value,
+                checked=Html("" if value in hidden else " checked"),
+                off=off,
+            )
+            for value in values
         )
-        for title in s.sections
-    )
-    types = join(
-        render(
-            '<li><label><input type="checkbox" name="type" value="{v}"{checked}{off}> {v}</label></li>',
-            v=kind,
-            checked=Html("" if kind in s.chosen.hidden_types else " checked"),
-            off=Html(off),
-        )
-        for kind in s.types
-    )
+
+    sections = boxes("section", s.sections, s.chosen.hidden_sections)
+    types = boxes("type", s.types, s.chosen.hidden_types)
     changes = join(
         render(
             "<li>{when} · {who}: {what}</li>",
