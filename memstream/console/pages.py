@@ -236,16 +236,7 @@ def memories(
             )
             for r in rows
         )
-        listing = render(
-            '<form method="post" action="{base}/forget" class="bulk">{csrf}'
-            '<ol class="memories">{items}</ol>'
-            "<fieldset><legend>Forget the selected memories</legend>"
-            '<label for="bulk-reason">Reason</label><input id="bulk-reason" name="reason" required>'
-            '<button type="submit" class="danger">Forget selected</button></fieldset></form>',
-            base=BASE,
-            csrf=csrf_field(csrf),
-            items=items,
-        )
+        listing = bulk_forget(items, csrf)
     counted = render('<p class="count" role="status">{n} shown</p>', n=len(rows))
     if total is not None:
         counted = render(
@@ -980,7 +971,13 @@ def stale(
         )
         for row in rows
     )
-    listing = render(
+    listing = bulk_forget(items, csrf)
+    return join([picker, where, counted, listing])
+
+
+def bulk_forget(items: Html, csrf: str) -> Html:
+    """Memory rows with a checkbox each, inside the form that forgets the selected ones (with a reason)."""
+    return render(
         '<form method="post" action="{base}/forget" class="bulk">{csrf}'
         '<ol class="memories">{items}</ol>'
         "<fieldset><legend>Forget the selected memories</legend>"
@@ -990,4 +987,3 @@ def stale(
         csrf=csrf_field(csrf),
         items=items,
     )
-    return join([picker, where, counted, listing])
