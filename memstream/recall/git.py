@@ -33,11 +33,12 @@ class RepoInfo:
     dirty: bool
 
 
-def git(root: str, *args: str) -> str | None:
-    """``git -C root args…``'s standard output, or None if it failed or git is missing."""
+def git(root: str, *args: str, stdin: str | None = None) -> str | None:
+    """``git -C root args…``'s standard output (``stdin`` its input), or None if it failed or git is missing."""
     try:
         done = subprocess.run(
             ["git", "-C", root, *args],
+            input=stdin,
             capture_output=True,
             text=True,
             timeout=GIT_TIMEOUT_S,

@@ -22,6 +22,7 @@ costs a ``stat`` and a dictionary look-up per citation.
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -80,38 +81,51 @@ class Checker:
     _numstat: dict[tuple[str, str, str, int, int], tuple[int, int]] = field(default_factory=dict)
     _heads: dict[str, str] = field(default_factory=dict)
     _results: dict[tuple[Citation, str, int, int], Checked] = field(default_factory=dict)
+    _starts: dict[tuple[Citation, int], int | None] = field(default_factory=dict)
 
     def check(self, citation: Citation) -> Checked:
         """The citation's status against the work tree now."""
         return self.check_all([citation])[0]
 
-    def _cached(self, citation: Citation) -> Checked:
+    def check_all(self, citations: Iterable[Citation]) -> list[Checked]:
+        """Every citation's status. HEAD is read once per repository for the whole call, and what git must
+        answer for the citations not checked before is asked in one go (:meth:`_ask_git`)."""
+        self._heads.clear()
+        self._starts.clear()
+        try:
+            cited = list(citations)
+            keys = [self._key(citation) for citation in cited]
+            todo = {key: citation for key, citation in zip(keys, cited, strict=True) if key not in self._results}
+            if len(self._results) + len(todo) >= RESULTS_KEPT:
+                self._results.clear()
+            self._ask_git(todo.values())
+            for key, citation in todo.items():
+                self._results[key] = self._check(citation)
+            return [self._results[key] for key in keys]
+        finally:
+            self._heads.clear()
+            self._starts.clear()
+
+    def _head(self, repo: str) -> str:
+        head = self._heads.get(repo)
+        if head is None:
+            head = self._heads[repo] = git.read_head(repo)
+        return head
+
+    def _key(self, citation: Citation) -> tuple[Citation, str, int, int]:
         # Cached per HEAD and version of the file on disk: a warm check is a stat and a look-up.
-        head = ""
-        if citation.repo:
-            head = self._heads.get(citation.repo) or ""
-            if not head:
-                head = self._heads[citation.repo] = git.read_head(citation.repo)
+        head = self._head(citation.repo) if citation.repo else ""
         try:
             stat = os.stat(os.path.join(citation.repo, citation.path) if citation.repo else citation.path)
-            version = (stat.st_mtime_ns, stat.st_size)
         except OSError:
-            version = (-1, -1)
-        key = (citation, head, *version)
-        answer = self._results.get(key)
-        if answer is None:
-            if len(self._results) >= RESULTS_KEPT:
-                self._results.clear()
-            answer = self._results[key] = self._check(citation)
-        return answer
+            return (citation, head, -1, -1)
+        return (citation, head, stat.st_mtime_ns, stat.st_size)
 
     def _check(self, citation: Citation) -> Checked:
         if citation.repo:
             if not os.path.isdir(citation.repo):
                 return Checked(citation, "unknown")
-            head = self._heads.get(citation.repo)
-            if head is None:
-                head = self._heads[citation.repo] = git.read_head(citation.repo)
+            head = self._head(citation.repo)
             absolute = os.path.join(citation.repo, citation.path)
         else:
             head, absolute = "", citation.path
@@ -125,17 +139,16 @@ class Checker:
             return Checked(citation, "gone", commit=self._deleting(citation.repo, citation.path, citation.commit, head))
         return Checked(citation, "gone")
 
-    def check_all(self, citations: Iterable[Citation]) -> list[Checked]:
-        """Every citation's status: HEAD is read once per repository for the whole call."""
-        self._heads.clear()
-        try:
-            return [self._cached(citation) for citation in citations]
-        finally:
-            self._heads.clear()
+    def _start(self, citation: Citation, lines: tuple[str, ...]) -> int | None:
+        # Where the cited text is now, found once per call (asking git first looks for it too).
+        key = (citation, len(lines))
+        if key not in self._starts:
+            self._starts[key] = _find(lines, citation)
+        return self._starts[key]
 
     def _present(self, citation: Citation, head: str, absolute: str, lines: tuple[str, ...]) -> Checked:
         if citation.fingerprint:
-            start = _find(lines, citation)
+            start = self._start(citation, lines)
             if start is not None:
                 return Checked(citation, "current", path=citation.path, start=start)
         elif not citation.repo or not citation.commit:
@@ -144,6 +157,113 @@ class Checker:
         if not citation.fingerprint and not added and not removed:
             return Checked(citation, "current", path=citation.path)
         return Checked(citation, "changed", path=citation.path, added=added, removed=removed)
+
+    def _ask_git(self, citations: Iterable[Citation]) -> None:
+        """Ask git, per repository, what the citations will need in as few processes as it takes: one
+        ``git diff --numstat`` per cited commit for the files whose cited text changed, one ``git diff-tree
+        --stdin`` for the renames since every cited commit, one ``git log`` for the commits that deleted the
+        files neither there nor moved. After a new HEAD a search pays a few processes, not one per file.
+        What is not asked here (or that git did not answer in one go) is asked file by file when checked."""
+        by_repo: dict[str, list[Citation]] = {}
+        for citation in citations:
+            if citation.repo and citation.commit and os.path.isdir(citation.repo):
+                by_repo.setdefault(citation.repo, []).append(citation)
+        for repo, cited in by_repo.items():
+            head = self._head(repo)
+            changed: dict[str, list[str]] = {}
+            missing: list[Citation] = []
+            for citation in cited:
+                lines = git.file_lines(os.path.join(repo, citation.path))
+                if lines is None:
+                    missing.append(citation)
+                elif not citation.fingerprint or self._start(citation, lines) is None:
+                    changed.setdefault(citation.commit, []).append(citation.path)
+            for commit, paths in changed.items():
+                self._ask_numstat(repo, commit, paths)
+            self._ask_renames(repo, head, {citation.commit for citation in missing})
+            gone = [
+                citation.path
+                for citation in missing
+                if not os.path.isfile(
+                    os.path.join(repo, self._renamed(repo, citation.commit, head).get(citation.path, citation.path))
+                )
+            ]
+            self._ask_deleted(repo, head, gone)
+
+    def _ask_numstat(self, repo: str, commit: str, paths: list[str]) -> None:
+        versions = {}
+        for path in dict.fromkeys(paths):
+            try:
+                stat = os.stat(os.path.join(repo, path))
+            except OSError:
+                continue
+            key = (repo, commit, path, stat.st_mtime_ns, stat.st_size)
+            if key not in self._numstat:
+                versions[path] = key
+        if len(versions) < 2:
+            return  # one file: asked as it is checked
+        out = git.git(repo, "diff", "--numstat", "--no-renames", "-z", commit, "--", *versions)
+        if out is None:
+            return
+        found = {path: (0, 0) for path in versions}
+        for record in out.split("\0"):
+            parts = record.split("\t")
+            if len(parts) == 3 and parts[2] in found:
+                found[parts[2]] = _numstat(record)
+        for path, key in versions.items():
+            self._numstat[key] = found[path]
+
+    def _ask_renames(self, repo: str, head: str, commits: set[str]) -> None:
+        # One diff-tree reads "HEAD commit" pairs: each block starts with HEAD's id (--always: even when empty).
+        asked = sorted(c for c in commits if (repo, c, head) not in self._renames and _HEX.fullmatch(c))
+        if len(asked) < 2 or not _HEX.fullmatch(head):
+            return
+        pairs = "".join(f"{head} {commit}\n" for commit in asked)
+        out = git.git(
+            repo, "diff-tree", "--stdin", "--always", "-r", "-M", "--name-status", "--diff-filter=R", stdin=pairs
+        )
+        if out is None:  # one commit git does not know fails them all: each is asked on its own
+            return
+        blocks: list[list[str]] = []
+        for line in out.splitlines():
+            if line == head:
+                blocks.append([])
+            elif blocks:
+                blocks[-1].append(line)
+        if len(blocks) != len(asked):
+            return
+        for commit, block in zip(asked, blocks, strict=True):
+            self._renames[(repo, commit, head)] = _renames("\n".join(block))
+
+    def _ask_deleted(self, repo: str, head: str, paths: list[str]) -> None:
+        # The newest commit deleting each path: the first that names it in one walk of the history.
+        asked = [path for path in dict.fromkeys(paths) if (repo, path, head) not in self._deleted]
+        if len(asked) < 2:
+            return
+        out = git.git(
+            repo,
+            "log",
+            "--no-renames",
+            "--diff-filter=D",
+            "--name-only",
+            "-z",
+            "--format=%x01%H",
+            head or "HEAD",
+            "--",
+            *asked,
+        )
+        if out is None:
+            return
+        found: dict[str, str] = {}
+        commit = ""
+        for item in out.split("\0"):  # "\x01<commit>", then "\n<path>", then "<path>"…
+            name = item.removeprefix("\n")
+            if name.startswith("\x01"):
+                commit = name[1:]
+            elif name and commit:
+                found.setdefault(name, commit)
+        for path in asked:
+            self._deleted[(repo, path, head)] = found.get(path, "")
 
     def _changes(self, citation: Citation, head: str, absolute: str) -> tuple[int, int]:
         if not citation.repo or not citation.commit:
@@ -173,6 +293,10 @@ class Checker:
             self._deleted[key] = (out or "").strip()
         del commit
         return self._deleted[key]
+
+
+#: A full commit id (SHA-1 or SHA-256): what ``git diff-tree --stdin`` reads without guessing.
+_HEX: Final = re.compile(r"[0-9a-f]{40}|[0-9a-f]{64}")
 
 
 def _find(lines: tuple[str, ...], citation: Citation) -> int | None:
@@ -258,13 +382,13 @@ def statuses(memories: Iterable[Memory], checker: Checker | None) -> dict[str, s
     """Each cited memory's status by id (:func:`memory_status`); memories with no checkable citation are left out."""
     if checker is None:
         return {}
+    cited = {memory.id: citations_of(memory) for memory in memories}
+    checker.check_all(c for found in cited.values() for c in found)  # git asked once for them all
     out: dict[str, str] = {}
-    for memory in memories:
-        cited = citations_of(memory)
-        if cited and memory.id not in out:
-            status = memory_status(checker.check_all(cited))
-            if status:
-                out[memory.id] = status
+    for memory_id, found in cited.items():
+        status = memory_status(checker.check_all(found)) if found else ""
+        if status:
+            out[memory_id] = status
     return out
 
 
@@ -285,12 +409,19 @@ def marked(hits: Sequence[HybridHit], checker: Checker | None) -> list[HybridHit
     return out
 
 
+def _citations(records: Iterable[Any]) -> list[Citation]:
+    """The citations of records sent by a server (``get`` records, a block's cited entries)."""
+    out = []
+    for record in records:
+        raw = (record.get("citations") or []) if isinstance(record, Mapping) else []
+        out.extend(msgspec.convert(item, Citation) for item in raw if isinstance(item, dict))
+    return out
+
+
 def check_record(record: Mapping[str, Any], checker: Checker) -> tuple[str, list[Checked]]:
     """A memory's status and its citations' from its ``get`` record (``answers.full_record``): how a
     client where the work tree is at hand (the CLI, ``memstream mcp`` over stdio) checks what a server sent."""
-    raw = record.get("citations") or []
-    cited = [msgspec.convert(item, Citation) for item in raw if isinstance(item, dict)]
-    checked = checker.check_all(cited)
+    checked = checker.check_all(_citations([record]))
     return memory_status(checked), checked
 
 
@@ -303,9 +434,9 @@ def describe(checked: Checked) -> str:
 
 
 def cited_entries(memories: Sequence[Memory]) -> list[dict[str, Any]]:
-    """A block's shown memories (``Block.memories``, in the order of its entry lines) that cite code: the
-    entry's index among the block's ``- `` lines and its citations, for a client to check them
-    (``GET /block?cited=1``)."""
+    """A block's shown memories (``Block.memories``, in the order of its entry lines) or a search's hits'
+    memories, those that cite code: the entry's index among the block's ``- `` lines (the hit's row) and
+    its citations, for a client to check them (``GET /block?cited=1``, ``GET /search?cited=1``)."""
     out = []
     for index, memory in enumerate(memories):
         cited = citations_of(memory)
@@ -322,6 +453,7 @@ def recheck_block(answer: Mapping[str, Any], checker: Checker) -> str:
     cited = {int(e["entry"]): e for e in answer.get("cited") or [] if isinstance(e, dict) and "entry" in e}
     if answer.get("checked") or not cited:
         return text
+    checker.check_all(_citations(cited.values()))  # git asked once for every entry
     lines: list[str] = []
     entry = -1
     for line in text.split("\n"):
@@ -343,9 +475,35 @@ def recheck_block(answer: Mapping[str, Any], checker: Checker) -> str:
     return "\n".join(kept)
 
 
+def recheck_index(answer: Mapping[str, Any], checker: Checker) -> dict[str, Any]:
+    """A search index (``GET /search?cited=1``, compact rows) checked here where the server could not: each
+    cited hit's row gets its ``code`` (``changed``, ``moved``, ``gone``; "" when current), and a ``gone`` one
+    is scored :data:`GONE_SCORE_FACTOR` times lower and ranked last, as :func:`marked` does on a server that
+    checks. ``cited`` and ``checked`` (what the client checked with) are left out of what it returns."""
+    out = {key: value for key, value in answer.items() if key not in ("cited", "checked")}
+    cited = {int(e["entry"]): e for e in answer.get("cited") or [] if isinstance(e, dict) and "entry" in e}
+    fields = list(answer.get("fields") or [])
+    if answer.get("checked") or not cited or "code" not in fields:
+        return out
+    code, score = fields.index("code"), fields.index("score") if "score" in fields else -1
+    checker.check_all(_citations(cited.values()))  # git asked once for every row
+    rows, gone = [], []
+    for index, row in enumerate(answer.get("hits") or []):
+        if index in cited and isinstance(row, list) and len(row) == len(fields):
+            status, _ = check_record(cited[index], checker)
+            row = list(row)
+            row[code] = "" if status in ("current", "") else status
+            if status == "gone" and score >= 0 and isinstance(row[score], (int, float)):
+                row[score] = round(row[score] * GONE_SCORE_FACTOR, 3)
+        (gone if isinstance(row, list) and row[code] == "gone" else rows).append(row)
+    out["hits"] = rows + gone
+    return out
+
+
 def recheck_records(records: Sequence[Any], checker: Checker) -> list[Any]:
     """Full records (``get``, a full search's ``results``) with their ``code`` checked here: a client's answer
     about the work tree it runs in, where a remote server could not say (``current`` says nothing)."""
+    checker.check_all(_citations(records))  # git asked once for every record
     out = []
     for record in records:
         if isinstance(record, dict) and record.get("citations"):
@@ -374,6 +532,9 @@ class Stale:
 def stale_memories(memories: Iterable[Memory], checker: Checker | None) -> list[Stale]:
     """The memories (of a project) whose code is stale, the staler first, then the ``unknown`` ones: every
     cited memory when ``checker`` is None (the work trees are not read on this host). Blocking: git runs."""
+    memories = list(memories)
+    if checker is not None:
+        checker.check_all(c for memory in memories for c in citations_of(memory))  # git asked once for them all
     out = []
     for memory in memories:
         cited = citations_of(memory)

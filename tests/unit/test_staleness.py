@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import subprocess
 from pathlib import Path
+from typing import Any
 
 from memstream.recall import git
 from memstream.recall.staleness import Checked, Checker, memory_status
@@ -96,3 +97,43 @@ def test_head_is_read_from_the_git_files_for_branches_and_packed_refs(tmp_path: 
     assert git.read_head(str(repo)) == first
     info = git.repo_info(str(repo / "src"))
     assert info is not None and (info.root, info.head, info.dirty) == (str(repo), first, False)
+
+
+def test_a_cold_check_asks_git_once_per_question_not_once_per_file(tmp_path: Path, monkeypatch: Any) -> None:
+    """After a new HEAD every changed, moved or gone file needs git; a search's citations at many commits
+    cost one process for all renames, one for all deleting commits and one numstat per cited commit."""
+    repo = tmp_path / "r"
+    (repo / "src").mkdir(parents=True)
+    names = [f"f{n}.py" for n in range(9)]
+    for name in names:
+        (repo / "src" / name).write_text(BODY.replace("line", name))
+    make_repo(repo)
+    commits = [commit_all(repo, "first")]
+    for n in range(1, 4):  # three more commits, so the citations are at four different commits
+        (repo / f"touch{n}").write_text(str(n))
+        commits.append(commit_all(repo, f"touch {n}"))
+    cited = [cite(repo, f"src/{name}", commits[n % 4], 5, 8) for n, name in enumerate(names)]
+    (repo / "lib").mkdir()
+    for name in names[:3]:
+        subprocess.run(["git", "-C", str(repo), "mv", f"src/{name}", f"lib/{name}"], check=True)
+    for name in names[3:6]:
+        (repo / "src" / name).unlink()
+    deleting = commit_all(repo, "refactor")
+    for name in names[6:]:  # edited inside the cited lines (not committed: the work tree counts)
+        (repo / "src" / name).write_text(BODY.replace("line", name).replace(f"{name} 6\n", "six\n"))
+    asked: list[tuple[str, ...]] = []
+    real = git.git
+
+    def counted(root: str, *args: str, **kwargs: Any) -> str | None:
+        asked.append(args)
+        return real(root, *args, **kwargs)
+
+    monkeypatch.setattr(git, "git", counted)
+    checked = Checker().check_all(cited)
+    assert [c.status for c in checked] == ["moved"] * 3 + ["gone"] * 3 + ["changed"] * 3
+    assert [c.path for c in checked[:3]] == [f"lib/{name}" for name in names[:3]]
+    assert {c.commit for c in checked[3:6]} == {deleting}
+    assert {(c.added, c.removed) for c in checked[6:]} == {(1, 1)}
+    kinds = [" ".join(a for a in args if not a.startswith("-"))[:8] for args in asked]
+    # renames: one diff-tree for the four commits; deletions: one log; numstat: one per commit of a changed file
+    assert len(asked) <= 1 + 1 + 3, kinds
