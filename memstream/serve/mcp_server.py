@@ -236,7 +236,13 @@ class Tools:
         # Ask for more when filtering by type, so the filter still leaves ``limit`` results.
         asked = limit if not types else min(100, limit * 5)
         params = {"q": query, "limit": str(asked), "detail": detail, **await self.scope(roots, project)}
+        if self.recheck and detail == "index":
+            params["cited"] = "1"
         found = await self.api.call("GET", "/search", params=params)
+        if self.recheck and detail == "index":
+            from memstream.recall import staleness
+
+            found = staleness.recheck_index(found, staleness.shared_checker())
         if detail == "full":
             results = self.checked([hit for hit in found["results"] if not types or hit["type"] in types][:limit])
             return compact({**found, "results": results})

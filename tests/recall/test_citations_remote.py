@@ -26,6 +26,7 @@ from memstream.bootstrap import build_providers
 from memstream.front.app import create_app
 from memstream.identity import normalize_content, project_key
 from memstream.ports import Providers
+from memstream.recall.answers import index_rows
 from memstream.recall.session_start import fetch_block
 from memstream.recall.staleness import CODE_CHANGED
 from memstream.schemas import Citation, Memory, Provenance
@@ -160,3 +161,31 @@ async def test_mcp_over_stdio_checks_the_block_and_the_records_in_the_work_tree(
     async with Client(build_server(ApiClient(served.http), default_project=PROJECT)) as client:
         inside = (await client.call_tool("get_memory_block", {})).content[0].text  # type: ignore[union-attr]
     assert "api/auth.py" in inside
+
+
+async def test_mcp_over_stdio_checks_the_compact_index_rows_in_the_work_tree(served: Served) -> None:
+    """The compact rows of ``search_memories`` carry no citations: the server names which hits cite code
+    (``cited=1``) and the stdio tools check them here, setting each row's ``code``; a gone hit is scored
+    lower and ranked last, as a server that checks does. The agent sees the index only."""
+    query = {"query": "login endpoint http retries clock test pull requests", "limit": 4}
+    async with Client(build_server(ApiClient(served.http), default_project=PROJECT, recheck=True)) as client:
+        found = json.loads((await client.call_tool("search_memories", query)).content[0].text)  # type: ignore[union-attr]
+    assert "cited" not in found and "checked" not in found  # what the client used, not shown to the agent
+    rows = index_rows(found)
+    codes = {row["id"]: row["code"] for row in rows}
+    assert codes == {
+        served.ids[LOGIN]: "gone",
+        served.ids[RETRY]: "changed",
+        served.ids[CLOCK]: "",
+        served.ids[STYLE]: "",
+    }
+    assert rows[-1]["id"] == served.ids[LOGIN]
+    # The server's own rows: unchecked, as it cannot read the work tree; the login hit's score halved here.
+    plain = (await served.http.get("/search", params={"q": query["query"], "project": PROJECT, "limit": "4"})).json()
+    server_rows = {row["id"]: row for row in index_rows(plain)}
+    assert {row["code"] for row in server_rows.values()} == {""}
+    assert rows[-1]["score"] == round(server_rows[served.ids[LOGIN]]["score"] * 0.5, 3)
+    # Inside the server (the /mcp endpoint) nothing is checked.
+    async with Client(build_server(ApiClient(served.http), default_project=PROJECT)) as client:
+        inside = json.loads((await client.call_tool("search_memories", query)).content[0].text)  # type: ignore[union-attr]
+    assert {row["code"] for row in index_rows(inside)} == {""}
