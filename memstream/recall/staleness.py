@@ -383,12 +383,22 @@ def statuses(memories: Iterable[Memory], checker: Checker | None) -> dict[str, s
     if checker is None:
         return {}
     cited = {memory.id: citations_of(memory) for memory in memories}
-    checker.check_all(c for found in cited.values() for c in found)  # git asked once for them all
     out: dict[str, str] = {}
-    for memory_id, found in cited.items():
-        status = memory_status(checker.check_all(found)) if found else ""
+    for memory_id, checked in zip(cited, check_groups(checker, list(cited.values())), strict=True):
+        status = memory_status(checked)
         if status:
             out[memory_id] = status
+    return out
+
+
+def check_groups(checker: Checker, groups: Sequence[Sequence[Citation]]) -> list[list[Checked]]:
+    """Each group's citations checked (a memory's, say), in one :meth:`Checker.check_all`: git is asked
+    once for them all."""
+    flat = checker.check_all(citation for group in groups for citation in group)
+    out, at = [], 0
+    for group in groups:
+        out.append(flat[at : at + len(group)])
+        at += len(group)
     return out
 
 
@@ -532,15 +542,14 @@ class Stale:
 def stale_memories(memories: Iterable[Memory], checker: Checker | None) -> list[Stale]:
     """The memories (of a project) whose code is stale, the staler first, then the ``unknown`` ones: every
     cited memory when ``checker`` is None (the work trees are not read on this host). Blocking: git runs."""
-    memories = list(memories)
+    cited = [(memory, citations_of(memory)) for memory in memories]
+    cited = [(memory, found) for memory, found in cited if found]
     if checker is not None:
-        checker.check_all(c for memory in memories for c in citations_of(memory))  # git asked once for them all
+        groups = check_groups(checker, [found for _, found in cited])
+    else:
+        groups = [[Checked(c, "unknown") for c in found] for _, found in cited]
     out = []
-    for memory in memories:
-        cited = citations_of(memory)
-        if not cited:
-            continue
-        checked = checker.check_all(cited) if checker is not None else [Checked(c, "unknown") for c in cited]
+    for (memory, _), checked in zip(cited, groups, strict=True):
         status = memory_status(checked) or "unknown"
         if status in LISTING_ORDER:
             out.append(Stale(memory, status, checked))

@@ -48,11 +48,13 @@ async def search(request: Request) -> Response:
     await record_usage(ctx, [hit.memory for hit in hits])
     if detail == "full":
         return handed("search", {"query": query, "score": "fused", "results": [answers.full_hit(h) for h in hits]})
+    index = answers.search_index(hits)
+    handed_index = handed("search", index)  # what the agent is handed is counted, not what a client checks with
     if request.query_params.get("cited") == "1":  # as /block's: the rows that cite code, for a client to check
         checked = staleness.checker_for(ctx.providers.settings) is not None
         cited = staleness.cited_entries([hit.memory for hit in hits])
-        return handed("search", {**answers.search_index(hits), "checked": checked, "cited": cited})
-    return handed("search", answers.search_index(hits))
+        return JSONResponse({**index, "checked": checked, "cited": cited})
+    return handed_index
 
 
 async def timeline(request: Request) -> Response:
