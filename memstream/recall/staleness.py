@@ -421,7 +421,7 @@ def marked(hits: Sequence[HybridHit], checker: Checker | None) -> list[HybridHit
 
 def _citations(records: Iterable[Any]) -> list[Citation]:
     """The citations of records sent by a server (``get`` records, a block's cited entries)."""
-    out = []
+    out: list[Citation] = []
     for record in records:
         raw = (record.get("citations") or []) if isinstance(record, Mapping) else []
         out.extend(msgspec.convert(item, Citation) for item in raw if isinstance(item, dict))
@@ -497,7 +497,8 @@ def recheck_index(answer: Mapping[str, Any], checker: Checker) -> dict[str, Any]
         return out
     code, score = fields.index("code"), fields.index("score") if "score" in fields else -1
     checker.check_all(_citations(cited.values()))  # git asked once for every row
-    rows, gone = [], []
+    rows: list[Any] = []
+    gone: list[Any] = []
     for index, row in enumerate(answer.get("hits") or []):
         if index in cited and isinstance(row, list) and len(row) == len(fields):
             status, _ = check_record(cited[index], checker)

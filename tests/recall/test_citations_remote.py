@@ -167,7 +167,8 @@ async def test_mcp_over_stdio_checks_the_compact_index_rows_in_the_work_tree(ser
     """The compact rows of ``search_memories`` carry no citations: the server names which hits cite code
     (``cited=1``) and the stdio tools check them here, setting each row's ``code``; a gone hit is scored
     lower and ranked last, as a server that checks does. The agent sees the index only."""
-    query = {"query": "login endpoint http retries clock test pull requests", "limit": 4}
+    words = "login endpoint http retries clock test pull requests"
+    query: dict[str, Any] = {"query": words, "limit": 4}
     async with Client(build_server(ApiClient(served.http), default_project=PROJECT, recheck=True)) as client:
         found = json.loads((await client.call_tool("search_memories", query)).content[0].text)  # type: ignore[union-attr]
     assert "cited" not in found and "checked" not in found  # what the client used, not shown to the agent
@@ -181,7 +182,7 @@ async def test_mcp_over_stdio_checks_the_compact_index_rows_in_the_work_tree(ser
     }
     assert rows[-1]["id"] == served.ids[LOGIN]
     # The server's own rows: unchecked, as it cannot read the work tree; the login hit's score halved here.
-    plain = (await served.http.get("/search", params={"q": query["query"], "project": PROJECT, "limit": "4"})).json()
+    plain = (await served.http.get("/search", params={"q": words, "project": PROJECT, "limit": "4"})).json()
     server_rows = {row["id"]: row for row in index_rows(plain)}
     assert {row["code"] for row in server_rows.values()} == {""}
     assert rows[-1]["score"] == round(server_rows[served.ids[LOGIN]]["score"] * 0.5, 3)
