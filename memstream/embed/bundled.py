@@ -80,7 +80,8 @@ def set_engine_threads(threads: int) -> None:
 #: document thread was in the engine 94% of the time and a query embedding took ~54 ms against 24 idle.
 #: At +10 the scheduler gives a runnable query thread ~90% of a core against a document one (CFS
 #: weights 1024 : 110), and the documents all of it when nothing else wants it, so ingest on a quiet
-#: machine is unchanged. It also makes the backlog yield to the operator's own work.
+#: machine is unchanged. Where Linux groups a session's threads (autogroup, the default), the nice weighs
+#: only against `up`'s own threads, not the rest of the machine.
 DOCUMENT_NICE = 10
 
 
