@@ -77,12 +77,12 @@ def set_engine_threads(threads: int) -> None:
 #: How much lower the document engine's threads run than the rest of the process (a nice increment; issue
 #: 42). The engine uses every core, so during a backlog a search's query embedding, the API's loop and
 #: the store shared the CPU with its batches: in a py-spy profile of `up` (600-exchange backlog) the
-#: document thread was in the engine 94% of the time and a query embedding took ~54 ms against 24 idle.
+#: document thread was in the engine 94% of the time and the query engine ~90 ms a query (load 19).
 #: At +10 the scheduler gives a runnable query thread ~90% of a core against a document one (CFS
 #: weights 1024 : 110), and the documents all of it when nothing else wants it. The worker's loop goes
-#: first too, so the intake stages run further ahead of the embed stage (the total work is the same; the
-#: ingest rate on a quiet machine is yet to be measured against +0). Where Linux groups a session's threads (autogroup, the default), the nice weighs
-#: only against `up`'s own threads, not the rest of the machine.
+#: first too, so the intake stages run further ahead of the embed stage (the total work is the same;
+#: the ingest rate on a quiet machine is yet to be measured against +0). Where Linux groups a session's
+#: threads (autogroup, the default), the nice weighs only against `up`'s own threads.
 DOCUMENT_NICE = 10
 
 

@@ -79,7 +79,7 @@ def _nice_of_threads() -> dict[int, int]:
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="per-thread nice values are Linux's")
 async def test_bundled_document_engine_runs_below_the_query_engine(bundled: BundledEmbedder) -> None:
     """Issue 42: the document engine's OpenMP threads took every core during a backlog, and a search's
-    query embedding shared them (~54 ms against 24 idle). Its thread and the team it starts run at a
+    query embedding shared them (~90 ms a query at load 19). Its thread and the team it starts run at a
     lower priority; the query engine's thread and this one keep theirs."""
     await bundled.embed_documents(["the deploy script rotates the cache key"] * 4)
     await bundled.embed_query("how do we deploy?")
