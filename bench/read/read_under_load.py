@@ -252,6 +252,15 @@ def row(name: str, took: list[float], failed: int) -> str:
     )
 
 
+def cpu_seconds(pid: int) -> float:
+    """The CPU time (user + system) a process has used so far, its own threads' (Linux's /proc)."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return float("nan")
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 def load() -> str:
     one, five, _ = os.getloadavg()
     return f"load {one:.2f} / {five:.2f} (1 / 5 min, {os.cpu_count()} cores)"
@@ -284,6 +293,7 @@ def run(args: argparse.Namespace) -> dict[str, object]:
             for name in calls:
                 print(row(name, idle[name], idle_failed[name]))
             prober = Prober(calls, args.interval)
+            cpu_began = cpu_seconds(up.process.pid)
             began = time.monotonic()
             if args.interval > 0:
                 prober.start()
@@ -297,6 +307,9 @@ def run(args: argparse.Namespace) -> dict[str, object]:
             print(f"backlog of {args.exchanges} exchanges ({load()}):")
             cut = f" (cut at --max-seconds {args.max_seconds:.0f})" if stored < args.exchanges else ""
             print(f"  published in {accepted:.1f}s; {stored} stored in {took:.1f}s{cut}: {rate:.2f} exchanges/s")
+            # CPU time survives a loaded machine where the rate does not: what one exchange cost `up`.
+            cpu = cpu_seconds(up.process.pid) - cpu_began
+            print(f"  up's CPU meanwhile: {cpu:.1f} s, {cpu / max(1, stored):.2f} s per exchange stored")
             if args.interval > 0:
                 for name in calls:
                     print(row(name, prober.took[name], prober.failed[name]))

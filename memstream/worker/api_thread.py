@@ -20,6 +20,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import sys
 import threading
 from collections.abc import Awaitable, Callable, MutableMapping
 from dataclasses import dataclass, field
@@ -49,6 +50,15 @@ LIFESPAN_SECONDS = 5.0
 CLOSE_SECONDS = 5.0
 #: How long :meth:`ApiThread.open` waits for the socket.
 LISTEN_SECONDS = 30.0
+
+
+#: How long a thread may hold the GIL while another waits for it, while the API's thread runs (Python's
+#: default is 5 ms). The API's loop needs the GIL at every wake-up (a socket ready, an executor's answer:
+#: the query embedding, each store call), and during a backlog the worker's loop holds it for Python work
+#: half the time (py-spy, a 600-exchange backlog): each wake-up waited up to 5 ms. Five executor hops
+#: next to a pure-Python thread took 53-64 ms (p50) at 5 ms and 17-28 ms at 1 ms (load ~17, 2 cores).
+#: The embedder and the store run their C code without the GIL, so the pipeline loses nothing it needs.
+SWITCH_INTERVAL_S = 0.001
 
 
 #: The reads answered on the API's own loop when a reads app is attached (issue 42): a search, a block or
@@ -149,6 +159,8 @@ class ApiThread:
         self._thread: threading.Thread | None = None
         self._listening = threading.Event()
         self._failed: BaseException | None = None
+        #: Python's switch interval before :meth:`open` set :data:`SWITCH_INTERVAL_S`, restored by :meth:`close`.
+        self._switch_interval: float | None = None
 
     # --- on the worker's loop -----------------------------------------------------------
 
@@ -168,6 +180,8 @@ class ApiThread:
                     listening.set()
 
             self._server = Server(config)
+            self._switch_interval = sys.getswitchinterval()
+            sys.setswitchinterval(min(self._switch_interval, SWITCH_INTERVAL_S))
             self._thread = threading.Thread(target=self._run, name="memstream-api", daemon=True)
             self._thread.start()
         await asyncio.to_thread(self._listening.wait, LISTEN_SECONDS)
@@ -227,6 +241,9 @@ class ApiThread:
         await asyncio.to_thread(thread.join, CLOSE_SECONDS)
         if thread.is_alive():
             log.warning("the API's thread did not end within %.0fs; leaving it", CLOSE_SECONDS)
+        if self._switch_interval is not None:
+            sys.setswitchinterval(self._switch_interval)
+            self._switch_interval = None
 
     @property
     def serving(self) -> bool:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import sys
 import threading
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -14,7 +15,7 @@ from starlette.responses import JSONResponse, StreamingResponse
 from starlette.routing import Route
 
 from memstream.kafka.broker import free_port
-from memstream.worker.api_thread import ApiThread
+from memstream.worker.api_thread import SWITCH_INTERVAL_S, ApiThread
 
 
 def make_app(name: str, seen: dict[str, object]) -> Starlette:
@@ -154,3 +155,23 @@ def test_reads_are_answered_on_the_api_thread_while_the_worker_loop_is_busy() ->
             await api.close()
 
     asyncio.run(scenario())
+
+
+def test_the_gil_changes_hands_within_a_millisecond_while_the_api_serves() -> None:
+    """Issue 42: the API's loop needs the GIL at every wake-up (a socket, the query embedding's answer, each
+    store call), and during a backlog the worker's loop held it for up to Python's default 5 ms each time.
+    While the API's thread runs, the switch interval is at most SWITCH_INTERVAL_S; closing restores it."""
+    before = sys.getswitchinterval()
+    port = free_port()
+
+    async def scenario() -> float:
+        api = ApiThread("127.0.0.1", port)
+        await api.attach(make_app("only", {}))
+        try:
+            return sys.getswitchinterval()
+        finally:
+            await api.close()
+
+    assert before > SWITCH_INTERVAL_S  # Python's default, 5 ms
+    assert asyncio.run(scenario()) <= SWITCH_INTERVAL_S
+    assert sys.getswitchinterval() == before

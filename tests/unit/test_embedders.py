@@ -3,8 +3,12 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import math
+import sys
+import threading
 from collections.abc import AsyncIterator, Callable, Iterator, Sequence
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -13,7 +17,7 @@ from voyageai import error
 from voyageai.client import Client
 
 from memstream.embed.base import EmbeddingOutage
-from memstream.embed.bundled import BundledEmbedder
+from memstream.embed.bundled import DOCUMENT_NICE, BundledEmbedder
 from memstream.embed.voyage import MAX_BATCH, VoyageEmbedder
 from tests.fakes.voyage_server import FakeVoyage, fake_vector
 from tests.unit.calibration_pairs import GROUPS, Pair
@@ -60,6 +64,33 @@ async def test_bundled_query_does_not_wait_behind_document_batches(bundled: Bund
     await asyncio.gather(*batches)
     alone = await bundled.embed_query("how do we deploy?")
     assert np.allclose(query, alone, atol=1e-5)
+
+
+def _nice_of_threads() -> dict[int, int]:
+    """Every thread of this process and its nice value (/proc/self/task/*/stat, field 19)."""
+    nice: dict[int, int] = {}
+    for task in Path("/proc/self/task").iterdir():
+        with contextlib.suppress(OSError):  # a thread that ended meanwhile
+            fields = (task / "stat").read_text().rsplit(")", 1)[1].split()
+            nice[int(task.name)] = int(fields[16])
+    return nice
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="per-thread nice values are Linux's")
+async def test_bundled_document_engine_runs_below_the_query_engine(bundled: BundledEmbedder) -> None:
+    """Issue 42: the document engine's OpenMP threads took every core during a backlog, and a search's
+    query embedding shared them (~90 ms a query at load 19). Its thread and the team it starts run at a
+    lower priority; the query engine's thread and this one keep theirs."""
+    await bundled.embed_documents(["the deploy script rotates the cache key"] * 4)
+    await bundled.embed_query("how do we deploy?")
+    document_thread = bundled._executor.submit(threading.get_native_id).result()
+    query_thread = bundled._query_executor.submit(threading.get_native_id).result()
+    nice = _nice_of_threads()
+    base = nice[threading.get_native_id()]
+    assert nice[query_thread] == base
+    assert nice[document_thread] == min(19, base + DOCUMENT_NICE)
+    lowered = [tid for tid, value in nice.items() if value == nice[document_thread]]
+    assert len(lowered) >= bundled.threads, f"the engine's OpenMP team kept its priority: {nice}"
 
 
 async def test_bundled_puts_paraphrases_closer_than_unrelated_facts(bundled: BundledEmbedder) -> None:
