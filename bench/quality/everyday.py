@@ -19,6 +19,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import re
 import tempfile
 from collections.abc import Awaitable, Callable, Sequence
 from datetime import UTC, datetime, timedelta
@@ -30,7 +31,7 @@ import msgspec
 from bench.quality.retrieval import embedded, exchange_memory, recall_at
 from memstream.embed.bundled import BundledEmbedder
 from memstream.identity import memory_id
-from memstream.recall.dates import TIME_POOL, said_then
+from memstream.recall.dates import TIME_POOL, anchored, said_then
 from memstream.recall.search import SESSION_POOL
 from memstream.recall.sessions import SESSION_WEIGHT, session_fusion
 from memstream.rules.dates import time_named
@@ -69,6 +70,19 @@ def memories(data: dict[str, Any], model: str) -> tuple[list[Memory], dict[str, 
                 ids[key] = memory.id
                 out.append(memory)
     return out, ids
+
+
+def _relative(q: dict[str, Any], end: datetime) -> dict[str, Any] | None:
+    """``q`` asking "last <Month>" instead of "in <Month> <Year>", when that means the same month as of the
+    conversation's last session (the month is one of the twelve before the end's); else None."""
+    m = re.search(r"\bin ([A-Z][a-z]+) (\d{4})\b", q["q"])
+    if m is None:
+        return None
+    asked = q["q"].replace(m[0], f"last {m[1]}")
+    meant, relative = time_named(m[0], end), time_named(asked, end)
+    if meant is None or relative is None or (meant.start, meant.end) != (relative.start, relative.end):
+        return None
+    return {**q, "q": asked}
 
 
 def _names_time(q: dict[str, Any]) -> str:
@@ -202,6 +216,44 @@ async def main() -> None:
                 f"{len(questions)} questions, embedder {embedder.model}, asked as of {now.date()}"
             )
             table("recall@k: dev may be tuned on, test only reported", rows, questions, ids, session)
+            # The same questions that name a month, as friends would ask them at the end of the chat:
+            # "last <Month>" (relative), asked in 2026 of a conversation held in 2023-2024.
+            ends = {
+                n: max(datetime.fromisoformat(x["date"]) for x in c["sessions"])
+                for n, c in data["conversations"].items()
+            }
+            relative = [r for q in questions if (r := _relative(q, ends[q["conversation"]])) is not None]
+            vectors_relative = [await embedder.embed_query(q["q"]) for q in relative]
+
+            def as_asked(anchor: bool) -> Ranker:
+                async def rank(q: dict[str, Any], vector: list[float]) -> list[HybridHit]:
+                    span = time_named(q["q"], now)
+                    pool = max(LIMIT, SESSION_POOL, TIME_POOL if span is not None else 0)
+                    hits = await store.hybrid_search(
+                        q["q"], vector, scope(q), limit=pool, alpha=alpha, min_score=0.0, fusion="normalized"
+                    )
+                    hits = session_fusion(hits, SESSION_WEIGHT)
+                    return said_then(hits, anchored(q["q"], now, hits) if anchor else span)
+
+                return rank
+
+            relative_rows = {
+                name: [
+                    [h.memory.id for h in (await ranker(q, v))[:LIMIT]]
+                    for q, v in zip(relative, vectors_relative, strict=True)
+                ]
+                for name, ranker in (
+                    ("last <Month>, read as of the clock (main)", as_asked(False)),
+                    ("last <Month>, anchored at the newest candidate", as_asked(True)),
+                )
+            }
+            table(
+                f"{len(relative)} questions asked with 'last <Month>' instead of '<Month> <Year>'",
+                relative_rows,
+                relative,
+                ids,
+                session,
+            )
         finally:
             await store.close()
             await embedder.close()
