@@ -54,7 +54,7 @@ _DAY_WORDS = re.compile(
     r"\b(the day before yesterday|yesterday|today|tonight|this morning|this afternoon|this evening|last night)\b"
 )
 _WEEK_BEFORE_LAST = re.compile(r"\bthe week before last\b")
-_OVER_WEEKEND = re.compile(r"\b(?:over|at|on) the weekend\b")
+_OVER_WEEKEND = re.compile(r"\bover the weekend\b")  # "on the weekend" is as often a habit or a plan
 _ON_WEEKDAY = re.compile(r"\bon\s+" + _WEEKDAY + r"\b")
 
 

@@ -63,6 +63,7 @@ def test_a_named_time_is_the_span_it_means(query: str, start: datetime, end: dat
         "how do I rotate the signing key",
         "this may break the build",  # the verb, not the month
         "the week before the trip",  # relative to an event: no guess
+        "what dish did you suggest for the shared meal on the weekend",  # a habit or a plan, not a past span
         "port 2023 on the gateway",  # a number, not a year
         "the 2025-02-30 release",  # no such day
     ],
