@@ -8,8 +8,9 @@ it gives None rather than a guess.
 
 Spans are half-open ``[start, end)`` in ``now``'s time zone: "yesterday" is the whole previous day,
 "last May" the most recent May wholly before this month, "May" alone the most recent May up to now
-(this month's if we are in May), "last week" the seven days before this week's Monday, "on Friday" the most recent Friday before today,
-"over the weekend" the most recent Saturday and Sunday, "the week before last" the week before last week.
+(this month's if we are in May), "last week" the seven days before this week's Monday, "on Friday" the
+most recent Friday before today, "over the weekend" the most recent Saturday and Sunday, "the week before
+last" the week before last week.
 """
 
 from __future__ import annotations
