@@ -239,13 +239,10 @@ async def dated(
 ) -> dict[str, list[list[str]]]:
     """The set dated (issue 40.2): each session said on a made-up day (:func:`session_day`), each question
     asked as "… (in <month> <year>)" of its first answer's session, ranked as recall ranks a query naming
-    a time (pool ``TIME_POOL``, session fusion, ``said_then``), with and without the day in the BM25 terms."""
-    from unittest import mock
-
-    import memstream.store.edge as edge
-    from memstream.recall.dates import TIME_POOL, said_then
+    a time (pool ``TIME_POOL``, session fusion, ``said_then``), the span read as of the clock or anchored
+    (``recall.dates.anchored``). The day is in no stored term or vector (issue 40: that moved the gates)."""
+    from memstream.recall.dates import TIME_POOL, anchored, said_then
     from memstream.rules.dates import time_named
-    from memstream.store.base import document_terms
 
     stamped = [msgspec.structs.replace(m, created_at=session_day(m.session_id or "")) for m in memories]
     session_of = {ids[a]: a.rsplit(":", 1)[0] for q in questions for a in q["answers"]}
@@ -254,32 +251,27 @@ async def dated(
         day = session_day(session_of[ids[q["answers"][0]]])
         asked.append(f"{q['q']} (in {_MONTH_NAMES[day.month - 1]} {day.year})")
     queries = [await embedder.embed_query(text) for text in asked]
+    now = datetime(2026, 1, 1, tzinfo=UTC)
     out: dict[str, list[list[str]]] = {}
-    for terms in ("with", "without"):
-        store = EdgeStore(root / f"dated-{terms}", embedder.model, embedder.dim)
-        patch = mock.patch.object(edge, "memory_terms", lambda text, said: document_terms(text))
-        if terms == "without":
-            patch.start()
-        await store.open()
-        try:
-            for memory, vector in zip(stamped, vectors, strict=True):
-                await store.upsert(memory, vector)
-            for prefer in (False, True):
-                ranked = []
-                for text, vector in zip(asked, queries, strict=True):
-                    hits = await store.hybrid_search(
-                        text, vector, [SCOPE], limit=TIME_POOL, alpha=alpha, min_score=0.0, fusion="normalized"
-                    )
-                    hits = session_fusion(hits, weight)
-                    if prefer:
-                        hits = said_then(hits, time_named(text, datetime(2026, 1, 1, tzinfo=UTC)))
-                    ranked.append([h.memory.id for h in hits])
-                name = f"day {terms} BM25 terms, " + ("time preferred (said_then)" if prefer else "no time preference")
-                out[name] = ranked
-        finally:
-            await store.close()
-            if terms == "without":
-                patch.stop()
+    store = EdgeStore(root / "dated", embedder.model, embedder.dim)
+    await store.open()
+    try:
+        for memory, vector in zip(stamped, vectors, strict=True):
+            await store.upsert(memory, vector)
+        for prefer in ("no time preference", "time preferred (said_then)", "time preferred, anchored"):
+            ranked = []
+            for text, vector in zip(asked, queries, strict=True):
+                hits = await store.hybrid_search(
+                    text, vector, [SCOPE], limit=TIME_POOL, alpha=alpha, min_score=0.0, fusion="normalized"
+                )
+                hits = session_fusion(hits, weight)
+                if prefer != "no time preference":
+                    span = anchored(text, now, hits) if "anchored" in prefer else time_named(text, now)
+                    hits = said_then(hits, span)
+                ranked.append([h.memory.id for h in hits])
+            out[prefer] = ranked
+    finally:
+        await store.close()
     return out
 
 

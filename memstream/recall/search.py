@@ -17,7 +17,7 @@ import msgspec
 from memstream.recall import injected as injected_settings
 from memstream.recall import staleness
 from memstream.recall.answers import preview
-from memstream.recall.dates import TIME_POOL, said_then
+from memstream.recall.dates import TIME_POOL, anchored, said_then
 from memstream.recall.sessions import SESSION_WEIGHT, session_fusion
 from memstream.rules.dates import time_named
 from memstream.schemas import CONSOLIDATED, DOCUMENT_CHUNK, MEMORY_TYPES, Memory
@@ -149,7 +149,8 @@ async def search_scopes(
     if session_weight > 0:
         pool = max(pool, SESSION_POOL)
     # A query naming a time ("yesterday", "last May") prefers memories said then (recall.dates).
-    span = time_named(query, now or datetime.now(UTC))
+    now = now or datetime.now(UTC)
+    span = time_named(query, now)
     if span is not None:
         pool = max(pool, TIME_POOL)
     # The graph walk needs only the query's words: it runs while the query is embedded.
@@ -177,7 +178,8 @@ async def search_scopes(
         raise
     hits = over_floor(hits, relevance_floor(providers), settings.recall_bm25_floor)
     hits = session_fusion(hits, session_weight)
-    hits = said_then(hits, span)
+    # Read as of the newest candidate when the clock's span holds none (a conversation held long ago).
+    hits = said_then(hits, anchored(query, now, hits) if span is not None else None)
     if boost is not None:
         hits = rerank(hits, await boost, settings.graph_boost_weight, len(hits))
     if reranker is not None:

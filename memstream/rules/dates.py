@@ -8,7 +8,9 @@ it gives None rather than a guess.
 
 Spans are half-open ``[start, end)`` in ``now``'s time zone: "yesterday" is the whole previous day,
 "last May" the most recent May wholly before this month, "May" alone the most recent May up to now
-(this month's if we are in May), "last week" the seven days before this week's Monday.
+(this month's if we are in May), "last week" the seven days before this week's Monday, "on Friday" the
+most recent Friday before today, "over the weekend" the most recent Saturday and Sunday, "the week before
+last" the week before last week.
 """
 
 from __future__ import annotations
@@ -49,7 +51,12 @@ _AGO = re.compile(r"\b" + _COUNT + r"\s+" + _UNIT + r"\s+ago\b")
 _RELATIVE = re.compile(r"\b(last|this|past|previous|next)\s+(week(?:end)?|month|year|" + _WEEKDAY[1:-1] + r")\b")
 _LAST_MONTH_NAME = re.compile(r"\b(last|this|in|during|since|early|late|mid)\s+" + _MONTH + r"(?!\s*\d)")
 _YEAR = re.compile(r"\b(?:in|during|of|since)\s+((?:19|20)\d{2})\b")
-_DAY_WORDS = re.compile(r"\b(yesterday|today|tonight|this morning|this afternoon|this evening|last night)\b")
+_DAY_WORDS = re.compile(
+    r"\b(the day before yesterday|yesterday|today|tonight|this morning|this afternoon|this evening|last night)\b"
+)
+_WEEK_BEFORE_LAST = re.compile(r"\bthe week before last\b")
+_OVER_WEEKEND = re.compile(r"\bover the weekend\b")  # "on the weekend" is as often a habit or a plan
+_ON_WEEKDAY = re.compile(r"\bon\s+" + _WEEKDAY + r"\b")
 
 
 class Span(NamedTuple):
@@ -128,7 +135,7 @@ def time_named(query: str, now: datetime) -> Span | None:
         return _month_span(int(m[2]), MONTHS[m[1]], now, m[0])
     if m := _DAY_WORDS.search(text):
         word = m[1]
-        back = 1 if word in ("yesterday", "last night") else 0
+        back = {"the day before yesterday": 2, "yesterday": 1, "last night": 1}.get(word, 0)
         start = today - timedelta(days=back)
         return Span(start, start + timedelta(days=1), word)
     if m := _AGO.search(text):
@@ -143,6 +150,12 @@ def time_named(query: str, now: datetime) -> Span | None:
             start = _shift_months(today, -count)
             return Span(start, _next_month(start), m[0])
         return _year_span(today.year - count, now, m[0])
+    if m := _WEEK_BEFORE_LAST.search(text):
+        monday = today - timedelta(days=today.weekday() + 14)
+        return Span(monday, monday + timedelta(days=7), m[0])
+    if m := _OVER_WEEKEND.search(text):  # the most recent weekend: this one once it has begun
+        saturday = today - timedelta(days=(today.weekday() - 5) % 7)
+        return Span(saturday, saturday + timedelta(days=2), m[0])
     if m := _RELATIVE.search(text):
         which, unit = m[1], m[2]
         step = {"last": -1, "past": -1, "previous": -1, "this": 0, "next": 1}[which]
@@ -163,6 +176,9 @@ def time_named(query: str, now: datetime) -> Span | None:
             day = today - timedelta(days=gap or 7)
         else:
             day = today + timedelta(days=(WEEKDAYS[unit] - today.weekday()) % 7 + (7 if step > 0 and gap == 0 else 0))
+        return Span(day, day + timedelta(days=1), m[0])
+    if m := _ON_WEEKDAY.search(text):  # "on Friday": the most recent one before today (we ask about the past)
+        day = today - timedelta(days=(today.weekday() - WEEKDAYS[m[1]]) % 7 or 7)
         return Span(day, day + timedelta(days=1), m[0])
     if m := _LAST_MONTH_NAME.search(text):
         which, month = m[1], MONTHS[m[2]]

@@ -42,6 +42,12 @@ def day(y: int, m: int, d: int) -> datetime:
         ("last Friday", day(2026, 11, 20), day(2026, 11, 21)),
         ("last Wednesday", day(2026, 11, 18), day(2026, 11, 19)),
         ("during 2022", day(2022, 1, 1), day(2023, 1, 1)),
+        ("the day before yesterday", day(2026, 11, 23), day(2026, 11, 24)),
+        ("what did we fix on Friday?", day(2026, 11, 20), day(2026, 11, 21)),  # the most recent one
+        ("the call on Wednesday", day(2026, 11, 18), day(2026, 11, 19)),  # today's weekday: a week back
+        ("what did Ben cook over the weekend", day(2026, 11, 21), day(2026, 11, 23)),
+        ("the week before last", day(2026, 11, 9), day(2026, 11, 16)),
+        ("in 2023, where did they travel?", day(2023, 1, 1), day(2024, 1, 1)),
     ],
 )
 def test_a_named_time_is_the_span_it_means(query: str, start: datetime, end: datetime) -> None:
@@ -57,6 +63,7 @@ def test_a_named_time_is_the_span_it_means(query: str, start: datetime, end: dat
         "how do I rotate the signing key",
         "this may break the build",  # the verb, not the month
         "the week before the trip",  # relative to an event: no guess
+        "what dish did you suggest for the shared meal on the weekend",  # a habit or a plan, not a past span
         "port 2023 on the gateway",  # a number, not a year
         "the 2025-02-30 release",  # no such day
     ],

@@ -6,7 +6,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from memstream.recall import search as recall
-from memstream.recall.dates import TIME_POOL, TIME_WEIGHT, said_then
+from memstream.recall.dates import TIME_POOL, TIME_WEIGHT, anchored, said_then
 from memstream.rules.dates import time_named
 from memstream.schemas.memory import HybridHit
 from tests.unit.factories import memory
@@ -52,3 +52,45 @@ async def test_search_prefers_what_was_said_then_from_a_wider_pool(tmp_path: Pat
         providers(tmp_path, store, None), "the trip", ["p_test"], limit=2, session_weight=0, now=NOW
     )
     assert ids(plain) == ["july", "may"]
+
+
+#: A conversation held in 2023, searched in 2026 (a chat imported or replayed long after it was held).
+MAY_2023 = datetime(2023, 5, 20, 18, 0, tzinfo=UTC)
+AUGUST_2023 = datetime(2023, 8, 3, 18, 0, tzinfo=UTC)
+
+
+def test_a_relative_time_that_holds_no_candidate_is_read_as_of_the_newest_candidate() -> None:
+    hits = [hit("august", 0.80, AUGUST_2023), hit("may", 0.70, MAY_2023)]
+    span = anchored("what was Jonah reading last May?", NOW, hits)
+    assert span is not None and (span.start, span.end) == (
+        datetime(2023, 5, 1, tzinfo=UTC),
+        datetime(2023, 6, 1, tzinfo=UTC),
+    )
+    assert ids(said_then(hits, span)) == ["may", "august"]
+
+
+def test_a_relative_time_that_holds_a_candidate_keeps_the_clock() -> None:
+    hits = [hit("july", 0.80, JULY), hit("may", 0.70, MAY), hit("may-2023", 0.75, MAY_2023)]
+    span = anchored("the trip last May", NOW, hits)
+    assert span == time_named("the trip last May", NOW)
+    assert ids(said_then(hits, span)) == ["may", "july", "may-2023"]
+
+
+def test_an_absolute_time_and_no_time_are_read_as_named() -> None:
+    hits = [hit("august", 0.80, AUGUST_2023)]
+    assert anchored("the talk in May 2025", NOW, hits) == time_named("the talk in May 2025", NOW)
+    assert anchored("the trip", NOW, hits) is None
+    assert anchored("last May", NOW, []) == time_named("last May", NOW)
+
+
+async def test_search_reads_last_may_of_a_conversation_held_years_ago(tmp_path: Path) -> None:
+    store = FakeStore([hit("august", 0.80, AUGUST_2023), hit("may", 0.70, MAY_2023)])
+    found = await recall.search_scopes(
+        providers(tmp_path, store, None),
+        "what was Jonah reading last May",
+        ["p_test"],
+        limit=2,
+        session_weight=0,
+        now=NOW,
+    )
+    assert ids(found) == ["may", "august"]
