@@ -1,6 +1,6 @@
-"""Recall@5 and @10 on memstream's long everyday-chat set (bench/quality/retrieval/everyday.json, issue 40).
+"""Recall@5 and @10 on memstream's long everyday-chat set (bench/quality/everyday_set.py, issue 40).
 
-Seven conversations between two named friends over ten dated sessions each (``make_everyday.py`` says how
+Seven conversations between two named friends over ten dated sessions each (``everyday_set.py`` says how
 the set was made). Every exchange is stored as raw mode stores a chat: one conversation memory
 ``[user] …\\n[assistant] …``, said (``created_at``) on its session's date, its session the session; each
 conversation in a project of its own, searched alone (as the hidden benchmark searches each conversation's
@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import json
 import re
 import tempfile
 from collections.abc import Awaitable, Callable, Sequence
@@ -28,6 +27,7 @@ from typing import Any
 
 import msgspec
 
+from bench.quality.everyday_set import build as build_everyday
 from bench.quality.retrieval import embedded, exchange_memory, recall_at
 from memstream.embed.bundled import BundledEmbedder
 from memstream.identity import memory_id
@@ -40,7 +40,6 @@ from memstream.schemas.memory import HybridHit
 from memstream.settings import Settings
 from memstream.store.edge import EdgeStore
 
-SET = Path(__file__).parent / "retrieval" / "everyday.json"
 KS = (5, 10)
 LIMIT = 10
 SPLITS = ("dev", "test")
@@ -194,7 +193,7 @@ async def main() -> None:
     args = parser.parse_args()
     now = datetime.fromisoformat(args.now)
     alpha = Settings.from_env({}).recall_alpha
-    data = json.loads(SET.read_text())
+    data = build_everyday()
     questions = data["questions"]
     embedder = BundledEmbedder()
     with tempfile.TemporaryDirectory() as root:

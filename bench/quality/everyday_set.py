@@ -1,4 +1,4 @@
-"""Writes ``everyday.json``: memstream's long everyday-chat retrieval set (issue 40), from the templates below.
+"""memstream's long everyday-chat retrieval set (issue 40), built from the templates below each time it is read.
 
 Seven conversations between two named friends, ten dated sessions each, about twenty exchanges a session
 (one friend is ``[user]``, the other ``[assistant]``, as raw mode stores a chat). A session mixes small
@@ -21,8 +21,9 @@ The question templates were written to share as few content words with their evi
 words (dog, book, trip, work) so that word overlap alone does not find the answer.
 
 Split by conversation, fixed before any figure was measured: the first four conversations are ``dev``,
-the last three ``test``. Deterministic: ``python bench/quality/retrieval/make_everyday.py`` rewrites the
-same file.
+the last three ``test``. Deterministic (seed 40): ``build()`` gives the same set on every run, so the set
+is not committed as data; ``python -m bench.quality.everyday_set [--out FILE]`` prints its counts and can
+write it out as JSON to read.
 """
 
 from __future__ import annotations
@@ -33,7 +34,6 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-OUT = Path(__file__).parent / "everyday.json"
 SEED = 40
 SESSIONS = 10
 PAIRS = (
@@ -526,7 +526,7 @@ def build() -> dict[str, Any]:
                     )
         conversations[name] = {"speakers": {"user": a, "assistant": b}, "sessions": sessions}
     return {
-        "about": __doc__.split("\n\n")[0].strip() + " See make_everyday.py for how it was made.",
+        "about": __doc__.split("\n\n")[0].strip() + " See bench/quality/everyday_set.py for how it was made.",
         "license": "Apache-2.0 (written for memstream; no third-party text)",
         "conversations": conversations,
         "questions": questions,
@@ -539,8 +539,14 @@ def _first_key(later: str) -> str:
 
 
 if __name__ == "__main__":
+    import argparse
+
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--out", type=Path, help="also write the set to this JSON file")
     data = build()
-    OUT.write_text(json.dumps(data, indent=1, ensure_ascii=False) + "\n")
+    out = parser.parse_args().out
+    if out:
+        out.write_text(json.dumps(data, indent=1, ensure_ascii=False) + "\n")
     turns = sum(2 * len(s["exchanges"]) for c in data["conversations"].values() for s in c["sessions"])
     kinds: dict[str, int] = {}
     for q in data["questions"]:
