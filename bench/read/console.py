@@ -22,12 +22,18 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
+import cProfile
+import io
+import json
 import os
+import pstats
+import shutil
 import statistics
 import sys
 import tempfile
 import time
-from collections.abc import Sequence
+from collections.abc import AsyncIterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -44,6 +50,10 @@ PAGE_TARGET_MS = 200.0
 EVENTS_TARGET = 0.10
 #: Projects the synthetic memories are spread over (one user may read them all, as the local token can).
 PROJECTS = 20
+#: The synthetic corpus's random seed.
+SEED = 26
+#: What a kept corpus (``--corpus``) holds, written beside it once built.
+CORPUS_MARKER = "bench-corpus.json"
 
 
 def _pct(samples_ms: Sequence[float], q: float) -> float:
@@ -55,45 +65,70 @@ def _load() -> str:
     return f"load average {one:.2f} (1 min), {five:.2f} (5 min) on {os.cpu_count()} cores"
 
 
-async def pages(memories: int, requests: int, index: bool = False) -> list[dict[str, Any]]:
+async def _build_corpus(store: Any, memories: int, scopes: Sequence[str], index: bool, index_every: int) -> None:
+    """Bulk-load the synthetic memories (precomputed random vectors, one shard update per BULK), and build
+    the vector index a store taking them one by one would have built every ``index_every`` writes."""
+    from memstream.store.edge import _point
+
+    rng = np.random.default_rng(SEED)
+    began = time.perf_counter()
+    for start in range(0, memories, BULK):
+        n = min(BULK, memories - start)
+        batch = _memories(rng, start, n, scopes, "console")
+        points = [_point(m, v) for m, v in zip(batch, _unit_vectors(rng, n, store.dim).tolist(), strict=True)]
+        await store._run(lambda s, p=points: s.update(UpdateOperation.upsert_points(p)))
+    await store._run(lambda s: s.flush())
+    print(f"loaded {memories} memories over {PROJECTS} projects in {time.perf_counter() - began:.1f} s")
+    if index and index_every and memories >= index_every:
+        began = time.perf_counter()
+        await store.build_index()
+        print(f"built the vector index (as every {index_every} writes) in {time.perf_counter() - began:.1f} s")
+
+
+@contextlib.asynccontextmanager
+async def console_app(
+    memories: int, index: bool = False, corpus: Path | None = None
+) -> AsyncIterator[tuple[httpx.AsyncClient, dict[str, str], Any]]:
+    """The real app (signed-in client), the pages to time and the store, over ``memories`` bulk-loaded memories.
+
+    ``corpus``: a data directory kept between runs: built (and indexed) once, then opened as it is (the
+    100k corpus with its vector index takes minutes to build on a busy machine, seconds to open)."""
     from memstream.bootstrap import build_providers
     from memstream.front.app import create_app
     from memstream.serve.context import ApiContext
     from memstream.settings import Settings
-    from memstream.store.edge import EdgeStore, _point
+    from memstream.store.edge import EdgeStore
 
-    with tempfile.TemporaryDirectory(prefix="memstream-bench-console-") as tmp:
-        settings = Settings.from_env({}, data_dir=Path(tmp), graph_enabled=True)
+    with contextlib.ExitStack() as stack:
+        if corpus is None:
+            data_dir = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="memstream-bench-console-")))
+        else:
+            data_dir = corpus
+        wanted = {"memories": memories, "projects": PROJECTS, "seed": SEED, "indexed": index}
+        marker = data_dir / CORPUS_MARKER
+        kept = marker.exists() and json.loads(marker.read_text()) == wanted
+        if corpus is not None and not kept:
+            shutil.rmtree(data_dir, ignore_errors=True)
+        data_dir.mkdir(parents=True, exist_ok=True)
+        settings = Settings.from_env({}, data_dir=data_dir, graph_enabled=True)
         providers = build_providers(settings)
         await providers.open()
         try:
             store = providers.store
             assert isinstance(store, EdgeStore)
-            rng = np.random.default_rng(26)
             scopes = [project_key(f"/bench/project-{k}") for k in range(PROJECTS)]
-            began = time.perf_counter()
-            for start in range(0, memories, BULK):
-                n = min(BULK, memories - start)
-                batch = _memories(rng, start, n, scopes, "console")
-                points = [_point(m, v) for m, v in zip(batch, _unit_vectors(rng, n, store.dim).tolist(), strict=True)]
-                await store._run(lambda s, p=points: s.update(UpdateOperation.upsert_points(p)))  # type: ignore[misc]
-            await store._run(lambda s: s.flush())
-            print(f"loaded {memories} memories over {PROJECTS} projects in {time.perf_counter() - began:.1f} s")
-            if index and settings.edge_index_every and memories >= settings.edge_index_every:
-                # The bulk load bypasses the store's writes; a store that took them one by one would have
-                # built its vector index every MEMSTREAM_EDGE_INDEX_EVERY writes (the search pages' figure).
-                began = time.perf_counter()
-                await store.build_index()
-                print(
-                    f"built the vector index (as every {settings.edge_index_every} writes) in "
-                    f"{time.perf_counter() - began:.1f} s"
-                )
+            if kept:
+                print(f"opened the corpus in {data_dir}: {json.dumps(wanted)}")
+            else:
+                await _build_corpus(store, memories, scopes, index, settings.edge_index_every)
+            if corpus is not None:
+                marker.write_text(json.dumps(wanted))
             tokens = TokenStore(settings.tokens_file)
             token = tokens.create(user_principal("bench@example.com", all_projects=True, admin=True))[0]
             app = create_app(ApiContext(providers=providers, tokens=tokens, mcp=False))
             [some] = await store.list([scopes[0]], limit=1)
             project = scopes[0]
-            views: dict[str, str | None] = {
+            views: dict[str, str] = {
                 "memories (newest, one project)": f"/console/?project={project}",
                 "memories (newest, every project)": "/console/",
                 "memories (search)": f"/console/?q=how+is+module+m{17}+built&project={project}",
@@ -101,14 +136,13 @@ async def pages(memories: int, requests: int, index: bool = False) -> list[dict[
                 "memory": f"/console/memories/{some.id}",
                 "sessions": f"/console/sessions?project={project}",
                 "sessions (every project)": "/console/sessions",
-                "memories (page 2, every project)": None,  # the Next link of the first page, below
+                "memories (page 2, every project)": "",  # the Next link of the first page, below
                 "session": f"/console/sessions/{some.session_id}?project={project}",
                 "block": f"/console/block?project={project}",
                 "live": "/console/live",
                 "stats": "/console/stats",
                 "pipeline": "/console/pipeline",
             }
-            rows = []
             transport = httpx.ASGITransport(app=app)
             async with httpx.AsyncClient(transport=transport, base_url="http://bench") as client:
                 code = await client.post("/console/codes", headers={"Authorization": f"Bearer {token}"})
@@ -116,21 +150,62 @@ async def pages(memories: int, requests: int, index: bool = False) -> list[dict[
                 first_page = (await client.get("/console/")).text
                 after = first_page.split('rel="next"')[0].rsplit("after=", 1)[-1].split('"')[0].split("&")[0]
                 views["memories (page 2, every project)"] = f"/console/?after={after}"
-                for name, path in views.items():
-                    assert path is not None
-                    assert (await client.get(path)).status_code == 200, name  # warm: first touch of the shard
-                    times = []
-                    for _ in range(requests):
-                        began = time.perf_counter()
-                        reply = await client.get(path)
-                        times.append((time.perf_counter() - began) * 1000)
-                        assert reply.status_code == 200, (name, reply.status_code)
-                    rows.append(
-                        {"page": name, "median_ms": statistics.median(times), "p95_ms": _pct(times, 95), "n": requests}
-                    )
+                yield client, views, store
         finally:
             await providers.close()
+
+
+async def pages(memories: int, requests: int, index: bool = False, corpus: Path | None = None) -> list[dict[str, Any]]:
+    rows = []
+    async with console_app(memories, index, corpus) as (client, views, _store):
+        for name, path in views.items():
+            assert (await client.get(path)).status_code == 200, name  # warm: first touch of the shard
+            times = []
+            for _ in range(requests):
+                began = time.perf_counter()
+                reply = await client.get(path)
+                times.append((time.perf_counter() - began) * 1000)
+                assert reply.status_code == 200, (name, reply.status_code)
+            rows.append({"page": name, "median_ms": statistics.median(times), "p95_ms": _pct(times, 95), "n": requests})
     return rows
+
+
+async def profile(memories: int, requests: int, chosen: str, index: bool = False, corpus: Path | None = None) -> None:
+    """Where the time of each page whose name contains ``chosen`` goes: cProfile of the event loop's side
+    and, timed apart, every call run on the store's own thread (which cProfile does not see)."""
+    async with console_app(memories, index, corpus) as (client, views, store):
+        on_thread: dict[str, list[float]] = {}
+        call = store._call
+
+        def timed(fn: Any) -> Any:
+            began = time.process_time()
+            try:
+                return call(fn)
+            finally:
+                name = getattr(fn, "__qualname__", repr(fn))
+                on_thread.setdefault(name, []).append((time.process_time() - began) * 1000)
+
+        store._call = timed
+        for name, path in views.items():
+            if chosen not in name:
+                continue
+            await client.get(path)
+            on_thread.clear()
+            profiler = cProfile.Profile(time.process_time)
+            wall = time.perf_counter()
+            profiler.enable()
+            for _ in range(requests):
+                await client.get(path)
+            profiler.disable()
+            wall_ms = (time.perf_counter() - wall) * 1000 / requests
+            print(f"\n== {name} ({path}): {wall_ms:.1f} ms a request ({_load()})")
+            print("   the store's thread, CPU ms a request:")
+            for fn, spent in sorted(on_thread.items(), key=lambda kv: -sum(kv[1])):
+                print(f"     {sum(spent) / requests:7.1f}  {len(spent) / requests:4.1f} calls  {fn}")
+            out = io.StringIO()
+            pstats.Stats(profiler, stream=out).sort_stats("cumulative").print_stats(25)
+            print("   the event loop, CPU (cumulative, all requests):")
+            print("\n".join("     " + line for line in out.getvalue().splitlines()[6:40]))
 
 
 async def pipeline_page(requests: int) -> dict[str, Any]:
@@ -346,6 +421,10 @@ def main() -> None:
     parser.add_argument("--clients", type=int, default=100)
     parser.add_argument("--rounds", type=int, default=2)
     parser.add_argument(
+        "--corpus", type=Path, default=None, help="pages: a data directory to keep the corpus in between runs"
+    )
+    parser.add_argument("--profile", default="", help="pages: profile the pages whose name contains this")
+    parser.add_argument(
         "--index",
         action="store_true",
         help="pages: build the vector index a store taking the writes one by one would have (slow at 100k)",
@@ -354,8 +433,11 @@ def main() -> None:
     if args.what == "clients":
         asyncio.run(clients(args.url, args.token, args.clients))
         return
+    if args.what == "pages" and args.profile:
+        asyncio.run(profile(args.memories, args.requests, args.profile, index=args.index, corpus=args.corpus))
+        return
     if args.what in ("pages", "all"):
-        rows = asyncio.run(pages(args.memories, args.requests, index=args.index))
+        rows = asyncio.run(pages(args.memories, args.requests, index=args.index, corpus=args.corpus))
         print(f"\nconsole pages at {args.memories} memories, {args.requests} requests each ({_load()})")
         print(f"target: every page p95 < {PAGE_TARGET_MS:.0f} ms server time at 100k")
         for row in rows:

@@ -602,6 +602,49 @@ class BlockSettings:
     changes: Sequence[HistoryRecord] = ()
 
 
+@dataclass(frozen=True)
+class SettingsPreview:
+    """The block the unsaved choices of the settings form would give (nothing saved)."""
+
+    text: str
+    tokens: int
+    budget: int
+    hosts: Sequence[HostPreview]
+
+
+def host_details(hosts: Sequence[HostPreview]) -> Html:
+    """Per host, what its SessionStart hook prints, folded."""
+    return join(
+        render(
+            '<details class="host" data-host="{host}"><summary>{host}: {what}</summary>{body}</details>',
+            host=h.host,
+            what="prints the block below" if h.output else h.why,
+            body=render('<pre class="hook">{o}</pre>', o=h.output) if h.output else "",
+        )
+        for h in hosts
+    )
+
+
+def settings_preview(preview: SettingsPreview | None) -> Html:
+    """Where the settings form's preview goes (console.js fills it as the choices change; the Preview
+    button shows it without the script)."""
+    if preview is None:
+        return Html(
+            '<section id="settings-preview" class="preview" aria-live="polite" hidden><h3>Preview (not saved)</h3>'
+            '<p class="preview-tokens"></p><pre class="preview-block"></pre><div class="hosts"></div></section>'
+        )
+    return render(
+        '<section id="settings-preview" class="preview" aria-live="polite"><h3>Preview (not saved)</h3>'
+        '<p class="preview-tokens">About <strong>{tokens}</strong> tokens of a budget of {budget}: what the next '
+        "session would get with these choices. Nothing is saved until Save.</p>"
+        '<pre class="preview-block">{text}</pre><div class="hosts">{hosts}</div></section>',
+        tokens=preview.tokens,
+        budget=preview.budget,
+        text=preview.text or "(empty: nothing would be injected)",
+        hosts=host_details(preview.hosts),
+    )
+
+
 def block(
     project: str,
     query: str,
@@ -610,6 +653,8 @@ def block(
     tokens: int,
     settings: BlockSettings | None = None,
     hosts: Sequence[HostPreview] = (),
+    *,
+    preview: SettingsPreview | None = None,
 ) -> Html:
     form = render(
         '<form method="get" action="{base}/block" class="filters"><div><label for="project">Project</label>'
@@ -621,6 +666,8 @@ def block(
         q=query,
     )
     if text is None:
+        if preview is not None and settings is not None:
+            return render("{form}{settings}", form=form, settings=block_settings(project, settings, preview))
         return form
     shown = render(
         "{form}<p>About <strong>{tokens}</strong> tokens of a budget of {budget}: what the next session in this "
@@ -630,15 +677,7 @@ def block(
         budget=settings.budget if settings is not None else "",
         text=text,
     )
-    previews = join(
-        render(
-            '<details class="host" data-host="{host}"><summary>{host}: {what}</summary>{body}</details>',
-            host=h.host,
-            what="prints the block below" if h.output else h.why,
-            body=render('<pre class="hook">{o}</pre>', o=h.output) if h.output else "",
-        )
-        for h in hosts
-    )
+    previews = host_details(hosts)
     if hosts:
         shown = render(
             "{shown}<h2>Per host</h2><p>Exactly what each coding CLI's SessionStart hook prints for its next "
@@ -651,8 +690,9 @@ def block(
     return render("{shown}{form}", shown=shown, form=block_settings(project, settings))
 
 
-def block_settings(project: str, s: BlockSettings) -> Html:
-    """The injected-context settings of the project: a form for its admin or owner, read-only otherwise."""
+def block_settings(project: str, s: BlockSettings, preview: SettingsPreview | None = None) -> Html:
+    """The injected-context settings of the project: a form for its admin or owner, read-only otherwise,
+    with the preview of its unsaved choices."""
     off = Html("" if s.may_change else " disabled")
 
     def boxes(name: str, values: Sequence[str], hidden: Collection[str]) -> Html:
@@ -682,7 +722,8 @@ def block_settings(project: str, s: BlockSettings) -> Html:
     return render(
         '<h2 id="settings">Injected context</h2>'
         "<p>What SessionStart injects for this project. {who}</p>"
-        '<form method="post" action="{base}/block/settings" class="stack settings">{csrf}'
+        '<form method="post" action="{base}/block/settings" class="stack settings" '
+        'data-preview="{base}/block/preview">{csrf}'
         '<input type="hidden" name="project" value="{project}">'
         '<label><input type="checkbox" name="enabled" value="on"{enabled}{off}> Inject the [MEMORY] block at '
         "session start</label>"
@@ -692,7 +733,7 @@ def block_settings(project: str, s: BlockSettings) -> Html:
         '<input id="max-tokens" name="max_tokens" type="number" min="0" max="50000" value="{budget}"{off}>'
         '<label for="settings-reason">Why (kept in the audit trail)</label>'
         '<input id="settings-reason" name="reason"{off}>'
-        "{button}</form>"
+        "{button}</form>{preview}"
         '<h3>Changes</h3><ul class="changes">{changes}</ul>',
         base=BASE,
         csrf=csrf_field(s.csrf),
@@ -705,7 +746,13 @@ def block_settings(project: str, s: BlockSettings) -> Html:
         sections=sections,
         types=types,
         budget=s.chosen.max_tokens,
-        button=Html('<button type="submit">Save</button>' if s.may_change else ""),
+        button=Html(
+            '<div class="buttons"><button type="submit" class="save">Save</button> <button type="submit" '
+            f'formaction="{BASE}/block/preview" class="secondary" name="preview" value="1">Preview</button></div>'
+            if s.may_change
+            else ""
+        ),
+        preview=settings_preview(preview) if s.may_change else "",
         changes=changes or Html("<li>none: the defaults (every section and type, the session's budget)</li>"),
     )
 

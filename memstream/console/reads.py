@@ -140,7 +140,9 @@ async def _count(store: MemoryStore, keys: Sequence[str], types: Sequence[str] |
     counted = getattr(store, "_count", None)
     if counted is None:  # a store without a filtered count: read them
         return len(await store.list(keys, types=types, include_superseded=include_superseded, limit=1_000_000))
-    return int(await counted(memory_select(keys, types, include_superseded)))
+    # Through a reader (store.reader.ReadAs), the store's own count is reached past it: its speaker is added here.
+    speaker = getattr(store, "speaker", None)
+    return int(await counted(memory_select(keys, types, include_superseded, speaker=speaker)))
 
 
 # -- filters -----------------------------------------------------------------------------------

@@ -18,6 +18,7 @@ from memstream.console.cached import Cached, PerGeneration
 from memstream.console.pages import Row
 from memstream.recall import injected as injected_settings
 from memstream.schemas import Memory
+from memstream.schemas.injected import ContextSettings
 from memstream.store.reader import reader_identity
 
 if TYPE_CHECKING:
@@ -157,13 +158,18 @@ BLOCK_PREVIEW_S = 10.0
 _previews = PerGeneration(BLOCK_PREVIEW_S)
 
 
-async def block_preview(providers: Providers, keys: Sequence[str], query: str = "") -> Any:
-    """``recall.block_scopes`` for the block page, kept while the store and the project's settings stay."""
+async def block_preview(
+    providers: Providers, keys: Sequence[str], query: str = "", *, settings: ContextSettings | None = None
+) -> Any:
+    """``recall.block_scopes`` for the block page, kept while the store and the project's settings stay.
+    ``settings``: unsaved choices to preview instead of the saved settings (nothing is written)."""
     from memstream.recall import search as recall
 
-    injected = injected_settings.for_keys(providers.settings.data_dir, keys)
+    injected = settings if settings is not None else injected_settings.for_keys(providers.settings.data_dir, keys)
     key = (tuple(keys), query, msgspec.json.encode(injected))
-    return await _previews.get(providers.store, key, lambda: recall.block_scopes(providers, keys, query))
+    return await _previews.get(
+        providers.store, key, lambda: recall.block_scopes(providers, keys, query, settings=settings)
+    )
 
 
 async def session_timeline(providers: Providers, keys: Sequence[str], session_id: str) -> timeline.Timeline | None:

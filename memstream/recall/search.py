@@ -439,11 +439,13 @@ async def block_scopes(
     *,
     max_tokens: int | None = None,
     speaker: str | None = None,
+    settings: ContextSettings | None = None,
 ) -> Block:
     """:func:`block_memories` over exactly these scope keys (``speaker`` as :func:`search_scopes`);
-    no scope gives an empty block."""
+    no scope gives an empty block. ``settings``: these injected-context settings instead of the saved
+    ones (the console's preview of choices not saved yet)."""
     keys = [key for key in keys if key]
-    chosen = injected_settings.for_keys(providers.settings.data_dir, keys)
+    chosen = settings if settings is not None else injected_settings.for_keys(providers.settings.data_dir, keys)
     budget = max_tokens if max_tokens is not None else providers.settings.block_max_tokens
     budget = chosen.max_tokens if chosen is not None and chosen.max_tokens else budget
     if not keys or (chosen is not None and not chosen.enabled):

@@ -22,7 +22,7 @@ from tests.console.conftest import ALICE, A, World
 pytestmark = [pytest.mark.e2e, pytest.mark.asyncio(loop_scope="module")]
 
 
-async def shoot(page: Any, name: str) -> None:
+async def shoot(page: Any, name: str, prefix: str = "console3") -> None:
     """At 1440 and 390 px: never wider than a 390 px phone; saved when MEMSTREAM_CONSOLE_SCREENSHOTS names a folder."""
     folder = os.environ.get("MEMSTREAM_CONSOLE_SCREENSHOTS")
     for width in (1440, 390):
@@ -30,7 +30,7 @@ async def shoot(page: Any, name: str) -> None:
         if width == 390:
             assert await page.evaluate("document.documentElement.scrollWidth") <= 390, name
         if folder:
-            await page.screenshot(path=str(Path(folder) / f"console3-{name}-{width}.png"), full_page=True)
+            await page.screenshot(path=str(Path(folder) / f"{prefix}-{name}-{width}.png"), full_page=True)
     await page.set_viewport_size({"width": 1440, "height": 900})
 
 
@@ -64,7 +64,7 @@ async def test_an_owner_tunes_the_injected_context_and_the_next_session_gets_exa
         await page.locator('input[name="type"][value="progress"]').uncheck()
         await page.locator("#max-tokens").fill("400")
         await page.locator("#settings-reason").fill("too long for a small model")
-        await page.locator("form.settings button[type=submit]").click()
+        await page.locator("form.settings button.save").click()
         await page.wait_for_url("**/console/block?project=*")
         assert "injected context saved" in await page.locator(".notice").inner_text()
         shown = await page.locator("pre.block").inner_text()
@@ -86,7 +86,7 @@ async def test_an_owner_tunes_the_injected_context_and_the_next_session_gets_exa
         # off: every host prints nothing, and so does the hook
         await page.goto(f"{world.base}/console/block?project={key}")
         await page.locator('input[name="enabled"]').uncheck()
-        await page.locator("form.settings button[type=submit]").click()
+        await page.locator("form.settings button.save").click()
         await page.wait_for_url("**/console/block?project=*")
         summary = await page.locator('details.host[data-host="codex"] summary').inner_text()
         assert "injected context is off" in summary
@@ -123,3 +123,89 @@ async def test_only_an_owner_or_admin_changes_the_injected_context_and_only_with
     finally:
         await bob.context.close()
         await alice.context.close()
+
+
+async def test_an_owner_previews_unsaved_choices_and_nothing_is_saved_until_save(world: World) -> None:
+    """The settings form previews the block its unsaved choices would give, as they change (console.js,
+    a CSRF-checked POST answered as JSON), or with its Preview button without the script: no settings
+    change and no audit record until Save, and after Save the hook prints exactly the preview."""
+    key = project_key(A)
+    stored = injected.settings_file(world.running.settings.data_dir)
+    trail = injected.trail_id(key)
+    saved_before, records_before = stored.of(key), await world.running.providers.history.for_memory(trail)
+    page = await world.page("alice")
+    try:
+        await page.goto(f"{world.base}/console/block?project={key}")
+        preview = page.locator("#settings-preview")
+        assert await preview.is_hidden()
+        await page.locator('input[name="section"][value="Architecture"]').uncheck()
+        await page.locator('input[name="type"][value="progress"]').uncheck()
+        await page.locator("#max-tokens").fill("400")
+        await preview.locator(".preview-tokens", has_text="budget of 400").wait_for()
+        shown = await preview.locator("pre.preview-block").inner_text()
+        assert "## Tech Context" in shown
+        assert "## Architecture" not in shown and "## Progress & Status" not in shown
+        # the saved block above the form is unchanged, and so is everything stored
+        assert "## Architecture" in await page.locator("pre.block").first.inner_text()
+        assert stored.of(key) == saved_before
+        assert await world.running.providers.history.for_memory(trail) == records_before
+        assert "## Architecture" in await session_start(world, "alice", ALICE)
+        claude = preview.locator('details.host[data-host="claude-code"]')
+        await claude.locator("summary").click()
+        previewed = json.loads(await claude.locator("pre.hook").inner_text())
+        await shoot(page, "block-preview", "console4")
+
+        # off: the preview says nothing would be injected, for every host
+        await page.locator('input[name="enabled"]').uncheck()
+        await preview.locator("pre.preview-block", has_text="nothing would be injected").wait_for()
+        assert (
+            "injected context is off" in await preview.locator('details.host[data-host="codex"] summary').inner_text()
+        )
+        assert stored.of(key).enabled
+        await page.locator('input[name="enabled"]').check()
+        await preview.locator("pre.preview-block", has_text="## Tech Context").wait_for()
+
+        # Save: the next session gets exactly what was previewed
+        await page.locator("form.settings button.save").click()
+        await page.wait_for_url("**/console/block?project=*")
+        assert json.loads(await session_start(world, "alice", ALICE)) == previewed
+        assert len(await world.running.providers.history.for_memory(trail)) == len(records_before) + 1
+    finally:
+        injected.settings_file(world.running.settings.data_dir).save(defaults(key))
+        await page.context.close()
+
+
+async def test_the_preview_without_the_script_is_a_page_and_is_refused_like_saving(world: World) -> None:
+    key = project_key(A)
+    stored = injected.settings_file(world.running.settings.data_dir)
+    saved_before = stored.of(key)
+    alice = await world.page("alice")
+    bob = await world.page("bob")
+    try:
+        await alice.goto(f"{world.base}/console/block?project={key}")
+        await alice.locator('input[name="type"][value="architecture"]').uncheck()
+        await alice.locator("form.settings button.secondary").click()  # the Preview button: a POST, a page
+        await alice.wait_for_url("**/console/block/preview")
+        shown = await alice.locator("#settings-preview pre.preview-block").inner_text()
+        assert "Kafka" not in shown and "## Tech Context" in shown
+        # the form keeps the unsaved choice, to save or change further
+        assert not await alice.locator('input[name="type"][value="architecture"]').is_checked()
+        assert stored.of(key) == saved_before
+
+        csrf = await bob.locator('input[name="csrf"]').first.get_attribute("value")
+        refused = await bob.request.post(
+            f"{world.base}/console/block/preview",
+            form={"csrf": str(csrf), "project": key, "max_tokens": "0", "enabled": "on"},
+            headers={"Accept": "application/json"},
+        )
+        assert refused.status == 403 and "Kafka" not in await refused.text()
+        forged = await alice.request.post(
+            f"{world.base}/console/block/preview",
+            form={"project": key, "max_tokens": "0", "enabled": "on"},
+            headers={"Accept": "application/json"},
+        )
+        assert forged.status in (400, 403) and "Kafka" not in await forged.text()
+        assert stored.of(key) == saved_before
+    finally:
+        await alice.context.close()
+        await bob.context.close()

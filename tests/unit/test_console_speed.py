@@ -93,3 +93,19 @@ async def test_a_value_kept_for_one_reader_is_never_another_readers() -> None:
     assert await kept.get(store, "sessions", store.load) == 3  # the unfiltered store is a reader of its own
     store.generation += 1
     assert await kept.get(ReadAs(underlying, "u_alice"), "sessions", store.load) == 4
+
+
+async def test_a_readers_count_of_one_type_counts_only_what_the_reader_may_read(tmp_path: Path) -> None:
+    # The total above a list filtered by type: through a reader (ReadAs), another member's
+    # conversations are not counted (the store's filtered count was reached past the reader).
+    from memstream.store.reader import ReadAs
+
+    mine = [msgspec.structs.replace(memory(i), speaker="u_alice") for i in range(2)]
+    theirs = [msgspec.structs.replace(memory(i), speaker="u_bob") for i in range(2, 5)]
+    store = await stored(tmp_path, [*mine, *theirs])
+    try:
+        assert await reads.count(ReadAs(store, "u_alice"), ["p_alpha"], types=["architecture"]) == 2
+        assert await reads.count(ReadAs(store, "u_bob"), ["p_alpha"], types=["architecture"]) == 3
+        assert await reads.count(ReadAs(store, "u_alice"), ["p_alpha"]) == 2
+    finally:
+        await store.close()

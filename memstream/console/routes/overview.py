@@ -6,7 +6,7 @@ import urllib.parse
 from datetime import UTC, datetime
 
 from starlette.requests import Request
-from starlette.responses import RedirectResponse, Response
+from starlette.responses import JSONResponse, RedirectResponse, Response
 from starlette.routing import Route
 
 from memstream import hosts
@@ -102,14 +102,8 @@ async def block_view(request: Request) -> Response:
     return page(request, "[MEMORY] block", main, "block", notice=request.query_params.get("notice", ""))
 
 
-async def block_settings_change(request: Request) -> Response:
-    """Saves a project's injected-context settings (admin or owner; CSRF-checked) and audits the change."""
-    con = console_of(request)
-    principal = viewer(request)
-    fields = await form(request)
-    key = project_key_of(first(fields, "project").strip())
-    if not may_configure(principal, key):
-        raise Forbidden("only an admin or the project's owner may change what its sessions get injected")
+def chosen_of(fields: dict[str, list[str]], key: str, principal: Principal, now: datetime | None) -> ContextSettings:
+    """The settings the form's fields choose for the project ``key`` (an ActionError for a bad budget)."""
     kept_sections = set(fields.get("section", []))
     kept_types = set(fields.get("type", []))
     try:
@@ -118,8 +112,7 @@ async def block_settings_change(request: Request) -> Response:
         raise actions.ActionError("the token budget must be a whole number") from None
     if max_tokens and not MIN_BUDGET <= max_tokens <= MAX_BUDGET:
         raise actions.ActionError(f"the token budget must be 0 or between {MIN_BUDGET} and {MAX_BUDGET}")
-    now = datetime.now(UTC)
-    chosen = ContextSettings(
+    return ContextSettings(
         scope_key=key,
         enabled=first(fields, "enabled") == "on",
         hidden_sections=[t for t in SECTION_TITLES if t not in kept_sections],
@@ -129,6 +122,24 @@ async def block_settings_change(request: Request) -> Response:
         changed_at=now,
         reason=actions.reason_of(first(fields, "reason"), required=False),
     )
+
+
+async def configurable(request: Request) -> tuple[dict[str, list[str]], str, Principal]:
+    """The settings form's fields (CSRF-checked), its project and the caller, who may change them."""
+    principal = viewer(request)
+    fields = await form(request)
+    key = project_key_of(first(fields, "project").strip())
+    if not may_configure(principal, key):
+        raise Forbidden("only an admin or the project's owner may change what its sessions get injected")
+    return fields, key, principal
+
+
+async def block_settings_change(request: Request) -> Response:
+    """Saves a project's injected-context settings (admin or owner; CSRF-checked) and audits the change."""
+    con = console_of(request)
+    fields, key, principal = await configurable(request)
+    now = datetime.now(UTC)
+    chosen = chosen_of(fields, key, principal, now)
     injected.settings_file(con.providers.settings.data_dir).save(chosen)
     record = HistoryRecord(
         record_id=derived_id("context-settings", key, now.isoformat()),
@@ -144,6 +155,51 @@ async def block_settings_change(request: Request) -> Response:
     notice = "injected context saved: " + injected.describe(chosen)
     target = f"{BASE}/block?" + urllib.parse.urlencode({"project": key, "notice": notice})
     return RedirectResponse(target, status_code=303)
+
+
+async def block_settings_preview(request: Request) -> Response:
+    """What the next session would get with the form's choices, before they are saved: the same checks as
+    saving (CSRF, admin or owner), and nothing written (no settings, no audit record). JSON for the page's
+    script (``Accept: application/json``), else the block page showing the preview under the unsaved form."""
+    con = console_of(request)
+    fields, key, principal = await configurable(request)
+    # Only what shapes the block: the same choices give the same kept preview.
+    chosen = chosen_of(fields, key, principal, None)
+    shaping = ContextSettings(
+        scope_key=key,
+        enabled=chosen.enabled,
+        hidden_sections=chosen.hidden_sections,
+        hidden_types=chosen.hidden_types,
+        max_tokens=chosen.max_tokens,
+    )
+    keys = read_scopes(principal, key)
+    shown = await views.block_preview(con.reads_for(principal, keys[0]), keys, settings=shaping)
+    budget = chosen.max_tokens or con.providers.settings.block_max_tokens
+    previews = host_previews(shown.text, chosen)
+    # Off, or nothing left: the hooks print nothing, and the preview says so rather than show empty brackets.
+    text = shown.text if session_start.has_memories(shown.text) else ""
+    if "application/json" in request.headers.get("accept", ""):
+        return JSONResponse(
+            {
+                "text": text,
+                "tokens": recall.estimate_tokens(text),
+                "budget": budget,
+                "settings": injected.describe(chosen),
+                "hosts": [{"host": h.host, "output": h.output, "why": h.why} for h in previews],
+            }
+        )
+    changes = await con.providers.history.for_memory(injected.trail_id(key), limit=20)
+    form_shown = pages.BlockSettings(chosen, True, csrf_of(request), SECTION_TITLES, BLOCK_TYPES, budget, changes)
+    main = pages.block(
+        key,
+        "",
+        await projects(con, principal),
+        None,
+        0,
+        form_shown,
+        preview=pages.SettingsPreview(text, recall.estimate_tokens(text), budget, previews),
+    )
+    return page(request, "[MEMORY] block: preview", main, "block")
 
 
 async def live_view(request: Request) -> Response:
@@ -164,6 +220,7 @@ async def stats_view(request: Request) -> Response:
 ROUTES = [
     Route("/block", block_view),
     Route("/block/settings", block_settings_change, methods=["POST"]),
+    Route("/block/preview", block_settings_preview, methods=["POST"]),
     Route("/live", live_view),
     Route("/stats", stats_view),
 ]

@@ -1,5 +1,5 @@
-// The console's only script: follows GET /events on the live page, asks before a removal, and
-// gives the keyboard "/" for the search box and "j"/"k" to move between rows. Everything it shows is set as
+// The console's only script: follows GET /events on the live page, asks before a removal, previews the
+// injected-context settings as they are chosen (nothing saved), and gives the keyboard "/" for the search box and "j"/"k" to move between rows. Everything it shows is set as
 // text (textContent), never as markup, so a memory's text cannot run or load anything.
 "use strict";
 
@@ -63,7 +63,68 @@ function keyboard(event) {
   event.preventDefault();
 }
 
+function hostDetails(host) {
+  const details = document.createElement("details");
+  details.className = "host";
+  details.dataset.host = host.host;
+  const summary = document.createElement("summary");
+  summary.textContent = `${host.host}: ${host.output ? "prints the block below" : host.why}`;
+  details.appendChild(summary);
+  if (host.output) {
+    const pre = document.createElement("pre");
+    pre.className = "hook";
+    pre.textContent = host.output;
+    details.appendChild(pre);
+  }
+  return details;
+}
+
+function previewSettings(form) {
+  // The block the unsaved choices would give: POSTed with the form's CSRF token, answered as JSON, never saved.
+  const section = document.getElementById("settings-preview");
+  if (!section) return;
+  const tokens = section.querySelector(".preview-tokens");
+  const block = section.querySelector(".preview-block");
+  const hosts = section.querySelector(".hosts");
+  let timer = null;
+  let asked = 0;
+  async function ask() {
+    const mine = ++asked;
+    section.hidden = false;
+    section.setAttribute("aria-busy", "true");
+    try {
+      const reply = await fetch(form.dataset.preview, {
+        method: "POST",
+        headers: { Accept: "application/json" },
+        body: new URLSearchParams(new FormData(form)),
+        credentials: "same-origin",
+      });
+      if (mine !== asked) return; // a later choice was made meanwhile: its answer is the one to show
+      if (!reply.ok) {
+        const page = new DOMParser().parseFromString(await reply.text(), "text/html");
+        const why = page.querySelector(".error");
+        tokens.textContent = `No preview: ${why ? why.textContent : reply.status}`;
+        block.textContent = "";
+        hosts.replaceChildren();
+        return;
+      }
+      const shown = await reply.json();
+      tokens.textContent = `About ${shown.tokens} tokens of a budget of ${shown.budget} (${shown.settings}): ` +
+        "what the next session would get with these choices. Nothing is saved until Save.";
+      block.textContent = shown.text || "(empty: nothing would be injected)";
+      hosts.replaceChildren(...shown.hosts.map(hostDetails));
+    } finally {
+      if (mine === asked) section.removeAttribute("aria-busy");
+    }
+  }
+  const soon = () => { clearTimeout(timer); timer = setTimeout(ask, 250); };
+  form.addEventListener("change", soon);
+  form.addEventListener("input", soon);
+}
+
 document.addEventListener("DOMContentLoaded", () => {
+  const settings = document.querySelector("form.settings[data-preview]");
+  if (settings && !settings.querySelector("[disabled]")) previewSettings(settings);
   const live = document.getElementById("live");
   if (live) followLive(live);
   for (const form of document.querySelectorAll("form[data-confirm]")) {
