@@ -26,7 +26,10 @@ State: table ``decide-recent`` — per scope, the memories decided on lately, so
 duplicates arriving back to back are caught before the first reaches the store, and when
 the scope was last forgotten. A ``ForgetScope`` (from the forget agent) empties the scope's
 recent memories and goes on to ``memory-ops`` after every op made for earlier facts; facts
-of the scope dated no later than the forget are dropped from then on.
+of the scope dated no later than the forget are dropped from then on. A user's forget reaches the
+projects their exchanges are in through the worker's ledger of forgets (``memstream.kafka.ledger``),
+whichever worker took it: a fact of theirs said before it is dropped, and the recent memories of their
+exchanges said before it leave the scope's recent memories.
 """
 
 from __future__ import annotations

@@ -11,7 +11,8 @@ A ``ForgetScope`` deletes every memory of the scope (superseded ones too) and th
 links, and says so downstream as one ``deleted`` update per memory (cause ``forget``).
 It is ordered after every earlier op of the scope by their shared key; a create or
 refresh of the scope dated no later than the forget that arrives after it (a parked
-snapshot's retry, a redelivery, a replay of old turns) is dropped.
+snapshot's retry, a redelivery, a replay of old turns) is dropped; so is one of a forgotten user's
+exchange (``Memory.speaker``), looked up in the worker's ledger of forgets (any worker may have taken it).
 """
 
 from __future__ import annotations
