@@ -257,13 +257,14 @@ async def mcp_reads(world: World, who: str) -> str:
     out = []
     http = create_mcp_http_client(headers={"Authorization": f"Bearer {world.tokens[who]}"})
     async with Client(streamable_http_client(f"{world.url}/mcp", http_client=http)) as client:
-        for tool, args in (
+        calls: list[tuple[str, dict[str, Any]]] = [
             ("search_memories", {"query": "zebra word work", "project": world.team, "limit": 50, "detail": "full"}),
             ("get_memory_block", {"project": world.team, "query": "zebra word"}),
             ("list_memories", {"project": world.team, "limit": 500}),
             *[("timeline", {"session": s, "project": world.team}) for _, _, s in sessions(world)],
             ("get_memories", {"ids": [i for ids in world.exchange_ids.values() for i in ids] or ["none"]}),
-        ):
+        ]
+        for tool, args in calls:
             result = await client.call_tool(tool, args)
             out.append("".join(getattr(part, "text", "") for part in result.content))
     return "\n".join(out)
@@ -283,7 +284,7 @@ async def test_an_mcp_forget_user_is_for_admins_and_removes_their_words_from_eve
     async with Client(streamable_http_client(f"{world.url}/mcp", http_client=http)) as client:
         result = await client.call_tool("forget_user", {"user": DAVE, "confirm": True})
     assert not result.is_error, result.content
-    report = json.loads(result.content[0].text)
+    report = json.loads(getattr(result.content[0], "text", ""))
     assert report["scope_key"] == user_key(DAVE)
     assert report["memories"] == {user_key(DAVE): 0, project_key(world.team): 1}
 

@@ -22,7 +22,7 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import faust
 import msgspec
@@ -115,7 +115,7 @@ async def exchange(providers: Providers, who: str, words: str, n: int, *, at: da
 
 
 def recent_texts(w: Worker) -> str:
-    state: DedupState | None = w.app.tables["decide-recent"].get(TEAM_KEY)
+    state: DedupState | None = cast(Any, w.app.tables["decide-recent"]).get(TEAM_KEY)
     return " ".join(m.text for m in state.recent) if state else ""
 
 
@@ -136,7 +136,7 @@ async def test_a_forget_taken_by_another_worker_empties_this_workers_recent_memo
         await on_a.put(the_forget())
 
         async def taken() -> bool:
-            state: DedupState | None = a.app.tables["decide-recent"].get(ALICE)
+            state: DedupState | None = cast(Any, a.app.tables["decide-recent"]).get(ALICE)
             return state is not None and state.forgotten_at == FORGOTTEN_AT
 
         await eventually(taken, what="worker A to take the forget")
@@ -180,7 +180,7 @@ async def test_a_late_write_of_a_forgotten_users_exchange_is_dropped_by_every_wo
         await on_a.put(the_forget())
 
         async def taken() -> bool:
-            return a.app.tables["store-forgotten"].get(ALICE) is not None
+            return cast(Any, a.app.tables["store-forgotten"]).get(ALICE) is not None
 
         await eventually(taken, what="worker A to take the forget")
     ledger_of(b.app).record(the_forget())  # as B's follower of the ledger reads it
