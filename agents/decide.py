@@ -26,7 +26,10 @@ State: table ``decide-recent`` — per scope, the memories decided on lately, so
 duplicates arriving back to back are caught before the first reaches the store, and when
 the scope was last forgotten. A ``ForgetScope`` (from the forget agent) empties the scope's
 recent memories and goes on to ``memory-ops`` after every op made for earlier facts; facts
-of the scope dated no later than the forget are dropped from then on.
+of the scope dated no later than the forget are dropped from then on. A user's forget reaches the
+projects their exchanges are in through the worker's ledger of forgets (``memstream.kafka.ledger``),
+whichever worker took it: a fact of theirs said before it is dropped, and the recent memories of their
+exchanges said before it leave the scope's recent memories.
 """
 
 from __future__ import annotations
@@ -38,15 +41,18 @@ from datetime import UTC, datetime
 from typing import Any
 
 import faust
+import msgspec
 from faust.types import EventT
 
 from memstream.agents.base import DeadLetters, delivered, expect, guarded_by_key, state_table
 from memstream.identity import NormalizedContent, derived_id, exchange_memory_id, memory_id, normalize_content
+from memstream.kafka.ledger import ledger_of
 from memstream.llm.base import LLMError
 from memstream.ports import Providers
 from memstream.rules import audit, contradiction, decision, lexical
 from memstream.rules.dedup import EXACT_ONLY_TYPES, cosine_distances, find_duplicate, remember, threshold
 from memstream.rules.modes import REASON_EXACT_DUPLICATE, REASON_UPDATE_DELETE_NOT_ALLOWED, PipelineFlags, gate
+from memstream.rules.speakers import said_before_forget, without_forgotten
 from memstream.schemas import (
     MEMORY_TYPES,
     AnyMemoryOp,
@@ -450,9 +456,13 @@ class Decider:
 def register(app: faust.App, topics: Topics, providers: Providers, sink: DeadLetters) -> faust.types.AgentT:
     recent_table = state_table(app, "decide-recent", providers.settings.partitions)
     decider = Decider(providers)
+    # Every forget, whichever worker took it: a user's forget comes keyed by the user, their
+    # exchanges keyed by their projects, on partitions other workers may own.
+    ledger = ledger_of(app)
 
     async def handle(value: Any, event: EventT) -> None:
         if isinstance(value, ForgetScope):
+            ledger.record(value)
             current: DedupState = recent_table.get(value.scope_key) or DedupState()
             if current.forgotten_at is None or value.forgotten_at > current.forgotten_at:
                 recent_table[value.scope_key] = DedupState(forgotten_at=value.forgotten_at)
@@ -463,8 +473,12 @@ def register(app: faust.App, topics: Topics, providers: Providers, sink: DeadLet
         state: DedupState = recent_table.get(fact.scope_key) or DedupState()
         if state.forgotten_at is not None and fact.ts <= state.forgotten_at:
             return  # the scope was forgotten after this fact was said: it stays forgotten
+        if fact.speaker and said_before_forget(fact.ts, ledger.latest(fact.speaker)):
+            return  # so was its speaker
+        # A forgotten speaker's exchanges leave the scope's recent memories (and its table value, below).
+        recent = without_forgotten(state.recent, ledger.latest)
         with stage_span("memstream.decide", type=fact.type, mode=decider.flags.mode) as span:
-            outcome = await decider.decide(embedded, state.recent)
+            outcome = await decider.decide(embedded, recent)
             span.set_attribute("decide.outcomes", ",".join(r.outcome for r in outcome.records))
             key = fact.scope_key.encode()
             sent = [await topics.memory_ops.send(key=key, value=op) for op in outcome.ops]
@@ -474,6 +488,8 @@ def register(app: faust.App, topics: Topics, providers: Providers, sink: DeadLet
                 # it goes there only once its create is on the broker.
                 await delivered(sent)
         if not outcome.decided:
+            if len(recent) < len(state.recent):
+                recent_table[fact.scope_key] = msgspec.structs.replace(state, recent=recent)
             return
         decided = RecentMemory.of(
             id=outcome.decided,
@@ -481,11 +497,11 @@ def register(app: faust.App, topics: Topics, providers: Providers, sink: DeadLet
             text=normalize_content(fact.text).storage,
             vector=embedded.vector,
             decided_at=time.time(),
+            speaker=fact.speaker,
+            said_at=fact.ts,
         )
         recent_table[fact.scope_key] = DedupState(
-            recent=remember(
-                state.recent, decided, now=decided.decided_at, keep_seconds=RECENT_SECONDS, keep=RECENT_KEEP
-            ),
+            recent=remember(recent, decided, now=decided.decided_at, keep_seconds=RECENT_SECONDS, keep=RECENT_KEEP),
             created=state.created + (not outcome.refreshed),
             refreshed=state.refreshed + outcome.refreshed,
             forgotten_at=state.forgotten_at,

@@ -11,7 +11,8 @@ A ``ForgetScope`` deletes every memory of the scope (superseded ones too) and th
 links, and says so downstream as one ``deleted`` update per memory (cause ``forget``).
 It is ordered after every earlier op of the scope by their shared key; a create or
 refresh of the scope dated no later than the forget that arrives after it (a parked
-snapshot's retry, a redelivery, a replay of old turns) is dropped.
+snapshot's retry, a redelivery, a replay of old turns) is dropped; so is one of a forgotten user's
+exchange (``Memory.speaker``), looked up in the worker's ledger of forgets (any worker may have taken it).
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ from memstream.agents.base import DeadLetters, expect, guarded, state_table
 from memstream.agents.counters import counters
 from memstream.embed.base import Embedder
 from memstream.identity import normalize_content
+from memstream.kafka.ledger import ledger_of
 from memstream.ports import Providers
 from memstream.rules import audit, provenance
 from memstream.rules.forgotten import continued_id, grew_after_forget, said_since
@@ -233,6 +235,10 @@ def register(app: faust.App, topics: Topics, providers: Providers, sink: DeadLet
     stats = counters(app, table, StoreStats, STAGE)
     # Keyed and partitioned as memory-ops: written while the forget's own event is processed.
     forgotten = state_table(app, "store-forgotten", providers.settings.partitions)
+    # A user's forget comes keyed by the user, on one worker's partition; their exchanges come keyed by
+    # their projects, on partitions other workers may own: the speaker is looked up in the worker's
+    # ledger of every forget (memstream.kafka.ledger), never in this partition's table alone.
+    ledger = ledger_of(app)
 
     async def forget_scope(op: ForgetScope) -> None:
         gone = await forget(providers.store, providers.graph, op.scope_key, spoken=op.scope == "user")
@@ -261,14 +267,14 @@ def register(app: faust.App, topics: Topics, providers: Providers, sink: DeadLet
         op = expect(value, MemoryOp)
         with stage_span("memstream.store", op=type(op).__name__, cause=op.cause) as span:
             if isinstance(op, ForgetScope):
+                ledger.record(op)
                 await forget_scope(op)
                 return
-            ledger: ForgottenScope | None = forgotten.get(op.scope_key)
+            scope: ForgottenScope | None = forgotten.get(op.scope_key)
             speaker = op.memory.speaker if isinstance(op, CreateMemory | RefreshMemory) else ""
-            said: ForgottenScope | None = forgotten.get(speaker) if speaker else None
-            if forgotten_before(op, ledger.forgotten_at if ledger else None) or forgotten_before(  # type: ignore[arg-type]
+            if forgotten_before(op, scope.forgotten_at if scope else None) or forgotten_before(  # type: ignore[arg-type]
                 op,  # type: ignore[arg-type]
-                said.forgotten_at if said else None,
+                ledger.latest(speaker) if speaker else None,
             ):
                 span.set_attribute("store.change", "forgotten")
                 stats.add(op.scope_key, StoreStats(skipped=1))

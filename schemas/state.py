@@ -113,12 +113,27 @@ class RecentMemory(msgspec.Struct, frozen=True, kw_only=True):
     #: The vector as numbers, as values written before ``packed`` existed carry it.
     vector: list[float] = []
     decided_at: float
+    #: Whose exchange it is (``Memory.speaker``, "" for a shared fact) and when their fact was said: a
+    #: forget of that user takes it out (``memstream.rules.speakers``).
+    speaker: str = ""
+    said_at: datetime | None = None
 
     @classmethod
-    def of(cls, *, id: str, type: str, text: str, vector: Sequence[float], decided_at: float) -> RecentMemory:
+    def of(
+        cls,
+        *,
+        id: str,
+        type: str,
+        text: str,
+        vector: Sequence[float],
+        decided_at: float,
+        speaker: str = "",
+        said_at: datetime | None = None,
+    ) -> RecentMemory:
         import numpy as np
 
-        return cls(id=id, type=type, text=text, packed=np.asarray(vector, dtype="<f4").tobytes(), decided_at=decided_at)
+        packed = np.asarray(vector, dtype="<f4").tobytes()
+        return cls(id=id, type=type, text=text, packed=packed, decided_at=decided_at, speaker=speaker, said_at=said_at)
 
     def array(self) -> np.ndarray:
         import numpy as np

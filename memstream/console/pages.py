@@ -40,6 +40,7 @@ def layout(title: str, main: Html, chrome: Chrome | None, *, notice: str = "", e
         links += [("stats", "Stats", f"{BASE}/stats"), ("stale", "Stale code", f"{BASE}/stale")]
         if chrome.principal.is_admin:
             links += [("documents", "Documents", f"{BASE}/documents"), ("pipeline", "Pipeline", f"{BASE}/pipeline")]
+            links += [("forget-user", "Forget a user", f"{BASE}/forget-user")]
         items = join(
             render(
                 '<li><a href="{href}"{current}>{label}</a></li>',
@@ -1033,4 +1034,89 @@ def bulk_forget(items: Html, csrf: str) -> Html:
         base=BASE,
         csrf=csrf_field(csrf),
         items=items,
+    )
+
+
+def forget_user(
+    csrf: str,
+    *,
+    user: str = "",
+    scopes: Sequence[tuple[str, str, int]] = (),
+    report: Mapping[str, Any] | None = None,
+) -> Html:
+    """Forget a person (admin): the form; with ``scopes`` (key, where, memories holding their words) the
+    confirmation of what will be removed; with ``report`` (``POST /admin/forget``'s reply) what was."""
+    if report is not None:
+        removed = report.get("removed") or {}
+        rows = join(
+            render(
+                '<tr><td data-label="Scope"><code>{key}</code> {where}</td><td data-label="Held">{held}</td>'
+                '<td data-label="Removed">{gone}</td></tr>',
+                key=key,
+                where=where,
+                held=count,
+                gone=removed.get(key, 0),
+            )
+            for key, where, count in scopes
+        )
+        held = join(
+            render("<li><code>{topic}</code>: until {until}</li>", topic=topic, until=until or "kept forever")
+            for topic, until in (report.get("words_held_until") or {}).items()
+        )
+        return render(
+            '<p class="forget-report">Forgot {user} (scope <code>{key}</code>) at {at}. {done}</p>'
+            '<div class="wide"><table class="cards"><caption>Removed, per scope</caption><thead><tr>'
+            '<th scope="col">Scope</th><th scope="col">Memories holding their words</th>'
+            '<th scope="col">Removed</th></tr></thead><tbody>{rows}</tbody></table></div>'
+            "{held}",
+            user=user,
+            key=report.get("scope_key", ""),
+            at=report.get("forgotten_at", ""),
+            done="Every one is removed."
+            if report.get("done")
+            else "The pipeline is still removing the rest; its audit records and turns go with them.",
+            rows=rows,
+            held=render(
+                "<h2>Still on topics until their retention passes</h2><ul>{items}</ul>",
+                items=held,
+            )
+            if held
+            else Html(""),
+        )
+    if scopes:
+        rows = join(
+            render(
+                '<tr><td data-label="Scope"><code>{key}</code> {where}</td><td data-label="Memories">{count}</td></tr>',
+                key=key,
+                where=where,
+                count=count,
+            )
+            for key, where, count in scopes
+        )
+        return render(
+            "<p>Forgetting <strong>{user}</strong> cannot be undone. It removes, per scope, the memories holding "
+            "their words (their own memories, their exchanges in every project, the facts drawn only from their "
+            "turns), with their audit records, their turns in the durable log and their session state:</p>"
+            '<div class="wide"><table class="cards"><caption>Will be removed, per scope</caption><thead><tr>'
+            '<th scope="col">Scope</th><th scope="col">Memories</th></tr></thead><tbody>{rows}</tbody></table></div>'
+            '<form method="post" action="{base}/forget-user" class="stack">{csrf}'
+            '<input type="hidden" name="user" value="{user}"><input type="hidden" name="confirm" value="yes">'
+            '<button type="submit" class="danger">Forget {user}</button></form>'
+            '<p><a href="{base}/forget-user">Cancel</a></p>',
+            user=user,
+            rows=rows,
+            base=BASE,
+            csrf=csrf_field(csrf),
+        )
+    return render(
+        "<p>Forget a person: every memory holding their words in every scope, their audit records, their "
+        "turns in the durable log and their session state. You are shown what will be removed before "
+        "anything is.</p>"
+        '<form method="post" action="{base}/forget-user" class="stack">{csrf}'
+        '<label for="forget-user">Their identity (an email, as their token names it)</label>'
+        '<input id="forget-user" name="user" required value="{user}">'
+        '<button type="submit">Show what would be removed</button></form>',
+        base=BASE,
+        csrf=csrf_field(csrf),
+        user=user,
     )

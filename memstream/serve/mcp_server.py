@@ -164,6 +164,13 @@ DESCRIPTIONS = {
         "your reason in its audit trail (never silently deleted). Find it with search_memories and check it "
         "with get_memories first."
     ),
+    "forget_user": (
+        "Admin only: forget a person. Removes every memory holding their words in every scope (their own "
+        "memories, their exchanges in every project, facts drawn only from their turns), their audit records, "
+        "their turns in the durable log and their session state, then answers what was removed per scope. "
+        "Cannot be undone; a caller that is not an admin is refused. Give the exact identity (an email) and "
+        "confirm=true."
+    ),
     "add_document": (
         "Add a document to the project's memory: a web page by its URL, or text. It is split into "
         "chunks that search_memories then finds beside the memories. Returns the document's id; list_documents "
@@ -363,6 +370,25 @@ class Tools:
         ],
     ) -> str:
         return compact(await self.api.call("POST", f"/memories/{_segment(id)}/forget", json={"reason": reason}))
+
+    async def forget_user(
+        self,
+        user: Annotated[
+            str,
+            Field(
+                description="The person's identity, as their token names it (an email).",
+                min_length=1,
+                max_length=MAX_ID_CHARS,
+            ),
+        ],
+        confirm: Annotated[
+            bool, Field(description="true: you mean it (the forget cannot be undone); false refuses.")
+        ] = False,
+    ) -> str:
+        if not confirm:
+            raise ToolError("forgetting a user cannot be undone: call again with confirm=true")
+        # The API's own forget (POST /admin/forget), which refuses any caller but an admin.
+        return compact(await self.api.call("POST", "/admin/forget", json={"user": user.strip()}))
 
     async def add_document(
         self,

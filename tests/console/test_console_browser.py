@@ -16,12 +16,15 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+import msgspec
 import pytest
 
-from memstream.identity import project_key
-from memstream.intake.publish import make_turn
+from memstream.identity import project_key, user_key
+from memstream.intake.publish import make_turn, publish_events
 from memstream.schemas import encode
-from tests.console.conftest import ALPHA, BETA, STEP_MS, A, B, World
+from memstream.topics import FACTS
+from tests.console.conftest import ALPHA, BETA, STEP_MS, A, B, World, fact
+from tests.e2e.conftest import eventually
 
 pytestmark = [pytest.mark.e2e, pytest.mark.asyncio(loop_scope="module")]
 
@@ -223,6 +226,39 @@ async def test_a_forged_post_without_the_csrf_token_is_refused(world: World) -> 
     assert signout.status == 403
     current = await world.running.providers.store.get(memory_id)
     assert current is not None and current.active
+    await page.context.close()
+
+
+async def test_an_admin_forgets_a_user_after_seeing_what_goes_per_scope(world: World) -> None:
+    dan = "dan@example.com"
+    said = fact("DANWORDS: the zebra word of this work is quagga", "conversation", "sess-d1", 1, "zebra", A, i=900)
+    said = msgspec.structs.replace(said, speaker=user_key(dan), exchange_id="dan-exchange-1")
+    await publish_events(world.running.bootstrap, world.running.settings.topic_prefix, FACTS, [(said.scope_key, said)])
+
+    async def held() -> list[str]:
+        every = await world.running.providers.store.list([project_key(A)], limit=500)
+        return [m.id for m in every if "DANWORDS" in m.text]
+
+    [memory_id] = await eventually(held, what="Dan's exchange stored")
+    page = await world.page("ops")
+    await page.click("nav a[href$='/forget-user']")
+    await page.fill("#forget-user", dan)
+    await page.click("form[action$='/forget-user'] button")
+    # The confirmation: per scope what goes, and nothing gone yet.
+    table = await page.locator("table").inner_text()
+    assert project_key(A) in table and A in table and user_key(dan) in table
+    assert await world.running.providers.store.get(memory_id) is not None
+    await page.click(f"form[action$='/forget-user'] button:has-text('Forget {dan}')")
+    await page.wait_for_selector("p.forget-report")
+    report = await page.locator("main").inner_text()
+    assert "Removed, per scope" in report and project_key(A) in report
+
+    async def gone() -> bool:
+        return await world.running.providers.store.get(memory_id) is None
+
+    await eventually(gone, what="Dan's exchange removed")
+    await search(page, "zebra word quagga")
+    assert "DANWORDS" not in await page.locator("main").inner_text()
     await page.context.close()
 
 

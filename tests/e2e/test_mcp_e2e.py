@@ -33,6 +33,7 @@ TOOLS = {
     "memory_history",
     "list_memories",
     "forget_memory",
+    "forget_user",
     "add_document",
     "list_documents",
 }

@@ -13,6 +13,7 @@ import argparse
 import asyncio
 import contextlib
 import dataclasses
+import json
 import socket
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
@@ -23,6 +24,8 @@ import httpx
 import pytest
 import pytest_asyncio
 import uvicorn
+from mcp import Client
+from mcp.client.streamable_http import create_mcp_http_client, streamable_http_client
 
 from memstream.auth import FailureLimiter, ProjectSharing, TokenStore, admin_principal, user_principal
 from memstream.commands.access import cmd_forget
@@ -39,7 +42,9 @@ from tests.e2e.conftest import eventually, start_pipeline
 pytestmark = [pytest.mark.e2e, pytest.mark.asyncio(loop_scope="module")]
 
 ALICE, BOB, CAROL = "alice@example.com", "bob@example.com", "carol@example.com"
-NAMES = {ALICE: "ALICE", BOB: "BOB", CAROL: "CAROL"}
+#: Forgotten through MCP's forget_user and through the console's form.
+DAVE, ERIN = "dave@example.com", "erin@example.com"
+NAMES = {ALICE: "ALICE", BOB: "BOB", CAROL: "CAROL", DAVE: "DAVE", ERIN: "ERIN"}
 
 
 @dataclass
@@ -64,6 +69,8 @@ def sessions(world: World) -> list[tuple[str, str, str]]:
         (ALICE, world.team, "alice-team"),
         (BOB, world.team, "bob-team"),
         (CAROL, world.team, "carol-team"),
+        (DAVE, world.team, "dave-team"),
+        (ERIN, world.team, "erin-team"),
     ]
 
 
@@ -86,6 +93,8 @@ async def world(tmp_module_dir: Path) -> AsyncIterator[World]:
             ALICE: store.create(user_principal(ALICE, [team, own]))[0],
             BOB: store.create(user_principal(BOB, [team]))[0],
             CAROL: store.create(user_principal(CAROL, [team]))[0],
+            DAVE: store.create(user_principal(DAVE, [team]))[0],
+            ERIN: store.create(user_principal(ERIN, [team]))[0],
             "admin": store.create(admin_principal("ops"))[0],
         }
 
@@ -98,7 +107,6 @@ async def world(tmp_module_dir: Path) -> AsyncIterator[World]:
             sharing=ProjectSharing(settings.sharing_file),
             publish_forget=send_forget,
             limiter=FailureLimiter(limit=1_000_000),
-            mcp=False,
         )
         port = _free_port()
         server = uvicorn.Server(
@@ -185,11 +193,8 @@ async def words_left(world: World, user: str) -> list[str]:
 
 async def exchange_ids(world: World) -> dict[str, list[str]]:
     every = await world.running.providers.store.list(None, include_superseded=True, limit=10_000)
-    said = {u: [word(u, p, world.team) for who, p, _ in sessions(world) if who == u] for u in (ALICE, BOB, CAROL)}
-    return {
-        u: [m.id for m in every if m.type == "conversation" and any(w in m.text for w in said[u])]
-        for u in (ALICE, BOB, CAROL)
-    }
+    said = {u: [word(u, p, world.team) for who, p, _ in sessions(world) if who == u] for u in NAMES}
+    return {u: [m.id for m in every if m.type == "conversation" and any(w in m.text for w in said[u])] for u in NAMES}
 
 
 async def test_an_http_forget_of_a_user_removes_their_words_in_every_scope(world: World) -> None:
@@ -244,4 +249,95 @@ async def test_the_cli_forget_of_a_user_reports_each_scope_and_removes_their_exc
 
     await eventually(gone, what="every word of Bob to go")
     assert "BOBTEAMQX" not in await everything_read_by(world, "admin")
+    assert "CAROLTEAMQX" in await everything_read_by(world, CAROL)
+
+
+async def mcp_reads(world: World, who: str) -> str:
+    """What ``who`` reads through MCP (search, block, list, timeline, get) in the team project."""
+    out = []
+    http = create_mcp_http_client(headers={"Authorization": f"Bearer {world.tokens[who]}"})
+    async with Client(streamable_http_client(f"{world.url}/mcp", http_client=http)) as client:
+        calls: list[tuple[str, dict[str, Any]]] = [
+            ("search_memories", {"query": "zebra word work", "project": world.team, "limit": 50, "detail": "full"}),
+            ("get_memory_block", {"project": world.team, "query": "zebra word"}),
+            ("list_memories", {"project": world.team, "limit": 500}),
+            *[("timeline", {"session": s, "project": world.team}) for _, _, s in sessions(world)],
+            ("get_memories", {"ids": [i for ids in world.exchange_ids.values() for i in ids] or ["none"]}),
+        ]
+        for tool, args in calls:
+            result = await client.call_tool(tool, args)
+            out.append("".join(getattr(part, "text", "") for part in result.content))
+    return "\n".join(out)
+
+
+async def test_an_mcp_forget_user_is_for_admins_and_removes_their_words_from_every_read_path(world: World) -> None:
+    world.exchange_ids = await exchange_ids(world)
+    assert "DAVETEAMQX" in await mcp_reads(world, "admin")  # the test can see them before
+    for who, args in ((CAROL, {"user": DAVE, "confirm": True}), ("admin", {"user": DAVE})):
+        http = create_mcp_http_client(headers={"Authorization": f"Bearer {world.tokens[who]}"})
+        async with Client(streamable_http_client(f"{world.url}/mcp", http_client=http)) as client:
+            refused = await client.call_tool("forget_user", args)
+        assert refused.is_error, (who, refused.content)
+    assert "DAVETEAMQX" in " ".join(m.text for m in await world.running.providers.store.list(None, limit=1000))
+
+    http = create_mcp_http_client(headers={"Authorization": f"Bearer {world.tokens['admin']}"})
+    async with Client(streamable_http_client(f"{world.url}/mcp", http_client=http)) as client:
+        result = await client.call_tool("forget_user", {"user": DAVE, "confirm": True})
+    assert not result.is_error, result.content
+    report = json.loads(getattr(result.content[0], "text", ""))
+    assert report["scope_key"] == user_key(DAVE)
+    assert report["memories"] == {user_key(DAVE): 0, project_key(world.team): 1}
+
+    async def gone() -> bool:
+        return not await words_left(world, DAVE)
+
+    await eventually(gone, what="every word of Dave to go")
+    for reader in ("admin", CAROL):
+        assert "DAVE" not in await mcp_reads(world, reader)
+        assert "DAVE" not in await everything_read_by(world, reader)
+    assert "CAROLTEAMQX" in await mcp_reads(world, CAROL)
+
+
+async def test_the_console_forget_form_confirms_per_scope_then_forgets_and_reports(world: World) -> None:
+    world.exchange_ids = await exchange_ids(world)
+    team = project_key(world.team)
+
+    def as_(who: str) -> httpx.AsyncClient:
+        return httpx.AsyncClient(
+            base_url=world.url, headers={"Authorization": f"Bearer {world.tokens[who]}"}, timeout=60
+        )
+
+    async with as_(CAROL) as carol:
+        assert (await carol.get("/console/forget-user")).status_code == 403
+        refused = await carol.post("/console/forget-user", data={"user": ERIN, "confirm": "yes"})
+        assert refused.status_code == 403
+    # A signed-in browser's form must carry the CSRF token its pages hold.
+    async with as_("admin") as admin:
+        path = (await admin.post("/console/codes")).json()["path"]
+    async with httpx.AsyncClient(base_url=world.url, timeout=60, follow_redirects=True) as browser:
+        assert (await browser.get(path)).status_code == 200
+        forged = await browser.post("/console/forget-user", data={"user": ERIN, "confirm": "yes"})
+        assert forged.status_code == 403
+    assert "ERINTEAMQX" in " ".join(m.text for m in await world.running.providers.store.list(None, limit=1000))
+
+    async with as_("admin") as admin:
+        asked = await admin.post("/console/forget-user", data={"user": ERIN})
+        assert asked.status_code == 200, asked.text
+        # The confirmation: what will go, per scope, and nothing gone yet.
+        assert "Will be removed, per scope" in asked.text and team in asked.text and world.team in asked.text
+        assert 'name="confirm" value="yes"' in asked.text
+        assert "ERINTEAMQX" in " ".join(m.text for m in await world.running.providers.store.list(None, limit=1000))
+        done = await admin.post("/console/forget-user", data={"user": ERIN, "confirm": "yes"})
+        assert done.status_code == 200, done.text
+        assert "Removed, per scope" in done.text and user_key(ERIN) in done.text and team in done.text
+
+        async def gone() -> bool:
+            return not await words_left(world, ERIN)
+
+        await eventually(gone, what="every word of Erin to go")
+        for page in ("/console/", f"/console/?q=zebra+word&project={team}", f"/console/sessions?project={team}"):
+            assert "ERIN" not in (await admin.get(page)).text, page
+    for reader in ("admin", CAROL):
+        assert "ERIN" not in await everything_read_by(world, reader)
+        assert "ERIN" not in await mcp_reads(world, reader)
     assert "CAROLTEAMQX" in await everything_read_by(world, CAROL)

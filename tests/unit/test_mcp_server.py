@@ -66,6 +66,7 @@ async def test_the_roots_parameter_is_not_part_of_any_tools_schema() -> None:
         "memory_history",
         "list_memories",
         "forget_memory",
+        "forget_user",
         "add_document",
         "list_documents",
     }

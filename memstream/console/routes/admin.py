@@ -12,6 +12,7 @@ from starlette.routing import Route
 from memstream.console import pages
 from memstream.console.context import (
     BASE,
+    Console,
     capture_state,
     console_of,
     csrf_of,
@@ -109,10 +110,54 @@ async def documents_change(request: Request) -> Response:
     )
 
 
+async def forget_user_view(request: Request) -> Response:
+    principal = viewer(request)
+    if not principal.is_admin:
+        return page(request, "Forget a user", Html("<p>For admin tokens only.</p>"), "forget-user", status=403)
+    return page(request, "Forget a user", pages.forget_user(csrf_of(request)), "forget-user")
+
+
+async def forget_user(request: Request) -> Response:
+    """Forget a person, in two steps: what will be removed per scope, then (confirmed) the forget itself,
+    through the API's own forget (``memstream.serve.routes.intake.forget_now``), and its per-scope report."""
+    con = console_of(request)
+    from memstream.intake.forget import ForgetError
+    from memstream.serve.context import ApiError
+    from memstream.serve.routes.intake import forget_now, forget_preview
+
+    principal = viewer(request)
+    fields = await form(request)
+    if not principal.is_admin:
+        return page(request, "Forget a user", Html(""), "forget-user", status=403, error="for admin tokens only")
+    user = " ".join(first(fields, "user").split())
+    if not user:
+        main = pages.forget_user(csrf_of(request))
+        return page(request, "Forget a user", main, "forget-user", status=400, error="give the person's identity")
+    try:
+        if first(fields, "confirm") != "yes":
+            held = await forget_preview(con.ctx, user=user)
+            main = pages.forget_user(csrf_of(request), user=user, scopes=await _where(con, held))
+            return page(request, "Forget a user", main, "forget-user")
+        report = await forget_now(con.ctx, principal, user=user)
+    except (ForgetError, ApiError) as exc:
+        main = pages.forget_user(csrf_of(request), user=user)
+        return page(request, "Forget a user", main, "forget-user", status=400, error=str(exc))
+    main = pages.forget_user(csrf_of(request), user=user, scopes=await _where(con, report["memories"]), report=report)
+    return page(request, "Forget a user", main, "forget-user", notice=f"forgot {user}")
+
+
+async def _where(con: Console, held: dict[str, int]) -> list[tuple[str, str, int]]:
+    """(scope key, what it is, count) for each scope of a forget: a project by its path."""
+    paths = {key: label.rsplit(" (", 1)[0] for key, label in await con.known.choices(list(held))}
+    return [(key, paths.get(key, "(their own memories)" if key.startswith("u_") else ""), n) for key, n in held.items()]
+
+
 ROUTES = [
     Route("/pipeline", pipeline_view),
     Route("/pipeline/redrive", redrive, methods=["POST"]),
     Route("/documents", documents_view),
     Route("/documents", documents_change, methods=["POST"]),
     Route("/documents/remove", documents_change, methods=["POST"]),
+    Route("/forget-user", forget_user_view),
+    Route("/forget-user", forget_user, methods=["POST"]),
 ]

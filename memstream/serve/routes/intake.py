@@ -3,16 +3,17 @@
 from __future__ import annotations
 
 import asyncio
+from typing import Any
 
 import msgspec
 from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
-from memstream.auth import check_publish, require_admin
+from memstream.auth import Principal, check_publish, require_admin
 from memstream.identity import project_key
 from memstream.schemas import Turn
-from memstream.serve.context import JSON, ApiError, caller, context_of, error, project_param, read_body
+from memstream.serve.context import JSON, ApiContext, ApiError, caller, context_of, error, project_param, read_body
 from memstream.store.base import MemoryStore
 
 
@@ -49,7 +50,7 @@ async def turns(request: Request) -> Response:
 async def forget_scope(request: Request) -> Response:
     """Forget a user or a project, through the pipeline (memstream.agents.forget)."""
     ctx = context_of(request)
-    from memstream.intake.forget import ForgetError, forget_event
+    from memstream.intake.forget import ForgetError
 
     principal = caller(request)
     require_admin(principal)
@@ -59,37 +60,54 @@ async def forget_scope(request: Request) -> Response:
         body = msgspec.json.decode(await read_body(request), type=dict[str, str])
         if set(body) - {"user", "project"}:
             raise ForgetError("the body takes 'user' or 'project'")
-        project = body.get("project", "")
-        if project:
-            project_param(project)
-        event = forget_event(
-            user=body.get("user", ""),
-            project=project,
-            requested_by=principal.describe(),
-            words_retention_ms=int(ctx.providers.settings.words_retention_days * 86_400_000),
-        )
+        report = await forget_now(ctx, principal, user=body.get("user", ""), project=body.get("project", ""))
     except (msgspec.ValidationError, msgspec.DecodeError, ForgetError, ApiError) as exc:
         return error(str(exc))
+    return JSON(report, status_code=202)
+
+
+async def forget_now(ctx: ApiContext, principal: Principal, *, user: str = "", project: str = "") -> dict[str, Any]:
+    """Forget a user or a project as ``principal`` (an admin) and say what was removed, per scope: the one
+    way every entry point forgets a scope (``POST /admin/forget``, hence the CLI and MCP's ``forget_user``;
+    the console's form). Raises ``ForgetError`` or ``ApiError`` for a bad scope, ``Forbidden`` for a non-admin."""
+    from memstream.intake.forget import ForgetError, forget_event
+
+    require_admin(principal)
+    if ctx.publish_forget is None:
+        raise ForgetError("this process does not publish forgets")
+    if project:
+        project_param(project)
+    event = forget_event(
+        user=user,
+        project=project,
+        requested_by=principal.describe(),
+        words_retention_ms=int(ctx.providers.settings.words_retention_days * 86_400_000),
+    )
     held = await memories_held(ctx.providers.store, event.scope_key, user=event.scope == "user")
     await ctx.publish_forget(event)
     removed, done = await removed_by_scope(ctx.providers.store, held)
-    return JSON(
-        {
-            "scope": event.scope,
-            "scope_key": event.scope_key,
-            "forgotten_at": event.forgotten_at.isoformat(),
-            # Per scope: the memories holding the scope's words (a user's: their exchanges in every
-            # project too) when the forget was sent, and how many of them the pipeline has removed.
-            "memories": {scope: len(ids) for scope, ids in held.items()},
-            "removed": removed,
-            "done": done,
-            # What the forget cannot reach: the topics still holding the scope's words, until when.
-            "words_held_until": {
-                topic: until.isoformat() if until else None for topic, until in event.words_held_until.items()
-            },
+    return {
+        "scope": event.scope,
+        "scope_key": event.scope_key,
+        "forgotten_at": event.forgotten_at.isoformat(),
+        # Per scope: the memories holding the scope's words (a user's: their exchanges in every
+        # project too) when the forget was sent, and how many of them the pipeline has removed.
+        "memories": {scope: len(ids) for scope, ids in held.items()},
+        "removed": removed,
+        "done": done,
+        # What the forget cannot reach: the topics still holding the scope's words, until when.
+        "words_held_until": {
+            topic: until.isoformat() if until else None for topic, until in event.words_held_until.items()
         },
-        status_code=202,
-    )
+    }
+
+
+async def forget_preview(ctx: ApiContext, *, user: str) -> dict[str, int]:
+    """What a forget of ``user`` would remove, per scope (nothing is sent): the console's confirmation."""
+    from memstream.identity import user_key
+
+    held = await memories_held(ctx.providers.store, user_key(user), user=True)
+    return {scope: len(ids) for scope, ids in held.items()}
 
 
 #: The most memories of one forgotten scope the reply counts (the pipeline removes them all).
