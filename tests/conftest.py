@@ -11,11 +11,15 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 from memstream.kafka.broker import free_port
 from memstream.settings import Settings
 from memstream.telemetry.tracing import configure_tracing
+from tests.support.loops import bound_loop_teardown
 
 #: The test folders from the longest-running files to the shortest. With ``-n auto --dist loadfile``, files are
 #: handed to workers in collection order, so starting the long ones first keeps one worker from finishing
 #: a 50 s replay alone at the end while the other sits idle.
 _LONGEST_FIRST = ("faults", "e2e", "tenancy", "contract", "deploy", "unit")
+
+# A task left on a test's loop that ignores its cancellation must not hang the run (tests/support/loops.py).
+bound_loop_teardown()
 
 _EXPORTER = InMemorySpanExporter()
 configure_tracing("memory", exporter=_EXPORTER)
