@@ -26,7 +26,8 @@ Three formats, each known by its own records (``detect`` and this module agree o
    the model's context (``soul/context.py``): ``{"role": "user"|"assistant"|"tool", "content", …}``
    messages and ``_checkpoint``/``_usage``/``_system_prompt`` markers. It was the only record then. Its
    rotations (``<uuid>_1.jsonl``, after ``/clear`` or an undo) are earlier text of the same session;
-   ``<uuid>_read_<n>.jsonl`` is the transcript of a ``ReadContext`` sub-agent.
+   ``<uuid>_read_<n>.jsonl`` is the transcript of a ``ReadContext`` sub-agent, ``<uuid>_sub_<n>.jsonl``
+   (``<uuid>-sub-<n>.jsonl`` before 2025-09-26) a Task sub-agent's (``tools/task/__init__.py``).
 
 Why the wire and not ``context.jsonl`` where both exist: the session folder of Kimi CLI 1.x also holds
 ``context.jsonl``, the model's context, rewritten by compaction and ``/undo``; the wire is append-only and
@@ -64,8 +65,8 @@ Decisions, case by case:
   ``SteerInput`` is written the moment the person types it, while the step's answer may still stream:
   it is a turn of its own and leaves the answer whole.
 - Sub-agents: ``SubagentEvent`` wraps a sub-agent's own events (skipped); a sub-agent's own log (under
-  ``subagents/``, Kimi Code's ``agents/<agent>`` other than ``main``, the old ``_read_<n>`` transcripts)
-  gives no turns.
+  ``subagents/``, Kimi Code's ``agents/<agent>`` other than ``main``, the old ``_read_<n>`` transcripts and
+  the Task tool's ``<session>-sub-<n>``, ``<session>_sub_<n>`` and ``context_sub_<n>`` logs) gives no turns.
 - A fork (``session_fork.py``) starts a new session whose wire begins with copies of the parent's lines;
   copies keep their timestamps, so each copied turn has the same ``message_id`` (the role and the epoch
   timestamp of its first record) and content as the parent's, under the fork's session id; recognising
@@ -110,7 +111,9 @@ _SLASH = re.compile(r"^/([a-zA-Z0-9_-]+(?::[a-zA-Z0-9_-]+)*)(?:\s+(.*))?$", flag
 #: ``system_reminder``), and the synthetic prompts of background-task follow-ups and notifications.
 _CLI_TEXT_OPENINGS = ("<system>", "<system-reminder>", "<notification ")
 _ROTATION = re.compile(r"_\d+$")
-_SUBAGENT_CONTEXT = re.compile(r"_read_\d+$")
+#: A sub-agent's context log beside its session's: the Task tool's (``<session>-sub-<n>`` until 2025-09-26,
+#: ``<session>_sub_<n>`` until 2025-11-25, then ``context_sub_<n>`` in the session's folder) or ``_read_<n>``.
+_SUBAGENT_CONTEXT = re.compile(r"(_read|[-_]sub)[-_]\d+$")
 #: Absolute paths in tool arguments: candidates for the work dir whose md5 names the session folder.
 _ABSOLUTE_PATH = re.compile(r"(?:[A-Za-z]:\\|/)[^\s\"'`<>|*?]*")
 MAX_PATH_CANDIDATES = 200
