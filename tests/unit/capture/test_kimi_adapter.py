@@ -149,3 +149,19 @@ def test_the_names_kimi_cli_gave_a_task_sub_agents_log_give_no_turns(tmp_path: P
     # The session's own log and its rotation (after /clear) are still read.
     assert kimi.is_subagent_file(str(folder / f"{session}.jsonl")) is False
     assert kimi.is_subagent_file(str(folder / f"{session}_1.jsonl")) is False
+
+
+def test_a_real_kimi_code_sub_agents_wire_gives_no_turns_where_the_cli_keeps_it_or_read_alone(tmp_path: Path) -> None:
+    # The wire of the sub-agent that kimi-code-assistant_tools-wire.jsonl ran ("run subagent to count swift
+    # files"): its prompt is the main agent's brief (origin system_trigger/subagent), not the person's.
+    real = Path(__file__).parents[2] / "fixtures/capture/real/kimi/kimi-code-subagent-agent-0-wire.jsonl"
+    session = tmp_path / ".kimi-code" / "sessions" / "wd_0123456789ab" / "session_1"
+    kept = session / "agents" / "agent-0" / "wire.jsonl"
+    kept.parent.mkdir(parents=True)
+    shutil.copy(real, kept)
+    assert detect(kept, kept.read_bytes()[:16384]) is Source.KIMI
+    assert read(kept, final=True).turns == []
+    alone = tmp_path / "export" / "wire.jsonl"  # a copy read by `memstream ingest FILE`: no layout to go by
+    alone.parent.mkdir()
+    shutil.copy(real, alone)
+    assert read(alone, final=True).turns == []
