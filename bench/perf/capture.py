@@ -390,13 +390,13 @@ def print_fidelity(show_misses: bool) -> bool:
     return met
 
 
-#: Longest wait for the pipeline to take what the hooks handed it (s).
+#: Longest wait for the pipeline to take what the hooks handed it (s), unless ``--timeout`` says otherwise.
 LIVE_DEADLINE_S = 900.0
 #: How long the stored memories must stay the same before they are read as final (s).
 LIVE_STABLE_S = 15.0
 
 
-def live(only: list[str], show_misses: bool) -> bool:
+def live(only: list[str], show_misses: bool, deadline_s: float = LIVE_DEADLINE_S) -> bool:
     """Replay every labelled real session live through the installed hooks with `up` running; True if met."""
     from memstream.capture.ingest import LIVE_WINDOW
     from memstream.kafka.broker import free_port
@@ -431,7 +431,7 @@ def live(only: list[str], show_misses: bool) -> bool:
             replayed_s = time.monotonic() - started
             # Codex has no session-end hook: `up` takes a session's last reply once its file is quiet.
             quiet_until = time.monotonic() + LIVE_WINDOW + 20
-            deadline = time.monotonic() + LIVE_DEADLINE_S
+            deadline = time.monotonic() + deadline_s
             last, since = "", time.monotonic()
             while True:
                 done, digest = lc.settled(env, data / "capture.db", data / "hook-queue")
@@ -440,9 +440,11 @@ def live(only: list[str], show_misses: bool) -> bool:
                 elif time.monotonic() >= quiet_until and time.monotonic() - since >= LIVE_STABLE_S:
                     break
                 if time.monotonic() > deadline:
-                    print("  (the memories were still changing at the deadline)")
+                    counts, _ = lc.waiting(env, data / "capture.db", data / "hook-queue")
+                    print(f"  (the memories were still changing at the deadline; waiting: {counts})")
                     break
                 time.sleep(1.0)
+            settled_s = time.monotonic() - started - replayed_s
             memories = lc.stored_memories(env)
         finally:
             up.send_signal(2)
@@ -454,7 +456,8 @@ def live(only: list[str], show_misses: bool) -> bool:
     hooks = sum(len(s.steps) for s in sessions)
     print(
         f"live capture of {len(sessions)} real sessions through the installed hooks, `up` running: "
-        f"{hooks} writes and hooks in {replayed_s:.0f} s, {len(memories)} conversation memories; "
+        f"{hooks} writes and hooks in {replayed_s:.0f} s, {len(memories)} conversation memories "
+        f"(read {settled_s:.0f} s later); "
         f"target >= {lc.TARGET:.0%} each, no wrong-project memory, no orphan (load average {os.getloadavg()[0]:.1f})"
     )
     print("\n".join(lc.report(scores, show_misses=show_misses)))
@@ -475,7 +478,7 @@ def main() -> None:
     parser.add_argument("--only", nargs="*", default=[], help="with --live: the files whose name contains these")
     args = parser.parse_args()
     if args.live:
-        raise SystemExit(0 if live(args.only, args.show_misses) else 1)
+        raise SystemExit(0 if live(args.only, args.show_misses, args.timeout) else 1)
     if args.fidelity:
         raise SystemExit(0 if print_fidelity(args.show_misses) else 1)
     if args.quick:

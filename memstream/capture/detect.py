@@ -41,8 +41,9 @@ HEAD_RECORDS = 20
 
 CODEX_HISTORY_NAME = "history.jsonl"
 KIMI_WIRE_NAME = "wire.jsonl"
-#: Kimi CLI's context log beside its wire (and its rotations): never a session file of its own.
-_KIMI_CONTEXT_NAME = re.compile(r"^context(_\d+)?\.jsonl$")
+#: Kimi CLI's context log beside its wire (its rotations, a Task sub-agent's ``context_sub_<n>``): never a session
+#: file of its own.
+_KIMI_CONTEXT_NAME = re.compile(r"^context(_sub)?(_\d+)?\.jsonl$")
 #: The roles of a Kimi context log's bookkeeping lines: no other CLI writes them.
 _KIMI_CONTEXT_ROLES = frozenset({"_checkpoint", "_usage", "_system_prompt"})
 #: Kimi Code's record types (flat ``{"type", "time"}`` lines after the same metadata header as the wire).

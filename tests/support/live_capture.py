@@ -568,8 +568,14 @@ def stored_memories(env: Mapping[str, str]) -> list[Stored]:
 
 
 def settled(env: Mapping[str, str], capture_db: Path, queue: Path) -> tuple[bool, str]:
-    """Whether nothing waits on the way in (no hook note, an empty spool, no reply held back until its file
-    is quiet), and a digest of what is stored. A held reply (Codex's last, with no session-end hook) is
+    """Whether nothing waits on the way in, and a digest of what is stored (:func:`waiting`)."""
+    counts, digest = waiting(env, capture_db, queue)
+    return not any(counts.values()), digest
+
+
+def waiting(env: Mapping[str, str], capture_db: Path, queue: Path) -> tuple[dict[str, int], str]:
+    """What waits on the way in (hook notes, spooled turns, replies held back until their file is quiet,
+    turns sent but not stored), and a digest of what is stored. A held reply (Codex's last, with no session-end hook) is
     released by ``up`` only once its file has been quiet for the live window: on a loaded machine that can
     come after a fixed wait, and a benchmark that stopped then counted it missing."""
     from memstream.capture.ingest import HELD
@@ -579,15 +585,15 @@ def settled(env: Mapping[str, str], capture_db: Path, queue: Path) -> tuple[bool
 
     notes = [p for p in queue.glob("*.json") if not p.name.startswith(".")] if queue.is_dir() else []
     with CaptureState.open(capture_db, readonly=True) as state:
-        waiting = state.spool_size() + len(state.unfinished(HELD))
+        counts = {"notes": len(notes), "spooled": state.spool_size(), "held": len(state.unfinished(HELD))}
     # And nothing waits in the pipeline: every turn sent is stored (the turn log marks it done then). A
     # quiet spell of the store alone is no sign of it on a loaded machine: embedding can stall longer.
     turnlog = TurnLog.for_settings(Settings.from_env(dict(env)))
     if turnlog is not None:
         try:
-            waiting += turnlog.count_unfinished()
+            counts["unstored"] = turnlog.count_unfinished()
         finally:
             turnlog.close()
     memories = stored_memories(env)
     digest = hashlib.sha256(json.dumps(sorted((m.session_id, m.text) for m in memories)).encode()).hexdigest()
-    return not notes and waiting == 0, digest
+    return counts, digest

@@ -26,7 +26,8 @@ Three formats, each known by its own records (``detect`` and this module agree o
    the model's context (``soul/context.py``): ``{"role": "user"|"assistant"|"tool", "content", …}``
    messages and ``_checkpoint``/``_usage``/``_system_prompt`` markers. It was the only record then. Its
    rotations (``<uuid>_1.jsonl``, after ``/clear`` or an undo) are earlier text of the same session;
-   ``<uuid>_read_<n>.jsonl`` is the transcript of a ``ReadContext`` sub-agent.
+   ``<uuid>_read_<n>.jsonl`` is the transcript of a ``ReadContext`` sub-agent, ``<uuid>_sub_<n>.jsonl``
+   (``<uuid>-sub-<n>.jsonl`` before 2025-09-26) a Task sub-agent's (``tools/task/__init__.py``).
 
 Why the wire and not ``context.jsonl`` where both exist: the session folder of Kimi CLI 1.x also holds
 ``context.jsonl``, the model's context, rewritten by compaction and ``/undo``; the wire is append-only and
@@ -64,8 +65,10 @@ Decisions, case by case:
   ``SteerInput`` is written the moment the person types it, while the step's answer may still stream:
   it is a turn of its own and leaves the answer whole.
 - Sub-agents: ``SubagentEvent`` wraps a sub-agent's own events (skipped); a sub-agent's own log (under
-  ``subagents/``, Kimi Code's ``agents/<agent>`` other than ``main``, the old ``_read_<n>`` transcripts)
-  gives no turns.
+  ``subagents/``, Kimi Code's ``agents/<agent>`` other than ``main``, the old ``_read_<n>`` transcripts and
+  the Task tool's ``<session>-sub-<n>``, ``<session>_sub_<n>`` and ``context_sub_<n>`` logs) gives no turns;
+  so does a Kimi Code wire whose prompt has the sub-agent's origin (``system_trigger``/``subagent``), wherever
+  the file is (an export read with ``memstream ingest FILE`` has no ``agents/<agent>`` folder to go by).
 - A fork (``session_fork.py``) starts a new session whose wire begins with copies of the parent's lines;
   copies keep their timestamps, so each copied turn has the same ``message_id`` (the role and the epoch
   timestamp of its first record) and content as the parent's, under the fork's session id; recognising
@@ -102,6 +105,9 @@ _STEP_STATE = {"StepBegin": True, "TurnBegin": False, "StepInterrupted": False, 
 #: Kimi Code's loop events and records that end a step's answer.
 _CODE_BOUNDARIES = frozenset({"step.begin", "step.end", "step.interrupted"})
 _CODE_TURN_RECORDS = frozenset({"turn.prompt", "turn.steer", "turn.cancel", "turn.ended"})
+#: The origin of the prompt that starts a sub-agent's turn in its own wire (Kimi Code's
+#: ``session/subagent/runAgentTurn.ts``, ``AGENT_RUN_PROMPT_ORIGIN``): the main agent's brief.
+_SUBAGENT_ORIGIN = {"kind": "system_trigger", "name": "subagent"}
 _IMPORTED = re.compile(r"^\[Imported context from .*\]$", flags=re.DOTALL)
 #: Slash commands that send the model a prompt (skills, prompt flows); every other one is the CLI's own.
 PROMPT_COMMAND_PREFIXES = ("skill:", "flow:")
@@ -110,7 +116,9 @@ _SLASH = re.compile(r"^/([a-zA-Z0-9_-]+(?::[a-zA-Z0-9_-]+)*)(?:\s+(.*))?$", flag
 #: ``system_reminder``), and the synthetic prompts of background-task follow-ups and notifications.
 _CLI_TEXT_OPENINGS = ("<system>", "<system-reminder>", "<notification ")
 _ROTATION = re.compile(r"_\d+$")
-_SUBAGENT_CONTEXT = re.compile(r"_read_\d+$")
+#: A sub-agent's context log beside its session's: the Task tool's (``<session>-sub-<n>`` until 2025-09-26,
+#: ``<session>_sub_<n>`` until 2025-11-25, then ``context_sub_<n>`` in the session's folder) or ``_read_<n>``.
+_SUBAGENT_CONTEXT = re.compile(r"(_read|[-_]sub)[-_]\d+$")
 #: Absolute paths in tool arguments: candidates for the work dir whose md5 names the session folder.
 _ABSOLUTE_PATH = re.compile(r"(?:[A-Za-z]:\\|/)[^\s\"'`<>|*?]*")
 MAX_PATH_CANDIDATES = 200
@@ -198,6 +206,8 @@ def parse(
         result.resume_offset, result.resume_line = log.answer_start, log.answer.line
     else:
         log.close()
+    if log.subagent:
+        return result
     if log.appended and not log.streamed:
         log.drafts.extend(log.appended)
     project = log.project or log.cwd or _root_by_md5(folder, log.paths)
@@ -255,6 +265,8 @@ class _Log:
         # A slash command's turn is open: a turn begun inside it is the command's own (``/init`` runs the
         # agent on the CLI's prompt), and its prompt is not the person's.
         self.command_open = False
+        # The log is a sub-agent's (its prompt came from the main agent): none of it is the conversation.
+        self.subagent = False
         self.nested = 0
         #: Kimi Code's assistant messages as appended to the context, and whether any step part was read.
         self.appended: list[Draft] = []
@@ -304,6 +316,8 @@ class _Log:
             self.in_step = False
         if kind in ("turn.prompt", "turn.steer"):
             origin = line.get("origin")
+            if isinstance(origin, dict) and all(origin.get(k) == v for k, v in _SUBAGENT_ORIGIN.items()):
+                self.subagent = True  # a sub-agent's own wire, wherever the file now is
             if not isinstance(origin, dict) or origin.get("kind", "user") == "user":
                 self._prompt(text_of(line.get("input")), timestamp, record)
             return

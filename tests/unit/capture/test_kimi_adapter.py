@@ -114,3 +114,54 @@ def test_a_live_read_mid_answer_holds_it_back_and_resumes_at_its_first_fragment(
     assert parse(Source.KIMI, str(live), first.records, mtime=MTIME, projects={}).turns[-1].content == (
         "`attempts` is reset inside the loop;"
     )
+
+
+#: A real Kimi CLI sub-agent transcript (Oct 2025; ``tests/fixtures/capture/real/SOURCES.md``): the main agent's
+#: brief to the sub-agent as its ``user`` line, then the sub-agent's own replies and tool calls.
+REAL_SUBAGENT = (
+    Path(__file__).parents[2]
+    / "fixtures/capture/real/kimi/sessions/00d5060aaec3fda180930ea52304b87b"
+    / "531d195b-6436-426e-b010-4bf723a992de_read_1.jsonl"
+)
+
+
+def test_the_names_kimi_cli_gave_a_task_sub_agents_log_give_no_turns(tmp_path: Path) -> None:
+    # kimi-cli's Task tool (src/kimi_cli/tools/task/__init__.py) wrote the sub-agent's context beside the
+    # session's: `<session>-sub-<n>.jsonl` until 2025-09-26, `<session>_sub_<n>.jsonl` until 2025-11-25, then
+    # `context_sub_<n>.jsonl` in the session's folder. None is something the person said.
+    folder = tmp_path / ".kimi" / "sessions" / "00d5060aaec3fda180930ea52304b87b"
+    session = "531d195b-6436-426e-b010-4bf723a992de"
+    names = [
+        f"{session}-sub-1.jsonl",
+        f"{session}_sub_2.jsonl",
+        f"{session}_read_1.jsonl",
+        f"{session}/context_sub_1.jsonl",
+    ]
+    for name in names:
+        path = folder / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy(REAL_SUBAGENT, path)
+        assert read(path, final=True).turns == [], name
+        source = detect(path, path.read_bytes()[:16384])
+        assert (
+            source is None or parse(source, str(path), read_session(path, final=True).records, mtime=MTIME).turns == []
+        )
+    # The session's own log and its rotation (after /clear) are still read.
+    assert kimi.is_subagent_file(str(folder / f"{session}.jsonl")) is False
+    assert kimi.is_subagent_file(str(folder / f"{session}_1.jsonl")) is False
+
+
+def test_a_real_kimi_code_sub_agents_wire_gives_no_turns_where_the_cli_keeps_it_or_read_alone(tmp_path: Path) -> None:
+    # The wire of the sub-agent that kimi-code-assistant_tools-wire.jsonl ran ("run subagent to count swift
+    # files"): its prompt is the main agent's brief (origin system_trigger/subagent), not the person's.
+    real = Path(__file__).parents[2] / "fixtures/capture/real/kimi/kimi-code-subagent-agent-0-wire.jsonl"
+    session = tmp_path / ".kimi-code" / "sessions" / "wd_0123456789ab" / "session_1"
+    kept = session / "agents" / "agent-0" / "wire.jsonl"
+    kept.parent.mkdir(parents=True)
+    shutil.copy(real, kept)
+    assert detect(kept, kept.read_bytes()[:16384]) is Source.KIMI
+    assert read(kept, final=True).turns == []
+    alone = tmp_path / "export" / "wire.jsonl"  # a copy read by `memstream ingest FILE`: no layout to go by
+    alone.parent.mkdir()
+    shutil.copy(real, alone)
+    assert read(alone, final=True).turns == []

@@ -23,6 +23,9 @@ from tests.support import live_capture as lc
 SESSIONS = [
     "kimi-cli-58ad9e0d5c-1",  # Claude Code: the agent runs `cd web` mid-session (37.1)
     "kimi-cli-2e672ecd6a-2",  # Claude Code: plan hand-off, a prompt command, interruptions
+    "kimi-cli-2e672ecd6a-1",  # Claude Code: /clear, Task sub-agents, a prompt sent again, microcompaction
+    "kimi-cli-77bc73228c-1",  # Claude Code: /clear, background-task notifications, 54-127 KB tool results
+    "spotter-4d5611e5",  # Claude Code: an automatic compaction inside a 350-line exchange whose answer must survive
     "rollout-2026-05-11T11-26-55",  # Codex CLI: a 13-message exchange whose final report must survive (37.2)
     "rollout-2026-05-11T13-28-45",  # Codex Desktop: replies recorded only as response items
     "session-2025-12-01T21-45",  # Gemini: a chat naming no path, placed by the hook's cwd (37.3)
