@@ -220,12 +220,17 @@ class TurnLog:
         its session's window for the answer) unless accepted before ``open_before`` (a Unix time past
         which the snapshot stage's idle timer has stored them). How many were marked."""
         with self._transaction():
-            # Each session's last answer among the seqs from the oldest unfinished turn to ``through``:
-            # one range read of the table (no index on the session key, see _SCHEMA).
+            # Each session's last answer among the seqs from the oldest unfinished *acknowledged* turn to
+            # ``through``: one range read of the table (no index on the session key, see _SCHEMA). Only
+            # acknowledged turns are marked, so no answer before that one counts; and a turn whose send
+            # failed, unacknowledged until the next start, does not make every look read every turn
+            # accepted since (bench/perf/turnlog_held.py --stuck).
             self._db.execute(
                 f"""WITH answered(session, last) AS MATERIALIZED (
                        SELECT session, MAX(seq) FROM turns
-                       WHERE seq >= (SELECT COALESCE(MIN(seq), 0) FROM turns WHERE done = 0)
+                       WHERE seq >= COALESCE(
+                           (SELECT seq FROM turns WHERE done = 0 AND {_PUBLISHED} ORDER BY seq LIMIT 1),
+                           :through + 1)
                        AND seq <= :through AND role = 'assistant' GROUP BY session)
                    UPDATE turns SET done = 1 WHERE done = 0 AND seq <= :through AND {_PUBLISHED} AND (
                        role = 'assistant' OR accepted < :open_before

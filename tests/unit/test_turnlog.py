@@ -267,3 +267,45 @@ async def test_the_done_sweep_checkpoints_the_log_even_when_it_cannot_look(tmp_p
         finally:
             await sweep.close()
         assert path_of(settings).stat().st_size > size
+
+
+def _steps(log: TurnLog, through: int) -> int:
+    """SQLite's virtual machine steps one mark_done takes (a count, not a time: the same on a busy machine)."""
+    steps = [0]
+
+    def count() -> int:
+        steps[0] += 1
+        return 0
+
+    log._db.set_progress_handler(count, 100)
+    try:
+        log.mark_done(through, open_before=0)
+    finally:
+        log._db.set_progress_handler(None, 100)
+    return steps[0] * 100
+
+
+def test_marking_done_reads_no_more_with_a_turn_left_unacknowledged_long_ago(tmp_path: Path) -> None:
+    """A turn whose send failed stays unacknowledged until the next start. The sweep's range read
+    must not start at it: every look (each ~2 s) would then read every turn accepted since, so its CPU
+    grew with the turns the log holds (bench/perf/turnlog_held.py --stuck)."""
+
+    def exchanges(log: TurnLog, count: int) -> int:
+        seqs: list[int] = []
+        for i in range(count):
+            seqs += log.append([turn(f"s{i}", "user", f"q{i}"), turn(f"s{i}", "assistant", f"a{i}")])
+        log.published(seqs)
+        return seqs[-1]
+
+    with TurnLog(tmp_path / "log.db") as log:
+        log.append([turn("stuck", "user", "never sent")])  # seq 1, never acknowledged
+        log.mark_done(exchanges(log, 50), open_before=0)
+        through = exchanges(log, 10)
+        small = _steps(log, through)
+    with TurnLog(tmp_path / "big.db") as log:
+        log.append([turn("stuck", "user", "never sent")])
+        log.mark_done(exchanges(log, 2_000), open_before=0)
+        through = exchanges(log, 10)
+        big = _steps(log, through)
+        assert [t for t in contents(list(log.unfinished()))] == ["never sent"]
+    assert big < 2 * small  # 40 times the turns held, not 40 times the reading
