@@ -161,8 +161,8 @@ class TurnLog:
         return list(range(last - len(rows) + 1, last + 1))
 
     def published(self, seqs: Sequence[int]) -> None:
-        """The broker acknowledged these turns: one row per run of consecutive seqs (mostly one per
-        append) in ``acks``. Not fsync'd: a run lost at a crash only makes the next start publish
+        """The broker acknowledged these turns: one row per run of consecutive seqs in ``acks`` (a run
+        next to the one before extends it). Not fsync'd: a run lost at a crash only makes the next start publish
         those turns again, which land once."""
         if not seqs:
             return
@@ -170,11 +170,19 @@ class TurnLog:
             self._db.execute("PRAGMA synchronous=NORMAL")
             try:
                 with self._transaction():
-                    self._db.executemany(
-                        "INSERT INTO acks (first, last) VALUES (?, ?)"
-                        " ON CONFLICT (first) DO UPDATE SET last = MAX(last, excluded.last)",
-                        list(_runs(sorted(seqs))),
-                    )
+                    for first, last in _runs(sorted(seqs)):
+                        # A run that ends right before this one (the previous append's, mostly) grows
+                        # instead: runs are pruned only below the oldest unfinished turn, so with one
+                        # left unacknowledged a row per append piled up for every mark_done to search.
+                        before = self._db.execute(
+                            "SELECT first FROM acks WHERE first <= ? AND last >= ? ORDER BY first DESC LIMIT 1",
+                            (first, first - 1),
+                        ).fetchone()
+                        self._db.execute(
+                            "INSERT INTO acks (first, last) VALUES (?, ?)"
+                            " ON CONFLICT (first) DO UPDATE SET last = MAX(last, excluded.last)",
+                            (first if before is None else before[0], last),
+                        )
             finally:
                 self._db.execute("PRAGMA synchronous=FULL")
 

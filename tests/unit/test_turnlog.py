@@ -309,3 +309,17 @@ def test_marking_done_reads_no_more_with_a_turn_left_unacknowledged_long_ago(tmp
         big = _steps(log, through)
         assert [t for t in contents(list(log.unfinished()))] == ["never sent"]
     assert big < 2 * small  # 40 times the turns held, not 40 times the reading
+
+
+def test_a_run_acknowledged_right_after_another_extends_it(tmp_path: Path) -> None:
+    """Runs are pruned only below the oldest unfinished turn: with one left unacknowledged, every
+    append added a row that every mark_done then searched (bench/perf/turnlog_held.py --stuck)."""
+    with TurnLog(tmp_path / "log.db") as log:
+        log.append([turn("stuck", "user", "never sent")])
+        for i in range(20):
+            log.published(log.append([turn(f"s{i}", "user", f"q{i}"), turn(f"s{i}", "assistant", f"a{i}")]))
+        log.published([50, 51])  # not next to any: a run of its own
+        runs = log._db.execute("SELECT first, last FROM acks ORDER BY first").fetchall()
+        assert runs == [(2, 41), (50, 51)]
+        assert log.mark_done(41, open_before=0) == 40
+        assert contents(list(log.unfinished())) == ["never sent"]
