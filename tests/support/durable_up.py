@@ -255,14 +255,20 @@ class Run:
         return dict(self.__dict__)
 
 
-def slow_notes(delay: float) -> Any:
+def slow_notes(delay: float, asked: Path | None = None) -> Any:
     """The fake model: one note per exchange (tests/e2e/test_replay_e2e.one_note_per_turn), each
-    answer ``delay`` seconds late, as a slow (local) model is."""
+    answer ``delay`` seconds late, as a slow (local) model is. ``asked``: a JSONL file that keeps each
+    request's last message and the answer, so a run with a note missing shows what the model was given
+    (the note is made of the request's *last* assistant line only)."""
     from tests.e2e.test_replay_e2e import one_note_per_turn
 
     async def answer(request: dict[str, Any]) -> str:
         await asyncio.sleep(delay)
-        return one_note_per_turn(request)
+        answered = one_note_per_turn(request)
+        if asked is not None:
+            with asked.open("a") as out:
+                out.write(json.dumps({"asked": request["messages"][-1]["content"], "answered": answered}) + "\n")
+        return answered
 
     return answer
 
@@ -298,7 +304,7 @@ async def stopped_and_started(
         if llm:
             from tests.fakes.anthropic_server import FakeAnthropic
 
-            claude = stack.enter_context(FakeAnthropic(slow_notes(delay), api_key="sk-test"))
+            claude = stack.enter_context(FakeAnthropic(slow_notes(delay, workdir / "model.jsonl"), api_key="sk-test"))
             env = {"ANTHROPIC_API_KEY": "sk-test", "MEMSTREAM_ANTHROPIC_BASE_URL": claude.base_url}
         up = Up(workdir / "data", workdir / "up.log", **env)
         up.data_dir.mkdir(parents=True)
