@@ -53,8 +53,8 @@ def run(total: int, batch_size: int, window: int, where: Path, *, stuck: bool) -
         for _ in range(total // batch_size):
             began = time.process_time()
             seqs: list[int] = []
-            for first, end in log_chunks(batch_size):
-                seqs += log.append(batch[first:end], prepared[first:end])
+            for start, end in log_chunks(batch_size):
+                seqs += log.append(batch[start:end], prepared[start:end])
             log.published(seqs)
             log.mark_done(seqs[-1], open_before=time.time() - 60)
             log.checkpoint()
