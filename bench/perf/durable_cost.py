@@ -4,7 +4,9 @@
 embedded broker and accepts the same turns through the two ways every entry point goes through --
 ``publish`` (``memstream publish``, one acknowledged send per turn) and ``send_turns`` (the spool's
 flush behind hooks, ``ingest`` and ``watch``: batches of 2,000) -- without and with the log, interleaved
-round by round on the same machine, and prints turns/s and this process's CPU per turn for each.
+round by round on the same machine, and prints turns/s and this process's CPU per turn for each,
+and the log's own CPU per turn: the thread time of its appends and acknowledgements, which the
+machine's load moves far less than the process's whole (the broker and the producer share its cores).
 ``send_turns`` with the log runs twice: as it sends (growing chunks, each committed before it is
 sent while the previous one is on its way) and as it sent before (one commit of the whole batch, then
 the sends), so the two are compared at the same moment.
@@ -18,6 +20,7 @@ import os
 import tempfile
 import time
 import uuid
+from collections.abc import Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -58,6 +61,26 @@ async def accept(
     return time.perf_counter() - wall, time.process_time() - cpu
 
 
+class Measured(TurnLog):
+    """The turn log, counting the CPU its appends and acknowledgements take in the threads they run in."""
+
+    spent = 0.0
+
+    def append(self, turns: Sequence[Turn], prepared: Sequence[tuple[str, bytes]] | None = None) -> list[int]:
+        began = time.thread_time()
+        try:
+            return super().append(turns, prepared)
+        finally:
+            Measured.spent += time.thread_time() - began
+
+    def published(self, seqs: Sequence[int]) -> None:
+        began = time.thread_time()
+        try:
+            super().published(seqs)
+        finally:
+            Measured.spent += time.thread_time() - began
+
+
 #: (way, log mode) in the order each round runs them.
 MODES = {"publish": ("no log", "log"), "send_turns": ("no log", "log, one commit", "log")}
 
@@ -68,24 +91,30 @@ async def run(count: int, rounds: int, ways: list[str]) -> None:
         prefix = f"cost-{uuid.uuid4().hex[:6]}"
         await ensure_topics(broker.bootstrap, prefix, partitions=2, replication=1)
         print(f"load {os.getloadavg()[0]:.1f}; {count} turns per round, {rounds} rounds, interleaved")
-        results: dict[tuple[str, str], list[tuple[float, float]]] = {}
+        results: dict[tuple[str, str], list[tuple[float, float, float]]] = {}
         for r in range(rounds):
             for how in ways:
                 modes = MODES[how] if r % 2 == 0 else MODES[how][::-1]  # neither always goes first
                 for mode in modes:
-                    log = TurnLog(Path(tmp) / f"log-{r}-{how}-{mode}.db") if mode != "no log" else None
-                    results.setdefault((how, mode), []).append(
-                        await accept(how, broker.bootstrap, prefix, batch, log, one_commit=mode == "log, one commit")
+                    log = Measured(Path(tmp) / f"log-{r}-{how}-{mode}.db") if mode != "no log" else None
+                    Measured.spent = 0.0
+                    wall, cpu = await accept(
+                        how, broker.bootstrap, prefix, batch, log, one_commit=mode == "log, one commit"
                     )
+                    results.setdefault((how, mode), []).append((wall, cpu, Measured.spent))
                     if log is not None:
                         log.close()
         for (how, mode), runs in sorted(
             results.items(), key=lambda item: (ways.index(item[0][0]), MODES[item[0][0]].index(item[0][1]))
         ):
-            wall = sum(w for w, _ in runs)
-            cpu = sum(c for _, c in runs)
+            wall = sum(w for w, _, _ in runs)
+            cpu = sum(c for _, c, _ in runs)
+            own = sum(o for _, _, o in runs)
             n = count * len(runs)
-            print(f"{how:10} {mode:16}: {n / wall:7.0f} turns/s accepted, {cpu / n * 1e6:6.0f} µs CPU per turn")
+            print(
+                f"{how:10} {mode:16}: {n / wall:7.0f} turns/s accepted, {cpu / n * 1e6:6.0f} µs CPU per turn"
+                + (f", the log's own {own / n * 1e6:5.1f}" if mode != "no log" else "")
+            )
 
 
 def main() -> None:

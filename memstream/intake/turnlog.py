@@ -32,7 +32,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
-from memstream.identity import project_key, turn_session_key, user_key
+from memstream.identity import turn_session_key
 from memstream.schemas import ForgetScope, Turn, encode
 from memstream.settings import Settings
 
@@ -41,15 +41,23 @@ FILE_NAME = "turnlog.db"
 #: How long an append waits for another process's write to finish (SQLite's busy timeout), in ms.
 BUSY_TIMEOUT_MS = 30_000
 
+#: Bytes per page of a new log. A WAL commit writes each page as a frame of its own (a write call and
+#: a checksum each): a batch of 2,000 turns (~1.6 MB) cost ~4.4 µs of CPU a turn to commit in 4 KB
+#: pages, ~1.4 in 16 KB ones, and its inserts no more (bench/perf/durable_cost.py, docs/failures.md).
+PAGE_SIZE = 16_384
+#: The WAL's size, in pages, past which an append copies it into the database itself (SQLite's
+#: auto-checkpoint, 1,000 pages by default). `up`'s done sweep checkpoints every couple of seconds
+#: (:meth:`TurnLog.checkpoint`), off the path that accepts turns, where a checkpoint in a commit
+#: held that batch's sends back for up to ~150 ms; this only bounds the WAL where no `up` runs.
+BACKSTOP_PAGES = 4_096
+#: The shape :class:`TurnLog` writes (``PRAGMA user_version``); older logs are brought to it on open.
+VERSION = 2
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS turns (
     seq INTEGER PRIMARY KEY AUTOINCREMENT,
     accepted REAL NOT NULL,
     session TEXT NOT NULL,
-    user_key TEXT NOT NULL,
-    project_key TEXT NOT NULL,
     role TEXT NOT NULL,
-    published INTEGER NOT NULL DEFAULT 0,
     done INTEGER NOT NULL DEFAULT 0,
     event BLOB NOT NULL
 );
@@ -58,18 +66,26 @@ DROP INDEX IF EXISTS turns_session;
 CREATE TABLE IF NOT EXISTS acks (first INTEGER PRIMARY KEY, last INTEGER NOT NULL);
 """
 # ``acks``: the runs of seqs the broker acknowledged, one row per append mostly. A flag on each turn's
-# row cost ~5 µs of CPU a turn (the UPDATE rewrites every row, events and all); ``turns.published``
-# stays for logs written before (their flags become runs once, see _MIGRATE).
-_MIGRATE = """
+# row cost ~5 µs of CPU a turn (the UPDATE rewrote every row, events and all). No user or project key
+# columns: both are parts of the session key (memstream.identity.session_key), and hashing them and
+# writing them cost ~4 µs of CPU a turn on every append; ``forget`` (rare) reads the session key.
+_MIGRATIONS = {
+    # 0 -> 1: a log that flagged each acknowledged turn: its flags become runs.
+    1: """
 INSERT OR IGNORE INTO acks (first, last) SELECT seq, seq FROM turns WHERE published = 1 AND done = 0;
 INSERT OR IGNORE INTO acks (first, last) SELECT MAX(seq), MAX(seq) FROM turns WHERE published = 1 HAVING MAX(seq);
 UPDATE turns SET published = 0 WHERE published = 1;
-PRAGMA user_version = 1;
-"""
+""",
+    # 1 -> 2: the scope keys and the flags leave the rows.
+    2: """
+ALTER TABLE turns DROP COLUMN user_key;
+ALTER TABLE turns DROP COLUMN project_key;
+ALTER TABLE turns DROP COLUMN published;
+""",
+}
 #: SQL: is ``turns.seq`` acknowledged by the broker?
 _PUBLISHED = "EXISTS (SELECT 1 FROM acks WHERE acks.first <= turns.seq AND acks.last >= turns.seq)"
-# No index on user_key or project_key: each would cost every append; ``forget`` (rare) scans instead.
-# Nor on the session key: it cost ~8 of the ~19 µs of CPU an append spent per turn (random inserts of
+# No index on the session key: it cost ~8 of the ~19 µs of CPU an append spent per turn (random inserts of
 # ~60-character keys; bench/perf/durable_cost.py); :meth:`TurnLog.mark_done` reads a range of seqs instead.
 
 
@@ -101,14 +117,22 @@ class TurnLog:
         path.parent.mkdir(parents=True, exist_ok=True)
         self.path = path
         self._db = sqlite3.connect(path, timeout=BUSY_TIMEOUT_MS / 1000, isolation_level=None, check_same_thread=False)
+        self._db.execute(f"PRAGMA page_size={PAGE_SIZE}")  # a new file only: a log made before keeps its pages
         self._db.execute("PRAGMA journal_mode=WAL")
+        self._db.execute(f"PRAGMA wal_autocheckpoint={BACKSTOP_PAGES}")
         # FULL: every commit fsyncs the WAL, so an appended turn survives a power loss, not only a crash.
         self._db.execute("PRAGMA synchronous=FULL")
-        self._db.executescript(_SCHEMA)
-        if self._db.execute("PRAGMA user_version").fetchone()[0] < 1:
-            self._db.executescript(f"BEGIN IMMEDIATE; {_MIGRATE} COMMIT;")
         #: One statement or transaction at a time on this connection (the API appends from threads).
         self._lock = threading.RLock()
+        with self._transaction():  # made or brought up to date once, whichever process opens it first
+            old = self._db.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'turns'").fetchone()
+            version = self._db.execute("PRAGMA user_version").fetchone()[0] if old else VERSION
+            for statement in _statements(_SCHEMA):
+                self._db.execute(statement)
+            for step in range(version + 1, VERSION + 1):
+                for statement in _statements(_MIGRATIONS[step]):
+                    self._db.execute(statement)
+            self._db.execute(f"PRAGMA user_version = {VERSION}")
 
     @classmethod
     def for_settings(cls, settings: Settings) -> TurnLog | None:
@@ -130,24 +154,15 @@ class TurnLog:
         (the spool's flush sends the same bytes: made once, ~8 µs a turn less)."""
         now = time.time()
         keyed = prepared if prepared is not None else [prepare(t) for t in turns]
-        scopes: dict[tuple[str, str], tuple[str, str]] = {}  # a batch holds few users and projects: hash each once
-        rows = []
-        for t, (key, event) in zip(turns, keyed, strict=True):
-            scope = scopes.get((t.user, t.project))
-            if scope is None:
-                scope = scopes[t.user, t.project] = (user_key(t.user), project_key(t.project))
-            rows.append((now, key, *scope, t.role, event))
+        rows = [(now, key, t.role, event) for t, (key, event) in zip(turns, keyed, strict=True)]
         with self._transaction():
-            self._db.executemany(
-                "INSERT INTO turns (accepted, session, user_key, project_key, role, event) VALUES (?, ?, ?, ?, ?, ?)",
-                rows,
-            )
+            self._db.executemany("INSERT INTO turns (accepted, session, role, event) VALUES (?, ?, ?, ?)", rows)
             last = self._db.execute("SELECT last_insert_rowid()").fetchone()[0]
         return list(range(last - len(rows) + 1, last + 1))
 
     def published(self, seqs: Sequence[int]) -> None:
-        """The broker acknowledged these turns: one row per run of consecutive seqs (mostly one per
-        append) in ``acks``. Not fsync'd: a run lost at a crash only makes the next start publish
+        """The broker acknowledged these turns: one row per run of consecutive seqs in ``acks`` (a run
+        next to the one before extends it). Not fsync'd: a run lost at a crash only makes the next start publish
         those turns again, which land once."""
         if not seqs:
             return
@@ -155,13 +170,28 @@ class TurnLog:
             self._db.execute("PRAGMA synchronous=NORMAL")
             try:
                 with self._transaction():
-                    self._db.executemany(
-                        "INSERT INTO acks (first, last) VALUES (?, ?)"
-                        " ON CONFLICT (first) DO UPDATE SET last = MAX(last, excluded.last)",
-                        list(_runs(sorted(seqs))),
-                    )
+                    for first, last in _runs(sorted(seqs)):
+                        # A run that ends right before this one (the previous append's, mostly) grows
+                        # instead: runs are pruned only below the oldest unfinished turn, so with one
+                        # left unacknowledged a row per append piled up for every mark_done to search.
+                        before = self._db.execute(
+                            "SELECT first FROM acks WHERE first <= ? AND last >= ? ORDER BY first DESC LIMIT 1",
+                            (first, first - 1),
+                        ).fetchone()
+                        self._db.execute(
+                            "INSERT INTO acks (first, last) VALUES (?, ?)"
+                            " ON CONFLICT (first) DO UPDATE SET last = MAX(last, excluded.last)",
+                            (first if before is None else before[0], last),
+                        )
             finally:
                 self._db.execute("PRAGMA synchronous=FULL")
+
+    def checkpoint(self) -> int:
+        """Copy what the WAL holds into the database (a passive checkpoint: appends go on meanwhile),
+        so an append never does it (see :data:`BACKSTOP_PAGES`); how many of the WAL's frames are in it."""
+        with self._lock:
+            _busy, _frames, copied = self._db.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchone()
+        return max(0, int(copied))
 
     def last_published(self) -> int:
         """The highest sequence number the broker acknowledged (0: none)."""
@@ -198,12 +228,17 @@ class TurnLog:
         its session's window for the answer) unless accepted before ``open_before`` (a Unix time past
         which the snapshot stage's idle timer has stored them). How many were marked."""
         with self._transaction():
-            # Each session's last answer among the seqs from the oldest unfinished turn to ``through``:
-            # one range read of the table (no index on the session key, see _SCHEMA).
+            # Each session's last answer among the seqs from the oldest unfinished *acknowledged* turn to
+            # ``through``: one range read of the table (no index on the session key, see _SCHEMA). Only
+            # acknowledged turns are marked, so no answer before that one counts; and a turn whose send
+            # failed, unacknowledged until the next start, does not make every look read every turn
+            # accepted since (bench/perf/turnlog_held.py --stuck).
             self._db.execute(
                 f"""WITH answered(session, last) AS MATERIALIZED (
                        SELECT session, MAX(seq) FROM turns
-                       WHERE seq >= (SELECT COALESCE(MIN(seq), 0) FROM turns WHERE done = 0)
+                       WHERE seq >= COALESCE(
+                           (SELECT seq FROM turns WHERE done = 0 AND {_PUBLISHED} ORDER BY seq LIMIT 1),
+                           :through + 1)
                        AND seq <= :through AND role = 'assistant' GROUP BY session)
                    UPDATE turns SET done = 1 WHERE done = 0 AND seq <= :through AND {_PUBLISHED} AND (
                        role = 'assistant' OR accepted < :open_before
@@ -228,13 +263,15 @@ class TurnLog:
     def forget(self, *, user_key: str = "", project_key: str = "", before: float | None = None) -> int:
         """Delete the turns of a user or of a project (by their keys, memstream.identity) accepted
         before ``before`` (a Unix time; None: all of them); how many."""
-        column, key = ("user_key", user_key) if user_key else ("project_key", project_key)
+        # A session key is "<project key>/<user key or ->/<session id>" (memstream.identity.session_key).
+        part = "substr(session, instr(session, '/') + 1, :n)" if user_key else "substr(session, 1, :n)"
+        key = user_key or project_key
         if not key:
             return 0
         with self._transaction():
             cursor = self._db.execute(
-                f"DELETE FROM turns WHERE {column} = ? AND accepted <= ?",
-                (key, float("inf") if before is None else before),
+                f"DELETE FROM turns WHERE {part} = :part AND accepted <= :before",
+                {"part": f"{key}/", "n": len(key) + 1, "before": float("inf") if before is None else before},
             )
         return cursor.rowcount
 
@@ -255,6 +292,11 @@ class TurnLog:
 def prepare(turn: Turn) -> tuple[str, bytes]:
     """A turn's key on the turns topic and its bytes, as the log keeps and the producer sends them."""
     return turn_session_key(turn.session_id, turn.project, turn.user), encode(turn)
+
+
+def _statements(script: str) -> list[str]:
+    """A script's statements, to run one by one inside a transaction (``executescript`` commits first)."""
+    return [statement.strip() for statement in script.split(";") if statement.strip()]
 
 
 def _runs(seqs: Sequence[int]) -> Iterator[tuple[int, int]]:

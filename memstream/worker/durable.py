@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import sqlite3
 import time
 from dataclasses import dataclass
 from typing import Any
@@ -110,6 +111,11 @@ class DoneSweep:
             self._last = None
             return 0
         finally:
+            # The WAL's checkpoint is done here, not in the commits that accept turns (turnlog.BACKSTOP_PAGES).
+            try:
+                await asyncio.to_thread(self.turnlog.checkpoint)
+            except sqlite3.Error:  # busy a moment: the next tick checkpoints
+                log.debug("turn log: no checkpoint this time", exc_info=True)
             self.spent += time.process_time() - began
 
     async def _look(self, app: Any, bootstrap: str) -> int:

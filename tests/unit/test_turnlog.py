@@ -14,12 +14,20 @@ import pytest
 from memstream.identity import project_key, turn_session_key, user_key
 from memstream.intake.forget import forget_event
 from memstream.intake.turnlog import Logged, TurnLog, enabled, forget_logged, path_of
-from memstream.schemas import Turn, decode
+from memstream.schemas import Turn, decode, encode
 from memstream.settings import Settings
 
 
 def turn(session: str, role: str, content: str, *, project: str = "/p", user: str = "u@x") -> Turn:
     return Turn(session_id=session, project=project, role=role, content=content, ts=datetime.now(UTC), user=user)  # type: ignore[arg-type]
+
+
+#: The turns table as logs before acks and before version 2 had it.
+OLD_SHAPE = """CREATE TABLE turns (seq INTEGER PRIMARY KEY AUTOINCREMENT, accepted REAL NOT NULL,
+    session TEXT NOT NULL, user_key TEXT NOT NULL, project_key TEXT NOT NULL, role TEXT NOT NULL,
+    published INTEGER NOT NULL DEFAULT 0, done INTEGER NOT NULL DEFAULT 0, event BLOB NOT NULL);
+CREATE INDEX turns_unfinished ON turns (seq) WHERE done = 0;
+"""
 
 
 def contents(items: list[Logged]) -> list[str]:
@@ -149,18 +157,19 @@ def test_published_marks_runs_of_seqs_and_nothing_else(tmp_path: Path) -> None:
 def test_a_log_flagged_per_turn_before_keeps_what_was_published(tmp_path: Path) -> None:
     from memstream.intake.turnlog import _PUBLISHED
 
-    with TurnLog(tmp_path / "t.db") as log:
-        log.append([turn("a", "user", f"q{i}") for i in range(4)])
-        # As a log written before acks existed: flags on the rows, the first one done.
-        log._db.executescript(
-            "DELETE FROM acks; UPDATE turns SET published = 1 WHERE seq <= 3; UPDATE turns SET done = 1 WHERE seq = 1;"
-            " PRAGMA user_version = 0;"
-        )
+    with sqlite3.connect(tmp_path / "t.db") as db:  # as a log written before acks existed: flags on the rows
+        db.executescript(OLD_SHAPE)
+        for i in range(4):
+            db.execute(
+                "INSERT INTO turns (accepted, session, user_key, project_key, role, published, done, event)"
+                " VALUES (?, 'p_x/-/a', '', 'p_x', 'user', ?, ?, ?)",
+                (time.time(), int(i < 3), int(i == 0), encode(turn("a", "user", f"q{i}"))),
+            )
     with TurnLog(tmp_path / "t.db") as log:
         assert log.last_published() == 3
         flags = log._db.execute(f"SELECT seq FROM turns WHERE done = 0 AND {_PUBLISHED}").fetchall()
         assert [seq for (seq,) in flags] == [2, 3]
-        assert log._db.execute("PRAGMA user_version").fetchone()[0] == 1
+        assert log._db.execute("PRAGMA user_version").fetchone()[0] == 2
 
 
 def test_appends_maintain_no_index_on_the_session_key(tmp_path: Path) -> None:
@@ -184,3 +193,133 @@ def test_a_question_is_done_once_a_later_answer_in_its_session_is_published(tmp_
         log.published([4, 5])
         assert log.mark_done(5, open_before=0) == 2  # q1 and a1 now; q3 waits
         assert contents(list(log.unfinished())) == ["q3"]
+
+
+def test_a_turns_row_holds_no_scope_key_its_session_key_names_both(tmp_path: Path) -> None:
+    """The user and project keys are parts of the session key (memstream.identity.session_key): two
+    more columns cost ~4 µs of CPU a turn on every append (hashing and wider rows); forget reads the
+    session key instead."""
+    with TurnLog(tmp_path / "log.db") as log:
+        columns = {row[1] for row in log._db.execute("PRAGMA table_info(turns)")}
+        assert columns == {"seq", "accepted", "session", "role", "done", "event"}
+        log.append([turn("a", "user", "mine", user="me@x"), turn("a", "user", "anon", user="")])
+        log.append([turn("c", "user", "same key as a project", project="/q/u_x", user="them@x")])
+        assert log.forget(user_key=user_key("them@x")) == 1
+        assert log.forget(project_key=project_key("/p")) == 2
+        assert log.count() == 0
+
+
+def test_a_log_with_scope_columns_keeps_its_turns_and_forgets_by_session_key(tmp_path: Path) -> None:
+    with sqlite3.connect(tmp_path / "log.db") as db:  # a log as written before: scope keys and flags per row
+        db.executescript(
+            OLD_SHAPE + "CREATE TABLE acks (first INTEGER PRIMARY KEY, last INTEGER NOT NULL); PRAGMA user_version = 1;"
+        )
+        for t in (turn("a", "user", "mine", user="me@x"), turn("b", "user", "theirs", user="them@x")):
+            db.execute(
+                "INSERT INTO turns (accepted, session, user_key, project_key, role, event) VALUES (?, ?, ?, ?, ?, ?)",
+                (
+                    time.time(),
+                    turn_session_key(t.session_id, t.project, t.user),
+                    user_key(t.user),
+                    project_key(t.project),
+                    t.role,
+                    encode(t),
+                ),
+            )
+        db.execute("INSERT INTO acks VALUES (1, 2)")
+    with TurnLog(tmp_path / "log.db") as log:
+        columns = {row[1] for row in log._db.execute("PRAGMA table_info(turns)")}
+        assert columns == {"seq", "accepted", "session", "role", "done", "event"}
+        assert log.last_published() == 2
+        log.append([turn("c", "user", "new", user="me@x")])
+        assert log.forget(user_key=user_key("me@x")) == 2
+        assert contents(log.all()) == ["theirs"]
+
+
+def test_a_new_log_has_large_pages_and_leaves_checkpoints_off_its_appends(tmp_path: Path) -> None:
+    """A WAL commit writes each page as a frame of its own: 16 KB pages cost a batch's commit a third
+    of the CPU of 4 KB ones. And an append never copies the WAL into the database (SQLite's
+    auto-checkpoint, which held a batch's sends back): :meth:`TurnLog.checkpoint` does, off that path."""
+    from memstream.intake.turnlog import BACKSTOP_PAGES, PAGE_SIZE
+
+    path = tmp_path / "log.db"
+    with TurnLog(path) as log:
+        assert log._db.execute("PRAGMA page_size").fetchone()[0] == PAGE_SIZE == 16_384
+        assert log._db.execute("PRAGMA wal_autocheckpoint").fetchone()[0] == BACKSTOP_PAGES
+        before = path.stat().st_size
+        log.append([turn("a", "user", "x" * 2_000) for _ in range(200)])  # ~27 pages, past no backstop
+        assert path.stat().st_size == before  # all of it in the WAL still
+        assert log.checkpoint() > 0
+        assert path.stat().st_size > before
+        assert log.count() == 200
+
+
+async def test_the_done_sweep_checkpoints_the_log_even_when_it_cannot_look(tmp_path: Path) -> None:
+    from memstream.worker.durable import DoneSweep
+
+    settings = Settings(data_dir=tmp_path, turn_log="on")
+    with TurnLog(path_of(settings)) as log:
+        log.append([turn("a", "user", "x" * 2_000) for _ in range(200)])
+        size = path_of(settings).stat().st_size
+        sweep = DoneSweep(settings)
+        try:
+            assert await sweep.tick(None, "127.0.0.1:9") == 0  # no app to look at: nothing marked
+        finally:
+            await sweep.close()
+        assert path_of(settings).stat().st_size > size
+
+
+def _steps(log: TurnLog, through: int) -> int:
+    """SQLite's virtual machine steps one mark_done takes (a count, not a time: the same on a busy machine)."""
+    steps = [0]
+
+    def count() -> int:
+        steps[0] += 1
+        return 0
+
+    log._db.set_progress_handler(count, 100)
+    try:
+        log.mark_done(through, open_before=0)
+    finally:
+        log._db.set_progress_handler(None, 100)
+    return steps[0] * 100
+
+
+def test_marking_done_reads_no_more_with_a_turn_left_unacknowledged_long_ago(tmp_path: Path) -> None:
+    """A turn whose send failed stays unacknowledged until the next start. The sweep's range read
+    must not start at it: every look (each ~2 s) would then read every turn accepted since, so its CPU
+    grew with the turns the log holds (bench/perf/turnlog_held.py --stuck)."""
+
+    def exchanges(log: TurnLog, count: int) -> int:
+        seqs: list[int] = []
+        for i in range(count):
+            seqs += log.append([turn(f"s{i}", "user", f"q{i}"), turn(f"s{i}", "assistant", f"a{i}")])
+        log.published(seqs)
+        return seqs[-1]
+
+    with TurnLog(tmp_path / "log.db") as log:
+        log.append([turn("stuck", "user", "never sent")])  # seq 1, never acknowledged
+        log.mark_done(exchanges(log, 50), open_before=0)
+        through = exchanges(log, 10)
+        small = _steps(log, through)
+    with TurnLog(tmp_path / "big.db") as log:
+        log.append([turn("stuck", "user", "never sent")])
+        log.mark_done(exchanges(log, 2_000), open_before=0)
+        through = exchanges(log, 10)
+        big = _steps(log, through)
+        assert [t for t in contents(list(log.unfinished()))] == ["never sent"]
+    assert big < 2 * small  # 40 times the turns held, not 40 times the reading
+
+
+def test_a_run_acknowledged_right_after_another_extends_it(tmp_path: Path) -> None:
+    """Runs are pruned only below the oldest unfinished turn: with one left unacknowledged, every
+    append added a row that every mark_done then searched (bench/perf/turnlog_held.py --stuck)."""
+    with TurnLog(tmp_path / "log.db") as log:
+        log.append([turn("stuck", "user", "never sent")])
+        for i in range(20):
+            log.published(log.append([turn(f"s{i}", "user", f"q{i}"), turn(f"s{i}", "assistant", f"a{i}")]))
+        log.published([50, 51])  # not next to any: a run of its own
+        runs = log._db.execute("SELECT first, last FROM acks ORDER BY first").fetchall()
+        assert runs == [(2, 41), (50, 51)]
+        assert log.mark_done(41, open_before=0) == 40
+        assert contents(list(log.unfinished())) == ["never sent"]
