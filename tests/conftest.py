@@ -11,6 +11,7 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 from memstream.kafka.broker import free_port
 from memstream.settings import Settings
 from memstream.telemetry.tracing import configure_tracing
+from tests.support.group import GROUP_SESSION_TIMEOUT_S
 
 ROOT = Path(__file__).resolve().parents[1]
 #: The test folders from the longest-running files to the shortest (``bench`` is bench/tests). With ``-n auto
@@ -35,7 +36,8 @@ def make_settings(data_dir: Path, **overrides: object) -> Settings:
 
     The API runs open on loopback (one principal, admin on every project, as ``user``):
     tests of the pipeline read it without tokens. tests/tenancy turns ``api_open`` off.
-    The consumer group's session timeout is 3 s, not 6 s, so that every pipeline start joins sooner.
+    The consumer group's session timeout is 3 s, not 6 s, so that every pipeline start joins sooner
+    (tests.support.group).
     """
     values: dict[str, object] = {
         "data_dir": data_dir,
@@ -43,9 +45,7 @@ def make_settings(data_dir: Path, **overrides: object) -> Settings:
         "http_port": free_port(),
         "partitions": 2,
         "api_open": True,
-        # Tansu holds each group join for half the session timeout: 1.5 s per pipeline start instead
-        # of the default's 3 s, with the heartbeat still a third of it (memstream.worker.app.group_timeouts).
-        "group_session_timeout_s": 3.0,
+        "group_session_timeout_s": GROUP_SESSION_TIMEOUT_S,
     }
     values.update(overrides)
     return Settings.from_env({}, **values)
