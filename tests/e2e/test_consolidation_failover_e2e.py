@@ -37,7 +37,6 @@ from memstream.store import artifacts
 from tests.e2e.conftest import eventually
 from tests.e2e.phase_model import PhaseModel
 from tests.fakes.anthropic_server import FakeAnthropic
-from tests.support.group import GROUP_ENV
 
 pytestmark = [pytest.mark.e2e, pytest.mark.asyncio]
 
@@ -118,7 +117,6 @@ async def test_one_run_at_a_time_and_takeover_when_the_runner_dies(tmp_path: Pat
             "MEMSTREAM_KAFKA_BOOTSTRAP": broker.bootstrap,
             "MEMSTREAM_TOPIC_PREFIX": prefix,
             "MEMSTREAM_PARTITIONS": "2",
-            **GROUP_ENV,
             "ANTHROPIC_API_KEY": "sk-test",
             "MEMSTREAM_ANTHROPIC_BASE_URL": fake.base_url,
             "MEMSTREAM_LLM_RETRIES": "0",
