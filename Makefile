@@ -9,6 +9,9 @@ TEST_STAMP := $(VENV)/.test-installed-stamp
 #: settings decide (MEMSTREAM_HTTP_PORT, 8765; MEMSTREAM_DATA_DIR, .memstream).
 PORT ?=
 DATA ?=
+#: `make test TEST_WORKERS=4`: how many pytest workers share the test files (auto: one per core). Most of an
+#: end-to-end test is waiting (group joins, brokers, polls), so more workers than cores may finish sooner.
+TEST_WORKERS ?= auto
 
 .PHONY: up check test bench chaos clean
 
@@ -37,10 +40,11 @@ check: $(TEST_STAMP)
 	$(VENV)/bin/mypy
 	$(VENV)/bin/mkdocs build --strict
 
-## Run the checks, then the whole test suite against the same real components, a test file per core
-## (the end-to-end tests wait on brokers and processes; tests/conftest.py starts the longest files first).
+## Run the checks, then the whole test suite against the same real components, a test file per worker, one
+## worker per core unless TEST_WORKERS says (the end-to-end tests wait on brokers and processes; tests/conftest.py
+## hands the longest files out first).
 test: check
-	$(VENV)/bin/python -m pytest -q -p no:cacheprovider -n auto --dist loadfile
+	$(VENV)/bin/python -m pytest -q -p no:cacheprovider -n $(TEST_WORKERS) --dist loadfile
 
 ## Measure: throughput, latency, store scaling, and mem0 side by side (installs the bench extra).
 bench: $(TEST_STAMP)

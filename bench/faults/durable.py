@@ -8,7 +8,8 @@ Each run starts `up` (embedded default) on a fresh data dir, publishes ``--excha
 later -- kill -9 of its process group, SIGINT to the group, or SIGTERM to up alone -- starts it again
 on the same data dir and counts the memories: lost, duplicated, unexpected. ``--llm``: LLM mode against
 a fake Anthropic model that answers each call ``--delay`` seconds late. A series is one run of each
-``--how``; tests/faults/test_durable_up.py runs one of each in the suite (tests.support.durable_up).
+``--how``; tests/faults/test_durable_up.py and test_durable_up_signals.py run one of each in the suite
+(tests.support.durable_up).
 """
 
 from __future__ import annotations

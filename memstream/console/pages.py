@@ -299,7 +299,30 @@ def memory(
     graph_enabled: bool = True,
     in_block: str = "",
 ) -> Html:
-    facts = render(
+    """One memory's page: its text, what superseded it, its facts, sources, cited code, turn, history,
+    graph neighbours, and the actions of who may act on it."""
+    return render(
+        '<article class="one"><pre class="text">{text}</pre>{chain}{in_block}{facts}'
+        "<h2>Sources</h2><ul>{sources}</ul>"
+        '<h2>Code it cites</h2><ul class="citations">{cites}</ul>{turn}'
+        '<h2>History</h2><ol class="timeline">{timeline}</ol>'
+        "<h2>Graph neighbours</h2>{graph}{actions}</article>",
+        text=item.text,
+        chain=_memory_chain(item, successor, predecessors),
+        in_block=render('<p class="in-block">{v}</p>', v=in_block) if in_block else "",
+        facts=_memory_facts(item),
+        sources=_memory_sources(item) or Html("<li>none recorded</li>"),
+        cites=_memory_cites(item) or Html("<li>no file cited</li>"),
+        turn=_memory_turn(item),
+        timeline=_memory_timeline(item, records) or Html("<li>no record yet</li>"),
+        graph=_memory_graph(around, neighbours, graph_enabled=graph_enabled),
+        actions=_memory_actions(item, csrf, may_act=may_act),
+    )
+
+
+def _memory_facts(item: Memory) -> Html:
+    """The memory page's facts list: project, source, type, scope, status, importance, times, id."""
+    return render(
         '<dl class="facts"><dt>Project</dt><dd class="project">{project}</dd>'
         '<dt>Source CLI</dt><dd class="source">{source}</dd>'
         "<dt>Type</dt><dd>{type}</dd><dt>Scope</dt><dd>{scope} <code>{key}</code></dd>"
@@ -317,6 +340,10 @@ def memory(
         updated=when(item.updated_at),
         id=item.id,
     )
+
+
+def _memory_chain(item: Memory, successor: Memory | None, predecessors: Sequence[Memory]) -> Html:
+    """What superseded the memory, and what it supersedes."""
     chain = Html("")
     if successor is not None:
         chain = render(
@@ -346,7 +373,12 @@ def memory(
                 ),
             ]
         )
-    sources = join(
+    return chain
+
+
+def _memory_sources(item: Memory) -> Html:
+    """Where the memory was said: source CLI, session and file line, one item each."""
+    return join(
         render(
             "<li>{source} {session} {where}</li>",
             source=s.source_type or "?",
@@ -361,7 +393,11 @@ def memory(
         )
         for s in item.sources
     )
-    cites = join(
+
+
+def _memory_cites(item: Memory) -> Html:
+    """The code the memory cites, one item per citation."""
+    return join(
         render(
             "<li><code>{where}</code>{at}{repo}</li>",
             where=f"{c.path}:{c.start}-{c.end}" if c.start else c.path,
@@ -370,9 +406,18 @@ def memory(
         )
         for c in citations_of(item)
     )
+
+
+def _memory_turn(item: Memory) -> Html:
+    """The turn the memory came from, when it kept it."""
     turn = Html("")
     if item.source_chunk:
         turn = render('<h2>The turn it came from</h2><pre class="turn">{chunk}</pre>', chunk=item.source_chunk)
+    return turn
+
+
+def _memory_timeline(item: Memory, records: Sequence[HistoryRecord]) -> Html:
+    """The memory's history, repeated outcomes collapsed."""
     from memstream.console.reads import collapse_history
 
     timeline = join(
@@ -388,6 +433,11 @@ def memory(
         )
         for c in collapse_history(records)
     )
+    return timeline
+
+
+def _memory_graph(around: GraphAround | None, neighbours: Sequence[Memory], *, graph_enabled: bool) -> Html:
+    """The memory's entities, their relations and the memories sharing one."""
     graph = Html("<p>No graph links: no entity of this memory is linked to another memory.</p>")
     if not graph_enabled:
         graph = Html(
@@ -416,6 +466,11 @@ def memory(
             rels=rels,
             near=near,
         )
+    return graph
+
+
+def _memory_actions(item: Memory, csrf: str, *, may_act: bool) -> Html:
+    """The forms of who may act on the memory: change it, or restore it once taken out."""
     actions = Html("")
     if may_act and item.superseded_by is None:
         actions = _actions(item, csrf)
@@ -428,23 +483,7 @@ def memory(
             id=item.id,
             csrf=csrf_field(csrf),
         )
-    return render(
-        '<article class="one"><pre class="text">{text}</pre>{chain}{in_block}{facts}'
-        "<h2>Sources</h2><ul>{sources}</ul>"
-        '<h2>Code it cites</h2><ul class="citations">{cites}</ul>{turn}'
-        '<h2>History</h2><ol class="timeline">{timeline}</ol>'
-        "<h2>Graph neighbours</h2>{graph}{actions}</article>",
-        text=item.text,
-        chain=chain,
-        in_block=render('<p class="in-block">{v}</p>', v=in_block) if in_block else "",
-        facts=facts,
-        sources=sources or Html("<li>none recorded</li>"),
-        cites=cites or Html("<li>no file cited</li>"),
-        turn=turn,
-        timeline=timeline or Html("<li>no record yet</li>"),
-        graph=graph,
-        actions=actions,
-    )
+    return actions
 
 
 def _record_link(record: HistoryRecord, current: str) -> Html:

@@ -17,6 +17,7 @@ from pathlib import Path
 import pytest
 
 from memstream.kafka.broker import free_port
+from tests.support.group import GROUP_ENV
 
 pytestmark = pytest.mark.e2e
 
@@ -40,6 +41,7 @@ def env(tmp_path: Path) -> dict[str, str]:
         "MEMSTREAM_HTTP_PORT": str(free_port()),
         "MEMSTREAM_TOPIC_PREFIX": f"cli{uuid.uuid4().hex[:8]}",
         "MEMSTREAM_PARTITIONS": "2",
+        **GROUP_ENV,
         "MEMSTREAM_USER": "dev@example.com",
         "PYTHONPATH": str(ROOT),
     }

@@ -18,6 +18,7 @@ import pytest
 
 from memstream.capture.state import CaptureState
 from memstream.kafka.broker import free_port
+from tests.support.group import GROUP_ENV
 
 pytestmark = pytest.mark.e2e
 
@@ -38,6 +39,7 @@ def env(tmp_path: Path) -> dict[str, str]:
         "MEMSTREAM_HTTP_PORT": str(free_port()),
         "MEMSTREAM_TOPIC_PREFIX": f"hook{uuid.uuid4().hex[:8]}",
         "MEMSTREAM_PARTITIONS": "2",
+        **GROUP_ENV,
         "PYTHONPATH": str(ROOT),
     }
 

@@ -2,10 +2,12 @@
 
 A real `memstream up` subprocess on an external embedded broker (the broker survives the
 kill, as a crashed worker's broker would), raw mode, killed and restarted on its data dir;
-its memories are compared with the exact set the exchanges must make. The second case kills
-at random instants over the whole turn path -- while the restarted worker recovers, joins
-its group and takes its first batches -- with sessions sharing projects and turns carrying
-their user, as the CLI's do; ``python -m bench.faults.chaos --kill-every`` is its heavy version.
+its memories are compared with the exact set the exchanges must make.
+tests/faults/test_kill9_any_instant.py (a file of its own, so that the suite's two workers share
+the two minute-long cases) kills at random instants over the whole turn path -- while the restarted
+worker recovers, joins its group and takes its first batches -- with sessions sharing projects and
+turns carrying their user, as the CLI's do; ``python -m bench.faults.chaos --kill-every`` is its
+heavy version.
 The faults these find by chance are pinned case by case: the consumer's commit rule in
 tests/unit/test_commits.py, the state tables' partitioning in tests/faults/test_state_partitions.py,
 a seek undone by the batch before it in tests/faults/test_rebalance_order.py.
@@ -27,12 +29,3 @@ async def test_kills_under_load_lose_duplicate_and_mispair_nothing(tmp_path: Pat
     print(outcome.render())
     assert (outcome.lost, outcome.duplicated, outcome.corrupted) == (0, 0, 0), outcome.render()
     assert outcome.stored == outcome.expected == 60
-
-
-async def test_kills_at_any_instant_of_the_turn_path_lose_nothing(tmp_path: Path) -> None:
-    outcome = await kill_run(
-        tmp_path, sessions=12, exchanges=6, projects=4, kills=4, kill_every=4.0, rate=8.0, seed=27, timeout=240
-    )
-    print(outcome.render())
-    assert (outcome.lost, outcome.duplicated, outcome.corrupted) == (0, 0, 0), outcome.render()
-    assert outcome.stored == outcome.expected == 72

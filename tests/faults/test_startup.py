@@ -66,7 +66,12 @@ def tansu_children(pid: int) -> list[int]:
 def test_sigint_at_any_moment_of_start_up_stops_everything(tmp_path: Path, after: float) -> None:
     port = free_port()
     process = up(tmp_path, port)
-    started(tmp_path, process)  # Python has imported memstream
+    try:
+        started(tmp_path, process)  # Python has imported memstream
+    except BaseException:
+        process.kill()  # never leave a worker behind, even when the test fails (it went on running its broker)
+        process.wait()
+        raise
     time.sleep(after)
     children = tansu_children(process.pid)
     process.send_signal(signal.SIGINT)

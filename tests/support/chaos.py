@@ -35,6 +35,7 @@ from memstream.intake.publish import publish, publish_events
 from memstream.kafka.broker import EmbeddedBroker, free_port
 from memstream.schemas import Turn, encode
 from memstream.topics import TURNS
+from tests.support.group import GROUP_ENV
 
 ROOT = Path(__file__).resolve().parents[2]
 HOLD = Path(__file__).resolve().parent / "hold"  # the sitecustomize hold_run puts first on a worker's path
@@ -260,6 +261,7 @@ def worker_env(bootstrap: str, prefix: str, **extra: str) -> dict[str, str]:
         # The harness reads /memories as the one local user: open on loopback, no token to pass.
         "MEMSTREAM_API_OPEN": "true",
         "MEMSTREAM_HTTP_HOST": "127.0.0.1",
+        **GROUP_ENV,
         **extra,
     }
 

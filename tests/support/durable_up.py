@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from memstream.kafka.broker import free_port
+from tests.support.group import GROUP_ENV
 
 ROOT = Path(__file__).resolve().parents[2]
 _WORDS = """apple river kernel socket tensor garden violin compiler harbor pixel lattice meadow quartz rocket
@@ -86,6 +87,7 @@ class Up:
             "MEMSTREAM_USER": "dev@example.com",
             "MEMSTREAM_HTTP_HOST": "127.0.0.1",
             "MEMSTREAM_LOG_LEVEL": "info",
+            **GROUP_ENV,
             **extra_env,
         }
 
