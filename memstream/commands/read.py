@@ -97,13 +97,16 @@ SCORE_NAMES = {
 
 
 def format_row(row: dict[str, Any]) -> str:
-    """One row of an index (search or timeline) on one line: score, id, type, scope, date, session, preview."""
+    """One row of an index (search or timeline) on one line: score, id, type, scope, date, session, what became
+    of the code it cites (when recall checked it and the code is not as it was); then the preview."""
     score = row.get("score")
     lead = [] if "score" not in row else [f"{score:.3f}" if score is not None else "  -  "]
     session = f"  session {row['session']}" if row.get("session") else ""
+    code = f"  (code {row['code']})" if row.get("code") else ""
     return (
         "  ".join([*lead, row["id"], f"[{row['type']}, {row['scope']}]", row["date"]])
         + session
+        + code
         + f"\n    {row['preview']}"
     )
 
@@ -120,6 +123,8 @@ def format_hit(hit: dict[str, Any]) -> str:
     if sources:
         details.append(f"from {sources}")
     details.append(f"created {_minute(hit['created_at'])}")
+    if hit.get("code"):
+        details.append(f"code {hit['code']}")
     if hit.get("updated_at") != hit.get("created_at"):
         details.append(f"updated {_minute(hit['updated_at'])}")
     score = f"{hit['score']:.3f}" if hit.get("score") is not None else "  -  "

@@ -41,3 +41,23 @@ def test_a_result_carries_what_a_caller_needs() -> None:
     line = format_hit(shown)
     assert line.startswith("0.812  [conversation, project] [user] which port?")
     assert "id m1" in line and "session s1" in line and "from claude:/h/s1.jsonl:12" in line
+
+
+def test_the_cli_says_what_became_of_the_code_a_result_cites() -> None:
+    """`memstream search` prints each row's ``code`` (changed, moved, gone) where recall checked it, and
+    nothing where the code is as it was or nothing was checked (issue 39)."""
+    from memstream.commands.read import format_hit, format_row
+
+    row = {"id": "m1", "type": "architecture", "scope": "project", "date": "2026-11-01", "score": 0.5, "preview": "p"}
+    assert "code" not in format_row({**row, "code": ""})
+    assert "(code changed)" in format_row({**row, "code": "changed"}).splitlines()[0]
+    hit = {
+        "id": "m1",
+        "type": "architecture",
+        "scope": "project",
+        "text": "t",
+        "score": 0.5,
+        "created_at": "2026-11-01T00:00:00Z",
+        "updated_at": "2026-11-01T00:00:00Z",
+    }
+    assert "code moved" in format_hit({**hit, "code": "moved"}) and "code" not in format_hit(hit).replace("created", "")
