@@ -31,12 +31,14 @@ from memstream.schemas import Turn
 from memstream.topics.admin import ensure_topics
 
 
-def turns(count: int) -> list[Turn]:
+def turns(count: int, *, exchanges: bool = False) -> list[Turn]:
+    """Turns across 60 sessions of 7 projects; with ``exchanges``, a question and its answer share a session."""
     now = datetime.now(UTC)
+    step = 2 if exchanges else 1
     return [
         Turn(
-            session_id=f"s{i % 60}",
-            project=f"/p{i % 7}",
+            session_id=f"s{(i // step) % 60}",
+            project=f"/p{(i // step) % 7}",
             role="user" if i % 2 == 0 else "assistant",
             content=f"turn {i} " + "some words of a conversation " * 12,
             ts=now,

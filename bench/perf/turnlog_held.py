@@ -17,28 +17,17 @@ import argparse
 import os
 import tempfile
 import time
-from datetime import UTC, datetime
 from pathlib import Path
 
+from bench.perf.durable_cost import turns as durable_turns
 from memstream.intake.publish import log_chunks
 from memstream.intake.turnlog import TurnLog, prepare
 from memstream.schemas import Turn
 
 
 def turns(count: int) -> list[Turn]:
-    """Exchanges, a question then its answer, across 60 sessions of 7 projects."""
-    now = datetime.now(UTC)
-    return [
-        Turn(
-            session_id=f"s{(i // 2) % 60}",
-            project=f"/p{(i // 2) % 7}",
-            role="user" if i % 2 == 0 else "assistant",
-            content=f"turn {i} " + "some words of a conversation " * 12,
-            ts=now,
-            user="dev@example.com",
-        )
-        for i in range(count)
-    ]
+    """Exchanges, a question then its answer, across 60 sessions of 7 projects (durable_cost's turns)."""
+    return durable_turns(count, exchanges=True)
 
 
 def run(total: int, batch_size: int, window: int, where: Path, *, stuck: bool) -> tuple[float, float]:

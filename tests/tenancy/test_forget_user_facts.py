@@ -6,39 +6,24 @@ agent's apply, on the embedded store; then the store agent's forget of the user.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
 from datetime import UTC, datetime, timedelta
-from pathlib import Path
 
 import msgspec
 import pytest
-import pytest_asyncio
 
 from memstream.agents.decide import Decider
 from memstream.agents.extract import _fact
 from memstream.agents.store import apply, forget
-from memstream.bootstrap import build_providers
 from memstream.identity import project_key, user_key
 from memstream.ports import Providers
 from memstream.rules.extraction import ExtractedFact
 from memstream.schemas import EmbeddedFact, Memory, Provenance, Snapshot
-from tests.conftest import make_settings
 
 pytestmark = pytest.mark.asyncio
 
 TEAM = "/repos/team"
 ALICE, BOB = user_key("alice@example.com"), user_key("bob@example.com")
 T = datetime(2026, 11, 2, 9, tzinfo=UTC)
-
-
-@pytest_asyncio.fixture
-async def providers(tmp_path: Path) -> AsyncIterator[Providers]:
-    built = build_providers(make_settings(tmp_path))
-    await built.open()
-    try:
-        yield built
-    finally:
-        await built.close()
 
 
 async def extract(providers: Providers, who: str, said: str, fact: str, n: int) -> None:

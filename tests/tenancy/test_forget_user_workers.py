@@ -18,28 +18,22 @@ user's partition and takes the forget; worker B owns the team project's, and has
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
-from pathlib import Path
 from typing import Any, cast
 
 import faust
 import msgspec
 import pytest
-import pytest_asyncio
 
 from memstream.agents import decide as decide_agent
 from memstream.agents import store as store_agent
 from memstream.agents.base import DeadLetters
-from memstream.bootstrap import build_providers
 from memstream.identity import derived_id, exchange_memory_id, project_key, user_key
-from memstream.kafka.codec import register_codec
 from memstream.kafka.ledger import ledger_of
 from memstream.ports import Providers
 from memstream.schemas import CreateMemory, DedupState, EmbeddedFact, Fact, ForgetScope, Memory
 from memstream.topics.binding import bind_topics
-from tests.conftest import make_settings
 from tests.e2e.conftest import eventually
 
 pytestmark = pytest.mark.asyncio
@@ -56,17 +50,6 @@ class Worker:
     app: faust.App
     decide: Any
     store: Any
-
-
-@pytest_asyncio.fixture
-async def providers(tmp_path: Path) -> AsyncIterator[Providers]:
-    register_codec()
-    built = build_providers(make_settings(tmp_path))
-    await built.open()
-    try:
-        yield built
-    finally:
-        await built.close()
 
 
 def worker(name: str, providers: Providers) -> Worker:
