@@ -169,7 +169,7 @@ DESCRIPTIONS = {
         "memories, their exchanges in every project, facts drawn only from their turns), their audit records, "
         "their turns in the durable log and their session state, then answers what was removed per scope. "
         "Cannot be undone; a caller that is not an admin is refused. Give the exact identity (an email) and "
-        "confirm=true."
+        "confirm=true. To see first what of theirs would go, search_memories, then get_memories."
     ),
     "add_document": (
         "Add a document to the project's memory: a web page by its URL, or text. It is split into "
