@@ -124,6 +124,9 @@ def main() -> None:
     parser.add_argument("--drain", type=float, default=5.0, help="MEMSTREAM_DRAIN_SECONDS")
     parser.add_argument("--json", action="store_true", help="end with each run's outcome, one JSON object a line")
     args = parser.parse_args()
+    # Stopped from outside (a test's timeout), the run's `finally` still stops its `up`: without this,
+    # SIGTERM ended the bench at once and left `up`, in a session of its own, running orphaned.
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(128 + signal.SIGTERM))
     passed = 0
     for run in range(1, args.runs + 1):
         with tempfile.TemporaryDirectory(prefix="stop-under-load-") as tmp:

@@ -101,6 +101,13 @@ class Up:
                 stderr=subprocess.STDOUT,
                 start_new_session=True,  # the bench's own Ctrl-C stops it through stop()
             )
+        try:
+            self._wait_ready()
+        except BaseException:  # the bench stopped while `up` started (SIGTERM, Ctrl-C): leave nothing behind
+            self.kill()
+            raise
+
+    def _wait_ready(self) -> None:
         deadline = time.monotonic() + 180
         while status(f"{self.api}/health") != 200:
             if self.process.poll() is not None or time.monotonic() > deadline:
