@@ -129,12 +129,20 @@ async def test_two_phases_end_to_end(tmp_path: Path) -> None:
             )
             # New turns in one session: Phase 1 again, then a run that sees it as added.
             model.fail_phase2 = 2  # ...and that run fails twice before it succeeds
+            # The first runs may already have written "retained: set-up-auth-for" (when s-cart's Phase 1
+            # was the one retried, the shop ran once per session), so wait for this run's own write.
+            written_before = (shop_dir / artifacts.CONSOLIDATED).stat().st_mtime_ns
             await publish(
                 running.bootstrap,
                 settings.topic_prefix,
                 session("s-cart", shop, "Now add coupons", "Coupons apply before tax."),
             )
-            await eventually(lambda: _refreshed(shop_dir, "retained: set-up-auth-for"), what="the second shop run")
+            await eventually(
+                lambda: _rewritten_after(
+                    shop_dir, written_before, model, first_runs, shop, "retained: set-up-auth-for"
+                ),
+                what="the second shop run",
+            )
             second = [p for p in model.phase2_prompts[first_runs:] if shop in p]
             assert len(second) == 3  # failed, failed, succeeded: retried with backoff
             assert all("ADDED sessions:\n### build-the-cart-page" in p for p in second)
@@ -189,8 +197,14 @@ async def _exists(*paths: Path) -> bool:
     return all(p.exists() for p in paths)
 
 
-async def _refreshed(directory: Path, text: str) -> bool:
-    return await _mentions(directory, text)
+async def _rewritten_after(
+    directory: Path, written_before: int, model: PhaseModel, first_runs: int, project: str, text: str
+) -> bool:
+    """The third Phase 2 call for ``project`` since ``first_runs`` (two scripted failures, then the
+    success) was made and its result written over the file as it stood at ``written_before``."""
+    calls = [p for p in model.phase2_prompts[first_runs:] if project in p]
+    path = directory / artifacts.CONSOLIDATED
+    return len(calls) >= 3 and path.stat().st_mtime_ns != written_before and await _mentions(directory, text)
 
 
 async def _mentions(directory: Path, *texts: str) -> bool:
