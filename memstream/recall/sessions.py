@@ -3,10 +3,12 @@
 A conversation is about a few things at a time: when several exchanges of one session match a query,
 that session is likely where the answer was said, and its exchanges deserve a place above a lone
 exchange of another session that matches about as well. Each hit's fused score gains ``weight`` times
-the best score among the *other* hits of its session in the candidate pool; memories without a
-session (facts, documents) are ranked on their own score. Nothing is fetched: it reorders the
-candidates the hybrid search already holds, so it costs microseconds. The fused score replaces the
-hit's score, so what search shows is what it ranked by.
+the best score among the *other* hits of its session in the candidate pool, divided by how many other
+hits of its session the pool holds: a session vouches with one share, split among its hits, so a session
+that matches a little everywhere (the small talk of an everyday chat) cannot lift all its hits over the
+best match of another (issue 40). Memories without a session (facts, documents) are ranked on their own
+score. Nothing is fetched: it reorders the candidates the hybrid search already holds, so it costs
+microseconds. The fused score replaces the hit's score, so what search shows is what it ranked by.
 """
 
 from __future__ import annotations
@@ -18,23 +20,28 @@ import msgspec
 
 from memstream.schemas.memory import HybridHit
 
-#: How much the best other hit of a session adds to a hit's score: chosen on bench/quality/retrieval.py's dev
-#: half (0.05-0.3 within one question of each other at recall@5; 0.2 with a pool of 20 the best at 10).
+#: How much the best other hit of a session adds to a hit's score (split among the session's other hits):
+#: chosen on the dev halves of bench/quality/retrieval.py (coding sessions; 0.05-0.3 within one question of
+#: each other at recall@5, 0.2 with a pool of 20 the best at 10) and bench/quality/everyday.py (everyday chat;
+#: 0.15-0.3 with the split all above the unsplit fusion, bench/quality/session_fusions.py).
 SESSION_WEIGHT: Final = 0.2
 
 
 def session_fusion(hits: Sequence[HybridHit], weight: float) -> list[HybridHit]:
-    """``hits`` reordered by score plus ``weight`` × the best other score of the hit's session, each hit's
-    ``score`` now that fused score: the score shown is the one ranked by (issue 37.6), and a later step that
-    re-sorts by score (a query naming a time, ``recall.dates``) keeps the fusion's order. The legs' own
-    scores (``vector_score``, ``bm25_score``) are untouched. Ties keep the incoming order.
+    """``hits`` reordered by score plus ``weight`` × the best other score of the hit's session ÷ the number
+    of its session's other hits in ``hits``, each hit's ``score`` now that fused score: the score shown is
+    the one ranked by (issue 37.6), and a later step that re-sorts by score (a query naming a time,
+    ``recall.dates``) keeps the fusion's order. The legs' own scores (``vector_score``, ``bm25_score``)
+    are untouched. Ties keep the incoming order.
     """
     if weight <= 0.0 or len(hits) < 2:
         return list(hits)
     best: dict[str, list[float]] = {}
+    count: dict[str, int] = {}
     for hit in hits:
         session = hit.memory.session_id
         if session:
+            count[session] = count.get(session, 0) + 1
             top = best.setdefault(session, [])
             top.append(hit.score)
             top.sort(reverse=True)
@@ -46,7 +53,8 @@ def session_fusion(hits: Sequence[HybridHit], weight: float) -> list[HybridHit]:
             return hit.score
         # The best score among the session's other hits: its second best when this hit is the best.
         others = (top[1] if len(top) > 1 else 0.0) if hit.score >= top[0] else top[0]
-        return hit.score + weight * others
+        # One share per session, split among its other hits in the pool (full for a session of two).
+        return hit.score + weight * others / max(count[hit.memory.session_id or ""] - 1, 1)
 
     fused = [msgspec.structs.replace(hit, score=support(hit)) for hit in hits]
     order = sorted(range(len(fused)), key=lambda i: -fused[i].score)

@@ -65,3 +65,29 @@ async def test_search_ranks_with_session_fusion_from_its_own_pool(tmp_path: Path
     assert ids(found) == ["x1", "x2"] and store.limits == [recall.SESSION_POOL]
     off = await recall.search_scopes(providers(tmp_path, store, None), "export", ["p_test"], limit=2, session_weight=0)
     assert ids(off) == ["lone", "x1"]
+
+
+def test_a_session_with_many_hits_in_the_pool_shares_its_vouching_among_them() -> None:
+    # Everyday chat (issue 40): a session of small talk matches a little everywhere; vouching at full weight
+    # for each of its four hits lifted all four over the one exchange that matched best, so the top 5 held
+    # two sessions. Shared among its three other hits, each gains a third: the best match stays first.
+    hits = [hit("a", 0.75, "a"), hit("s1", 0.70, "s"), hit("s2", 0.69, "s"), hit("s3", 0.68, "s"), hit("s4", 0.67, "s")]
+    fused = session_fusion(hits, 0.2)
+    assert ids(fused) == ["a", "s1", "s2", "s3", "s4"]
+    assert [round(h.score, 4) for h in fused] == [0.75, round(0.70 + 0.2 * 0.69 / 3, 4), 0.7367, 0.7267, 0.7167]
+
+
+def test_a_session_of_two_hits_still_vouches_at_full_weight() -> None:
+    hits = [hit("a", 0.75, "a"), hit("s1", 0.70, "s"), hit("s2", 0.69, "s")]
+    assert [(h.memory.id, round(h.score, 3)) for h in session_fusion(hits, 0.2)] == [
+        ("s1", 0.838),
+        ("s2", 0.83),
+        ("a", 0.75),
+    ]
+
+
+async def test_search_keeps_the_best_match_above_a_session_that_floods_its_pool(tmp_path: Path) -> None:
+    flood = [hit(f"s{n}", 0.70 - n / 100, "s") for n in range(6)]
+    store = FakeStore([hit("a", 0.74, "a"), *flood])
+    found = await recall.search_scopes(providers(tmp_path, store, None), "the blue bowl", ["p_test"], limit=3)
+    assert ids(found) == ["a", "s0", "s1"]
