@@ -23,14 +23,17 @@ from pathlib import Path
 from typing import Any
 
 import msgspec
+import numpy as np
 
 from bench.quality import everyday, retrieval
 from bench.quality.everyday_set import build as build_everyday
 from memstream.embed.bundled import BundledEmbedder
+from memstream.identity import memory_id
 from memstream.recall import sessions
 from memstream.recall.dates import TIME_POOL, anchored, said_then
 from memstream.recall.search import SESSION_POOL
 from memstream.rules.dates import time_named
+from memstream.schemas import Memory
 from memstream.schemas.memory import HybridHit
 from memstream.settings import Settings
 from memstream.store.edge import EdgeStore
@@ -48,6 +51,8 @@ class Case(msgspec.Struct):
     answers: set[str]
     answer_sessions: set[str]
     now: datetime
+    #: With ``--digest``: the rank of each session's digest point among the query's top 10 digests.
+    digest: dict[str, int] = {}
 
 
 def _ordered(hits: Sequence[HybridHit], score: Sequence[float]) -> list[HybridHit]:
@@ -239,13 +244,62 @@ def ranked_by(variant: Variant, cases: Sequence[Case], prefer_time: bool | str =
     return out
 
 
+async def digest_ranks(
+    root: Path,
+    embedder: BundledEmbedder,
+    stored: Sequence[Memory],
+    vectors: Sequence[Sequence[float]],
+    asks: Sequence[tuple[str, list[float], list[str]]],
+    alpha: float,
+) -> list[dict[str, int]]:
+    """The session grain of ``bench.quality.everyday --digest`` (no new embedding): per session one point,
+    its vector the normalized mean of its exchanges', its text theirs joined; each ask's top 10 digests."""
+    store = EdgeStore(root / f"digests-{len(stored)}", embedder.model, embedder.dim)
+    await store.open()
+    try:
+        members: dict[tuple[str, str], list[int]] = {}
+        for n, memory in enumerate(stored):
+            members.setdefault((memory.scope_key, memory.session_id or ""), []).append(n)
+        matrix = np.asarray(vectors, dtype=np.float32)
+        for (scope_key, name), of in members.items():
+            mean = matrix[of].sum(axis=0)
+            mean /= float(np.linalg.norm(mean)) or 1.0
+            digest = msgspec.structs.replace(
+                stored[of[0]],
+                id=memory_id(scope_key, f"digest {name}"),
+                text="\n".join(stored[m].text for m in of),
+                session_id=name,
+            )
+            await store.upsert(digest, [float(x) for x in mean])
+        out = []
+        for query, vector, scopes in asks:
+            hits = await store.hybrid_search(
+                query, vector, scopes, limit=10, alpha=alpha, min_score=0.0, fusion="normalized"
+            )
+            out.append({h.memory.session_id or "": rank for rank, h in enumerate(hits)})
+        return out
+    finally:
+        await store.close()
+
+
+def with_digest(ranked: Sequence[HybridHit], ranks: dict[str, int], share: float) -> list[HybridHit]:
+    """Reciprocal rank fusion (k 10) of the exchange's rank and its session digest's, as the everyday bench."""
+    score = [
+        1 / (10 + r) + (share / (10 + ranks[s]) if (s := h.memory.session_id or "") in ranks else 0.0)
+        for r, h in enumerate(ranked)
+    ]
+    return _ordered(ranked, score)
+
+
 async def _pool(store: EdgeStore, query: str, vector: list[float], scopes: list[str], now: datetime, alpha: float):
     span = time_named(query, now)
     pool = max(10, SESSION_POOL, TIME_POOL if span is not None else 0)
     return await store.hybrid_search(query, vector, scopes, limit=pool, alpha=alpha, min_score=0.0, fusion="normalized")
 
 
-async def everyday_cases(root: Path, embedder: BundledEmbedder, cache: Path | None, alpha: float) -> list[Case]:
+async def everyday_cases(
+    root: Path, embedder: BundledEmbedder, cache: Path | None, alpha: float, digest: bool = False
+) -> list[Case]:
     now = datetime.fromisoformat("2026-11-29T12:00:00+00:00")
     data = build_everyday()
     store = EdgeStore(root / "everyday", embedder.model, embedder.dim)
@@ -256,18 +310,25 @@ async def everyday_cases(root: Path, embedder: BundledEmbedder, cache: Path | No
         for memory, vector in zip(stored, vectors, strict=True):
             await store.upsert(memory, vector)
         session = {m.id: m.session_id or "" for m in stored}
-        out = []
+        out, asks = [], []
         for q in data["questions"]:
             vector = await embedder.embed_query(q["q"])
-            hits = await _pool(store, q["q"], vector, [f"p_everyday_{q['conversation']}"], now, alpha)
+            scopes = [f"p_everyday_{q['conversation']}"]
+            hits = await _pool(store, q["q"], vector, scopes, now, alpha)
             good = {ids[a] for a in q["answers"]}
             out.append(Case(q["q"], q["split"], hits, good, {session[g] for g in good}, now))
+            asks.append((q["q"], vector, scopes))
+        if digest:
+            for case, ranks in zip(out, await digest_ranks(root, embedder, stored, vectors, asks, alpha), strict=True):
+                case.digest = ranks
         return out
     finally:
         await store.close()
 
 
-async def coding_cases(root: Path, embedder: BundledEmbedder, cache: Path | None, alpha: float) -> list[Case]:
+async def coding_cases(
+    root: Path, embedder: BundledEmbedder, cache: Path | None, alpha: float, digest: bool = False
+) -> list[Case]:
     now = datetime.fromisoformat("2026-11-29T12:00:00+00:00")
     data = json.loads(retrieval.SET.read_text())
     store = EdgeStore(root / "coding", embedder.model, embedder.dim)
@@ -286,12 +347,18 @@ async def coding_cases(root: Path, embedder: BundledEmbedder, cache: Path | None
             ids[key] = memory.id
             await store.upsert(memory, vector)
         session = {m.id: m.session_id or "" for m in memories}
-        out = []
+        out, asks = [], []
         for q in data["questions"]:
             vector = await embedder.embed_query(q["q"])
             hits = await _pool(store, q["q"], vector, [retrieval.SCOPE], now, alpha)
             good = {ids[a] for a in q["answers"]}
             out.append(Case(q["q"], q["split"], hits, good, {session[g] for g in good}, now))
+            asks.append((q["q"], vector, [retrieval.SCOPE]))
+        if digest:
+            for case, ranks in zip(
+                out, await digest_ranks(root, embedder, memories, vectors, asks, alpha), strict=True
+            ):
+                case.digest = ranks
         return out
     finally:
         await store.close()
@@ -382,6 +449,7 @@ async def main() -> None:
     parser.add_argument("--everyday-cache", type=Path)
     parser.add_argument("--coding-cache", type=Path)
     parser.add_argument("--grid", type=int, default=1, choices=(1, 2), help="the first grid or the finer second")
+    parser.add_argument("--digest", action="store_true", help="also the session digest grain, dev halves only")
     parser.add_argument("--test", nargs="*", help="also report the test halves of these variants (by name)")
     args = parser.parse_args()
     alpha = Settings.from_env({}).recall_alpha
@@ -389,14 +457,29 @@ async def main() -> None:
     try:
         with tempfile.TemporaryDirectory() as root:
             sets = {
-                "everyday": await everyday_cases(Path(root), embedder, args.everyday_cache, alpha),
-                "coding": await coding_cases(Path(root), embedder, args.coding_cache, alpha),
+                "everyday": await everyday_cases(Path(root), embedder, args.everyday_cache, alpha, args.digest),
+                "coding": await coding_cases(Path(root), embedder, args.coding_cache, alpha, args.digest),
             }
     finally:
         await embedder.close()
     every: dict[str, Any] = variants() if args.grid == 1 else variants2()
     print(f"grid {args.grid}: dev halves (exchange @5 @10, session @5 @10)")
     report(sets, every, ("dev",))
+    if args.digest:
+        print("the session digest grain after recall's fusion and time preference, dev halves")
+        now = recall_now(sessions.SESSION_WEIGHT)
+        for share in (0.0, 0.25, 0.5, 1.0):
+            cells = []
+            for cases in sets.values():
+                picked = [c for c in cases if c.split == "dev"]
+                ranked = [with_digest(r, c.digest, share) for r, c in zip(ranked_by(now, picked), picked, strict=True)]
+                cells.append(
+                    "   "
+                    + " ".join(f"{recall(picked, ranked, k, s):.3f}" for s in (False, True) for k in KS)
+                    .replace("0.", ".")
+                    .rjust(26)
+                )
+            print(f"  {'split fusion + time + digest, share ' + str(share):<44}" + "".join(cells))
     if args.test:
         print("test halves, reported once")
         report(sets, {n: every[n] for n in args.test}, ("dev", "test"))
