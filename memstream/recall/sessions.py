@@ -36,25 +36,24 @@ def session_fusion(hits: Sequence[HybridHit], weight: float) -> list[HybridHit]:
     """
     if weight <= 0.0 or len(hits) < 2:
         return list(hits)
-    best: dict[str, list[float]] = {}
-    count: dict[str, int] = {}
+    scores: dict[str, list[float]] = {}
     for hit in hits:
-        session = hit.memory.session_id
-        if session:
-            count[session] = count.get(session, 0) + 1
-            top = best.setdefault(session, [])
-            top.append(hit.score)
-            top.sort(reverse=True)
-            del top[2:]
+        if hit.memory.session_id:
+            scores.setdefault(hit.memory.session_id, []).append(hit.score)
+    # Per session: its best score, its second best, and its share: one per session, split among a hit's
+    # other hits in the pool (the whole weight for a session of two).
+    shares = {
+        session: (top[0], top[1] if len(top) > 1 else 0.0, weight / max(len(of) - 1, 1))
+        for session, of in scores.items()
+        for top in (sorted(of, reverse=True)[:2],)
+    }
 
     def support(hit: HybridHit) -> float:
-        top = best.get(hit.memory.session_id, []) if hit.memory.session_id else []
-        if not top:
+        if not hit.memory.session_id:
             return hit.score
+        first, second, share = shares[hit.memory.session_id]
         # The best score among the session's other hits: its second best when this hit is the best.
-        others = (top[1] if len(top) > 1 else 0.0) if hit.score >= top[0] else top[0]
-        # One share per session, split among its other hits in the pool (full for a session of two).
-        return hit.score + weight * others / max(count[hit.memory.session_id or ""] - 1, 1)
+        return hit.score + share * (second if hit.score >= first else first)
 
     fused = [msgspec.structs.replace(hit, score=support(hit)) for hit in hits]
     order = sorted(range(len(fused)), key=lambda i: -fused[i].score)
