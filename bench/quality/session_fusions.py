@@ -53,6 +53,8 @@ class Case(msgspec.Struct):
     now: datetime
     #: With ``--digest``: the rank of each session's digest point among the query's top 10 digests.
     digest: dict[str, int] = {}
+    #: With ``--windows``: the query's best windows, each as a hit on its center exchange (the window's score).
+    windows: list[HybridHit] = []
 
 
 def _ordered(hits: Sequence[HybridHit], score: Sequence[float]) -> list[HybridHit]:
@@ -282,6 +284,66 @@ async def digest_ranks(
         await store.close()
 
 
+async def window_hits(
+    root: Path,
+    embedder: BundledEmbedder,
+    stored: Sequence[Memory],
+    vectors: Sequence[Sequence[float]],
+    asks: Sequence[tuple[str, list[float], list[str]]],
+    alpha: float,
+) -> list[list[HybridHit]]:
+    """The window grain with no new embedding (as ``bench.quality.retrieval --mean-windows``): per exchange
+    a window of it and its neighbours in its session (one before, one after), its vector the normalized
+    mean of theirs, its text theirs joined; each ask's best ``SESSION_POOL`` windows as hits on their center."""
+    store = EdgeStore(root / f"windows-{len(stored)}", embedder.model, embedder.dim)
+    await store.open()
+    try:
+        members: dict[tuple[str, str], list[int]] = {}
+        for n, memory in enumerate(stored):
+            members.setdefault((memory.scope_key, memory.session_id or ""), []).append(n)
+        matrix = np.asarray(vectors, dtype=np.float32)
+        center: dict[str, Memory] = {}
+        for (scope_key, _), of in members.items():
+            for i, n in enumerate(of):
+                around = of[max(0, i - 1) : i + 2]
+                mean = matrix[around].sum(axis=0)
+                mean /= float(np.linalg.norm(mean)) or 1.0
+                window = msgspec.structs.replace(
+                    stored[n],
+                    id=memory_id(scope_key, f"window {n}"),
+                    text="\n".join(stored[m].text for m in around),
+                )
+                center[window.id] = stored[n]
+                await store.upsert(window, [float(x) for x in mean])
+        out = []
+        for query, vector, scopes in asks:
+            hits = await store.hybrid_search(
+                query, vector, scopes, limit=SESSION_POOL, alpha=alpha, min_score=0.0, fusion="normalized"
+            )
+            out.append([msgspec.structs.replace(h, memory=center[h.memory.id]) for h in hits])
+        return out
+    finally:
+        await store.close()
+
+
+def with_windows(ranked: Sequence[HybridHit], windows: Sequence[HybridHit], share: float) -> list[HybridHit]:
+    """Each exchange's score: (1 - share) x its fused score + share x its best window's score."""
+    by_id: dict[str, HybridHit] = {}
+    score: dict[str, float] = {}
+    for h in ranked:
+        by_id.setdefault(h.memory.id, h)
+        score[h.memory.id] = max(score.get(h.memory.id, 0.0), (1 - share) * h.score)
+    seen: set[str] = set()
+    for w in windows:
+        if w.memory.id in seen:
+            continue
+        seen.add(w.memory.id)
+        by_id.setdefault(w.memory.id, w)
+        score[w.memory.id] = score.get(w.memory.id, 0.0) + share * w.score
+    order = sorted(score, key=lambda i: -score[i])
+    return [msgspec.structs.replace(by_id[i], score=score[i]) for i in order]
+
+
 def with_digest(ranked: Sequence[HybridHit], ranks: dict[str, int], share: float) -> list[HybridHit]:
     """Reciprocal rank fusion (k 10) of the exchange's rank and its session digest's, as the everyday bench."""
     score = [
@@ -298,7 +360,7 @@ async def _pool(store: EdgeStore, query: str, vector: list[float], scopes: list[
 
 
 async def everyday_cases(
-    root: Path, embedder: BundledEmbedder, cache: Path | None, alpha: float, digest: bool = False
+    root: Path, embedder: BundledEmbedder, cache: Path | None, alpha: float, digest: bool = False, windows: bool = False
 ) -> list[Case]:
     now = datetime.fromisoformat("2026-11-29T12:00:00+00:00")
     data = build_everyday()
@@ -321,13 +383,16 @@ async def everyday_cases(
         if digest:
             for case, ranks in zip(out, await digest_ranks(root, embedder, stored, vectors, asks, alpha), strict=True):
                 case.digest = ranks
+        if windows:
+            for case, found in zip(out, await window_hits(root, embedder, stored, vectors, asks, alpha), strict=True):
+                case.windows = found
         return out
     finally:
         await store.close()
 
 
 async def coding_cases(
-    root: Path, embedder: BundledEmbedder, cache: Path | None, alpha: float, digest: bool = False
+    root: Path, embedder: BundledEmbedder, cache: Path | None, alpha: float, digest: bool = False, windows: bool = False
 ) -> list[Case]:
     now = datetime.fromisoformat("2026-11-29T12:00:00+00:00")
     data = json.loads(retrieval.SET.read_text())
@@ -359,6 +424,9 @@ async def coding_cases(
                 out, await digest_ranks(root, embedder, memories, vectors, asks, alpha), strict=True
             ):
                 case.digest = ranks
+        if windows:
+            for case, found in zip(out, await window_hits(root, embedder, memories, vectors, asks, alpha), strict=True):
+                case.windows = found
         return out
     finally:
         await store.close()
@@ -449,6 +517,7 @@ async def main() -> None:
     parser.add_argument("--everyday-cache", type=Path)
     parser.add_argument("--coding-cache", type=Path)
     parser.add_argument("--grid", type=int, default=1, choices=(1, 2), help="the first grid or the finer second")
+    parser.add_argument("--windows", action="store_true", help="also the mean-vector window grain, dev only")
     parser.add_argument("--digest", action="store_true", help="also the session digest grain, dev halves only")
     parser.add_argument("--test", nargs="*", help="also report the test halves of these variants (by name)")
     args = parser.parse_args()
@@ -457,8 +526,10 @@ async def main() -> None:
     try:
         with tempfile.TemporaryDirectory() as root:
             sets = {
-                "everyday": await everyday_cases(Path(root), embedder, args.everyday_cache, alpha, args.digest),
-                "coding": await coding_cases(Path(root), embedder, args.coding_cache, alpha, args.digest),
+                "everyday": await everyday_cases(
+                    Path(root), embedder, args.everyday_cache, alpha, args.digest, args.windows
+                ),
+                "coding": await coding_cases(Path(root), embedder, args.coding_cache, alpha, args.digest, args.windows),
             }
     finally:
         await embedder.close()
@@ -480,6 +551,23 @@ async def main() -> None:
                     .rjust(26)
                 )
             print(f"  {'split fusion + time + digest, share ' + str(share):<44}" + "".join(cells))
+    if args.windows:
+        print("the window grain (mean vectors, one exchange each side) after recall's fusion and time, dev halves")
+        fusion = recall_now(sessions.SESSION_WEIGHT)
+        for share in (0.0, 0.2, 0.3, 0.5):
+            cells = []
+            for cases in sets.values():
+                picked = [c for c in cases if c.split == "dev"]
+                ranked = [
+                    with_windows(r, c.windows, share) for r, c in zip(ranked_by(fusion, picked), picked, strict=True)
+                ]
+                cells.append(
+                    "   "
+                    + " ".join(f"{recall(picked, ranked, k, s):.3f}" for s in (False, True) for k in KS)
+                    .replace("0.", ".")
+                    .rjust(26)
+                )
+            print(f"  {'split fusion + time + windows, share ' + str(share):<44}" + "".join(cells))
     if args.test:
         print("test halves, reported once")
         report(sets, {n: every[n] for n in args.test}, ("dev", "test"))
