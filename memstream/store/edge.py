@@ -97,12 +97,12 @@ def _point(memory: Memory, vector: Sequence[float]) -> Point:
 SCOPES_LISTED: Final = 10_000
 
 
-def _nearest(leg: Leg, scopes: frozenset[str] | None) -> QueryRequest:
+def _nearest(leg: Leg, select: Select) -> QueryRequest:
     query = SparseVector(*leg.query) if isinstance(leg.query, Terms) else leg.query
     return QueryRequest(
         limit=leg.limit,
         query=Query.Nearest(query, using=leg.using),
-        filter=edge_filter(excluding(leg.select, "scope_key", scopes)),
+        filter=edge_filter(select),
         score_threshold=leg.score_threshold,
         with_payload=leg.with_payload,
         with_vector=False,
@@ -298,6 +298,12 @@ class EdgeStore(EdgeBacked, QdrantMemories):
                 self._scopes = self._scopes.union(scopes)
             self._scopes_at = self.generation
 
+    def _scoped(self, shard: EdgeShard, select: Select) -> Select:
+        """``select``, naming the scopes it leaves out when that is shorter; on the shard's thread."""
+        if len(select.all_of.get("scope_key", ())) < 2:
+            return select  # one scope (or none) is walked from the index as it is
+        return excluding(select, "scope_key", self._scope_keys(shard))
+
     def _scope_keys(self, shard: EdgeShard) -> frozenset[str] | None:
         """Every scope key a point holds, for a search to name the scopes it leaves out rather than
         the ones it reads (:func:`~memstream.store.points.excluding`); on the shard's thread.
@@ -378,8 +384,8 @@ class EdgeStore(EdgeBacked, QdrantMemories):
     async def _query(self, legs: Sequence[Leg]) -> list[LegHits]:
         # One batch: the legs share a single pass over the segments and one executor hop.
         def _search(s: EdgeShard) -> list[LegHits]:
-            scopes = self._scope_keys(s)
-            return _leg_hits(s.query_batch(QueryBatchRequest([_nearest(leg, scopes) for leg in legs])))
+            batch = QueryBatchRequest([_nearest(leg, self._scoped(s, leg.select)) for leg in legs])
+            return _leg_hits(s.query_batch(batch))
 
         return await self._run(_search)
 
@@ -390,8 +396,7 @@ class EdgeStore(EdgeBacked, QdrantMemories):
         self, legs: Sequence[Leg], pick: Callable[[list[LegHits]], Sequence[Fused]]
     ) -> tuple[list[Fused], dict[str, dict[str, Any]]]:
         def _search_and_read(s: EdgeShard) -> tuple[list[Fused], dict[str, dict[str, Any]]]:
-            scopes = self._scope_keys(s)
-            batch = QueryBatchRequest([_nearest(leg, scopes) for leg in legs])
+            batch = QueryBatchRequest([_nearest(leg, self._scoped(s, leg.select)) for leg in legs])
             picked = list(pick(_leg_hits(s.query_batch(batch))))
             return picked, _read_payloads(s, [f.id for f in picked])
 
@@ -406,9 +411,7 @@ class EdgeStore(EdgeBacked, QdrantMemories):
 
     async def _count(self, select: Select) -> int:
         def _counted(s: EdgeShard) -> int:
-            return s.count(
-                CountRequest(exact=True, filter=edge_filter(excluding(select, "scope_key", self._scope_keys(s))))
-            )
+            return s.count(CountRequest(exact=True, filter=edge_filter(self._scoped(s, select))))
 
         return await self._run(_counted)
 

@@ -100,7 +100,7 @@ def test_scopes_no_point_holds_do_not_count_as_read() -> None:
 
 def test_the_filters_use_match_value_for_one_value_and_must_not_for_none_of() -> None:
     flt = edge_filter(Select({"status": ["active"]}, none_of={"scope_key": ["p_d", "p_e"]}))
-    assert flt is not None
+    assert flt is not None and isinstance(flt.must, list) and isinstance(flt.must_not, list)
     [status] = flt.must
     assert isinstance(status, FieldCondition) and isinstance(status.match, MatchValue)
     empty, others = flt.must_not
@@ -108,7 +108,7 @@ def test_the_filters_use_match_value_for_one_value_and_must_not_for_none_of() ->
     assert isinstance(others, FieldCondition) and isinstance(others.match, MatchAny)
     assert others.match.value == ["p_d", "p_e"]
     server = server_filter(Select(none_of={"scope_key": []}))
-    assert server is not None and server.must_not is not None and len(server.must_not) == 1
+    assert server is not None and isinstance(server.must_not, list) and len(server.must_not) == 1
 
 
 # -- the store --------------------------------------------------------------------------
@@ -151,6 +151,9 @@ async def test_a_write_of_unknown_scopes_makes_the_next_search_read_them_afresh(
     # Written as a write of unknown scopes would be: through the store's update, with no scopes given.
     point = Point(mid(200), {DENSE_VECTOR: vec(200)}, memory_to_payload(memory(mid(200), scope_key="p_new")))
     await store._run(lambda s: store._update(s, UpdateOperation.upsert_points([point])))
+    # Reads of one scope or of all without a scope condition do not need the scope keys: not read for them.
+    assert await store.count() == 41 and await found(store, ["p_a"]) == {"p_a"}
+    assert store._scopes_at != store.generation
     assert await found(store, ["p_a", "p_b", "p_c"]) == {"p_a", "p_b", "p_c"}
     assert set(selects[-1].none_of["scope_key"]) == {"p_d", "p_new"}
 
