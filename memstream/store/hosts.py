@@ -29,6 +29,7 @@ from qdrant_edge import (
     KeywordIndexParams,
     MatchAny,
     MatchSubstring,
+    MatchValue,
     PayloadSchemaType,
     Record,
     ScrollRequest,
@@ -171,7 +172,12 @@ def edge_filter(select: Select) -> Filter | None:
         return None
 
     def one_of(key: str, values: Collection[str]) -> FieldCondition:
-        return FieldCondition(key, match=MatchAny(list(values)))
+        # One value as MatchValue: Qdrant then walks that value's points from the keyword index alone,
+        # where a one-value MatchAny also checks each of them (36 vs 21 ms CPU over 100k memories).
+        [*listed] = values
+        if len(listed) == 1 and isinstance(listed[0], str):
+            return FieldCondition(key, match=MatchValue(listed[0]))
+        return FieldCondition(key, match=MatchAny(listed))
 
     must: list[Any] = [one_of(k, v) for k, v in select.all_of.items()]
     if select.any_of:
@@ -182,6 +188,10 @@ def edge_filter(select: Select) -> Filter | None:
         must.append(Filter(should=[IsEmptyCondition(key), one_of(key, values)]))
     # HasIdCondition insists on a set; a list raises TypeError.
     must_not: list[Any] = [HasIdCondition(set(select.exclude_ids))] if select.exclude_ids else []
+    for key, values in select.none_of.items():
+        must_not.append(IsEmptyCondition(key))
+        if values:
+            must_not.append(one_of(key, values))
     return Filter(must=must or None, must_not=must_not or None)
 
 
@@ -205,6 +215,10 @@ def server_filter(select: Select) -> models.Filter | None:
     must_not: list[models.Condition] = []
     if select.exclude_ids:
         must_not.append(models.HasIdCondition(has_id=list(select.exclude_ids)))
+    for key, values in select.none_of.items():
+        must_not.append(models.IsEmptyCondition(is_empty=models.PayloadField(key=key)))
+        if values:
+            must_not.append(one_of(key, values))
     return models.Filter(must=must or None, must_not=must_not or None)
 
 
