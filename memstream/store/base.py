@@ -612,8 +612,13 @@ class QdrantMemories(ABC):
             score_threshold=None if max_distance is None else 1.0 - max_distance,
         )
         (hits,) = await self._query([nearest])
+        asked = set(scope_keys)  # checked as in hybrid_search: the filter may name the scopes left out
         # float32 rounding can push an identical vector's score just past 1.
-        return [ScoredMemory(memory_from_payload(p), max(0.0, 1.0 - score)) for _, p, score in hits]
+        return [
+            ScoredMemory(memory_from_payload(p), max(0.0, 1.0 - score))
+            for _, p, score in hits
+            if p.get("scope_key") in asked
+        ]
 
     async def hybrid_search(
         self,
@@ -652,7 +657,11 @@ class QdrantMemories(ABC):
             return merge(dense, lexical, alpha=alpha, min_score=min_score, limit=limit)
 
         fused, payloads = await self._query_then_read(legs, pick)
-        return _hits(fused, {key: memory_from_payload(p) for key, p in payloads.items()})
+        # The filter may name the scopes it leaves out (EdgeStore's ``excluding``): what is read back is
+        # checked against the scopes asked for all the same, so no cache can widen what a reader sees.
+        asked = set(scope_keys)
+        memories = {key: memory_from_payload(p) for key, p in payloads.items() if p.get("scope_key") in asked}
+        return _hits(fused, memories)
 
     async def count(
         self, scope_keys: Sequence[str] | None = None, *, include_superseded: bool = True, speaker: str | None = None

@@ -177,3 +177,18 @@ async def test_hybrid_search_of_most_scopes_finds_the_same_as_naming_them(store:
     named = await store.hybrid_search("module built", vec(7), asked, limit=20, min_score=0.0)
     assert [(h.memory.id, h.score) for h in turned] == [(h.memory.id, h.score) for h in named]
     assert {h.memory.scope_key for h in turned} <= set(asked) and len(turned) == 20
+
+
+async def test_a_scope_list_that_misses_a_scope_still_returns_only_the_scopes_asked(store: EdgeStore) -> None:
+    """Were the kept scope keys ever short of one (a write that bypassed ``_update``), the filter "none of
+    the others" would let that scope's memories through; the store checks what it read back against the
+    scopes asked, so a reader still sees exactly its own."""
+    await found(store, SCOPES[:3])  # the scope keys are listed now
+    stray = memory(mid(500), text="module m500 is built", scope_key="p_stray")
+    point = Point(stray.id, {DENSE_VECTOR: vec(999)}, memory_to_payload(stray))
+    # Written behind the store's back: its scope list stays as it was.
+    await store._run(lambda s: s.update(UpdateOperation.upsert_points([point])))
+    asked = SCOPES[:3]
+    assert await found(store, asked) <= set(asked)
+    hits = await store.hybrid_search("module m500 is built", vec(999), asked, limit=100, min_score=0.0)
+    assert hits and {h.memory.scope_key for h in hits} <= set(asked)
