@@ -177,14 +177,20 @@ async def _up(settings: Settings) -> int:
         # However the stop goes, the process ends within the drain bound and a grace.
         deadline = drain.Deadline(settings.drain_seconds + drain.STOP_GRACE_SECONDS, lambda: running.broker_pid)
         deadline.start()
+        began = time.monotonic()
         await _stop_capture(capture)  # no more turns taken in
         drained = status == 0 and await drain.drain(running, settings.drain_seconds, _say, now)
+        drained_in = time.monotonic() - began
         await sweep.close()
         try:
             await running.stop(cancel=not drained)
         finally:
             await api.close()
-        _say("memstream: stopped." if drained else "memstream: stopped (not everything was drained).")
+        parts = ", ".join(f"{name} {seconds:.1f}s" for name, seconds in running.stop_timings.items())
+        took = f"in {time.monotonic() - began:.1f}s: drain {drained_in:.1f}s, {parts}"
+        _say(
+            f"memstream: stopped ({took})." if drained else f"memstream: stopped (not everything was drained; {took})."
+        )
     return status or (0 if drained else drain.EXIT_NOT_DRAINED)
 
 
