@@ -2,12 +2,14 @@
 pipeline works through a backlog must end every memstream process within the drain bound plus a few
 seconds, the broker last, with an exit status that says whether everything was drained.
 
-    .venv/bin/python -m bench.faults.stop_under_load [--runs 10] [--exchanges 300] [--drain 5]
+    .venv/bin/python -m bench.faults.stop_under_load [--runs 10] [--exchanges 300] [--drain 5] [--at-work 5]
 
 Each run starts `up` (embedded default, raw mode) in a fresh data dir and a session of its own (as a
-terminal's foreground group), publishes ``--exchanges`` exchanges, waits for the first memories, sends
-SIGINT to the group, and times until no process of the session and no broker it started is left.
-tests/faults/test_stop_drain.py runs one; this runs ``--runs`` in a row and prints each.
+terminal's foreground group), publishes ``--exchanges`` exchanges, waits for ``--at-work`` memories
+stored (0: sends at once once the broker acknowledged the backlog; on a loaded machine the first
+memories can take minutes), sends SIGINT to the group, and times until no process of the session and
+no broker it started is left. tests/faults/test_stop_drain.py runs one; this runs ``--runs`` in a row,
+prints each, then the time to all gone (median, max) and how many runs ended every process.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ import dataclasses
 import json
 import os
 import signal
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -85,7 +88,7 @@ def alive(pid: int) -> bool:
     return fields[0] != "Z"
 
 
-def stop_run(workdir: Path, *, exchanges: int, drain: float, grace: float) -> Outcome:
+def stop_run(workdir: Path, *, exchanges: int, drain: float, grace: float, at_work: int = 5) -> Outcome:
     backlog = workdir / "backlog.jsonl"
     exchanges_file(backlog, workdir, exchanges, 20, 3, "stop")
     up = Up(workdir, ROOT, {"MEMSTREAM_DRAIN_SECONDS": str(drain)})
@@ -93,7 +96,8 @@ def stop_run(workdir: Path, *, exchanges: int, drain: float, grace: float) -> Ou
     try:
         brokers = children(up.process.pid)
         up.publish(backlog)
-        up.wait_stored(5, 300)  # the pipeline is at work
+        if at_work:
+            up.wait_stored(at_work, 300)  # the pipeline is at work
         began = time.monotonic()
         os.killpg(up.process.pid, signal.SIGINT)  # a terminal's Ctrl-C: the whole foreground group
         broker_up = True
@@ -122,21 +126,33 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=10)
     parser.add_argument("--exchanges", type=int, default=300)
     parser.add_argument("--drain", type=float, default=5.0, help="MEMSTREAM_DRAIN_SECONDS")
+    parser.add_argument("--at-work", type=int, default=5, help="memories stored before the SIGINT (0: none)")
     parser.add_argument("--json", action="store_true", help="end with each run's outcome, one JSON object a line")
     args = parser.parse_args()
     # Stopped from outside (a test's timeout), the run's `finally` still stops its `up`: without this,
     # SIGTERM ended the bench at once and left `up`, in a session of its own, running orphaned.
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(128 + signal.SIGTERM))
-    passed = 0
+    passed, ended, seconds = 0, 0, []
     for run in range(1, args.runs + 1):
         with tempfile.TemporaryDirectory(prefix="stop-under-load-") as tmp:
-            outcome = stop_run(Path(tmp), exchanges=args.exchanges, drain=args.drain, grace=STOP_GRACE_SECONDS)
+            outcome = stop_run(
+                Path(tmp), exchanges=args.exchanges, drain=args.drain, grace=STOP_GRACE_SECONDS, at_work=args.at_work
+            )
         passed += outcome.ok
+        ended += not outcome.left
+        seconds.append(outcome.seconds)
         print(f"run {run}: {outcome.line()} (load {os.getloadavg()[0]:.2f})", flush=True)
+        said = [line for line in outcome.output.splitlines() if line.startswith("memstream: stopped")]
+        if said:  # where the stop's time went, as `up` says it
+            print(f"  {said[-1]}", flush=True)
         if args.json:
             print(json.dumps(dataclasses.asdict(outcome)), flush=True)
         if not outcome.ok:
             print(outcome.output, file=sys.stderr)
+    print(
+        f"time to all gone: median {statistics.median(seconds):.1f}s, max {max(seconds):.1f}s "
+        f"(drain bound {args.drain:.0f}s); every process ended in {ended} of {args.runs} runs"
+    )
     print(f"{passed} of {args.runs} runs stopped every process within the bound")
 
 

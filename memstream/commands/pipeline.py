@@ -4,14 +4,17 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import atexit
 import contextlib
 import logging
 import os
 import signal
 import socket
 import sys
+import threading
+import time
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 import msgspec
 
@@ -39,11 +42,15 @@ def cmd_up(args: argparse.Namespace, settings: Settings) -> int:
         _end(loop)
         raise
     _end(loop, status)
+    _leave_threads(status)
     return status
 
 
 #: Seconds the tasks left after `up` stopped get to end once cancelled.
 LEFTOVER_SECONDS = 3.0
+#: Seconds the threads still running after `up` stopped get to end (a shut-down executor's idle threads
+#: end at once).
+THREAD_SECONDS = 1.0
 
 
 def _end(loop: asyncio.AbstractEventLoop, status: int | None = None) -> None:
@@ -59,14 +66,35 @@ def _end(loop: asyncio.AbstractEventLoop, status: int | None = None) -> None:
     stuck = [task for task in left if not task.done()]
     if stuck and status is not None:
         logging.getLogger(__name__).warning("%d tasks did not end once cancelled; exiting without them", len(stuck))
-        logging.shutdown()
-        with contextlib.suppress(OSError, ValueError):
-            sys.stdout.flush()
-            sys.stderr.flush()
-        os._exit(status)
+        _exit_now(status)
     with contextlib.suppress(RuntimeError):
         loop.run_until_complete(loop.shutdown_asyncgens())
     loop.close()
+
+
+def _leave_threads(status: int) -> None:
+    """Exit with ``status`` without waiting for a thread still at work once `up` has stopped. Python's
+    exit joins every executor's threads, and the bundled embedder's document thread can be inside one
+    C batch for many seconds (longer at its lowered priority on a busy machine): Ctrl-C kept the process
+    alive that long after "stopped." (issue 42.3). What such a thread computes has nowhere to go: the
+    pipeline has stopped, and its turns stay unfinished in the turn log for the next start."""
+    deadline = time.monotonic() + THREAD_SECONDS
+    for thread in threading.enumerate():
+        if thread is not threading.main_thread() and not thread.daemon:
+            thread.join(max(0.0, deadline - time.monotonic()))
+    busy = [t.name for t in threading.enumerate() if t is not threading.main_thread() and not t.daemon and t.is_alive()]
+    if busy:
+        logging.getLogger(__name__).info("exiting without %d threads still at work: %s", len(busy), ", ".join(busy))
+        atexit._run_exitfuncs()  # what os._exit would skip: the broker's stop, tracing's flush
+        _exit_now(status)
+
+
+def _exit_now(status: int) -> NoReturn:
+    logging.shutdown()
+    with contextlib.suppress(OSError, ValueError):
+        sys.stdout.flush()
+        sys.stderr.flush()
+    os._exit(status)
 
 
 #: Seconds between checks that every Faust service of a running worker is alive.
@@ -149,14 +177,20 @@ async def _up(settings: Settings) -> int:
         # However the stop goes, the process ends within the drain bound and a grace.
         deadline = drain.Deadline(settings.drain_seconds + drain.STOP_GRACE_SECONDS, lambda: running.broker_pid)
         deadline.start()
+        began = time.monotonic()
         await _stop_capture(capture)  # no more turns taken in
         drained = status == 0 and await drain.drain(running, settings.drain_seconds, _say, now)
+        drained_in = time.monotonic() - began
         await sweep.close()
         try:
             await running.stop(cancel=not drained)
         finally:
             await api.close()
-        _say("memstream: stopped." if drained else "memstream: stopped (not everything was drained).")
+        parts = ", ".join(f"{name} {seconds:.1f}s" for name, seconds in running.stop_timings.items())
+        took = f"in {time.monotonic() - began:.1f}s: drain {drained_in:.1f}s, {parts}"
+        _say(
+            f"memstream: stopped ({took})." if drained else f"memstream: stopped (not everything was drained; {took})."
+        )
     return status or (0 if drained else drain.EXIT_NOT_DRAINED)
 
 

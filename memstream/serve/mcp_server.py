@@ -18,7 +18,7 @@ import logging
 import sys
 from collections.abc import AsyncIterator
 from pathlib import Path
-from typing import Annotated, Any, Literal, cast
+from typing import Annotated, Any, Literal, Protocol, cast
 from urllib.parse import unquote, urlparse
 
 import anyio
@@ -75,10 +75,21 @@ Project = Annotated[
 ]
 
 
+class Requester(Protocol):
+    """What :class:`ApiClient` asks of its client: :class:`httpx.AsyncClient`, or the API's app called
+    in process (``memstream.front.app.InProcessClient``)."""
+
+    base_url: Any
+
+    async def request(
+        self, method: str, url: str, *, params: dict[str, str] | None = None, json: Any = None
+    ) -> httpx.Response: ...
+
+
 class ApiClient:
     """memstream's HTTP API, as the tools need it; every failure becomes a ToolError."""
 
-    def __init__(self, client: httpx.AsyncClient, user: str = ""):
+    def __init__(self, client: Requester, user: str = ""):
         self.client = client
         self.user = user
 
@@ -102,9 +113,10 @@ class ApiClient:
         return response.text
 
 
-def client_roots(ctx: Context, project: str | None = None) -> ListRoots | None:
+async def client_roots(ctx: Context, project: str | None = None) -> ListRoots | None:
     """Ask the client for its roots (the SDK sends ``roots/list`` on the transport's terms) unless
-    ``project`` was given or the client offers no roots."""
+    ``project`` was given or the client offers no roots. A coroutine: the SDK runs a plain function
+    on a worker thread, a hop per tool call that a backlog makes slow (issue 42)."""
     if project and project.strip():
         return None
     capabilities = ctx.client_capabilities

@@ -75,6 +75,8 @@ class Running:
     #: ``owns_api`` (else its owner, `memstream up`, keeps it open across fresh starts).
     api: ApiThread | None = None
     owns_api: bool = False
+    #: Seconds each part of the last ``stop`` took: the worker, the providers (store, embedder, …), the broker.
+    stop_timings: dict[str, float] = field(default_factory=dict)
 
     @property
     def providers(self) -> Providers:
@@ -105,6 +107,7 @@ class Running:
             self.doorbell_endpoint.close()
         if cancel:
             self.pipeline.app.conf.stream_wait_empty = False
+        began = time.monotonic()
         try:
             if self.api is not None:
                 await self.api.detach()
@@ -112,12 +115,16 @@ class Running:
                     await self.api.close()
             await _stop_worker(self.worker)
         finally:
+            self.stop_timings["worker"] = time.monotonic() - began
             try:
                 if not keep_providers:
                     await self.providers.close()
             finally:
+                self.stop_timings["store"] = time.monotonic() - began - self.stop_timings["worker"]
                 if self.broker is not None and not keep_broker:
+                    stopping = time.monotonic()
                     self.broker.stop()
+                    self.stop_timings["broker"] = time.monotonic() - stopping
                 if self.announced and keep_broker:
                     # Started afresh next (memstream.worker.recycle): `up` still runs, so a `memstream
                     # publish` meanwhile waits for "ready" instead of hearing "not running".

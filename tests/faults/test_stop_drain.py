@@ -38,7 +38,7 @@ def test_sigint_to_the_group_during_a_backlog_ends_every_process_within_the_boun
     command = [sys.executable, "-m", "bench.faults.stop_under_load", "--runs", "1", "--exchanges", "300"]
     ran = run_stopping_on_timeout([*command, "--drain", "3", "--json"], timeout=280)
     assert ran.returncode == 0, ran.stdout + ran.stderr
-    outcome = json.loads(ran.stdout.strip().splitlines()[-2])  # the outcome, then the summary line
+    outcome = json.loads([line for line in ran.stdout.splitlines() if line.startswith("{")][-1])  # --json's line
     said = f"{ran.stdout}\n{outcome['output']}"
     assert not outcome["left"], f"still running after {outcome['seconds']:.0f}s: {outcome['left']}\n{said}"
     assert outcome["seconds"] <= outcome["bound"], said

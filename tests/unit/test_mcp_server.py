@@ -161,3 +161,24 @@ async def test_get_memory_block_sends_the_block_once() -> None:
     assert not result.is_error, result.content
     assert result.structured_content is None
     assert [part.text for part in result.content] == [block]  # type: ignore[union-attr]
+
+
+async def test_a_tool_call_never_hops_to_a_worker_thread(monkeypatch: Any) -> None:
+    """Each hop to a thread costs the API's loop a wake-up and a GIL hand-off, which a backlog makes
+    slow (issue 42): resolving the project, from the arguments or the client's roots, stays on the loop."""
+    import anyio.to_thread
+
+    hops: list[Any] = []
+    run_sync = anyio.to_thread.run_sync
+
+    async def counted(fn: Any, *args: Any, **kwargs: Any) -> Any:
+        hops.append(fn)
+        return await run_sync(fn, *args, **kwargs)
+
+    monkeypatch.setattr(anyio.to_thread, "run_sync", counted)
+    asked: list[httpx.Request] = []
+    async with Client(build_server(api(asked), default_project="/srv/cwd"), list_roots_callback=roots) as client:
+        await client.call_tool("search_memories", {"query": "deploys", "project": "/elsewhere"})
+        await client.call_tool("search_memories", {"query": "deploys"})
+    assert [r.url.params["project"] for r in asked] == ["/elsewhere", "/home/dev/shop"]
+    assert hops == []
