@@ -18,6 +18,8 @@ import argparse
 import asyncio
 import json
 import shutil
+import signal
+import sys
 import tempfile
 from pathlib import Path
 
@@ -41,6 +43,9 @@ def main() -> None:
     )
     parser.add_argument("--keep", type=Path, help="copy a run's work dir (up.log, data dir) here when it is not clean")
     args = parser.parse_args()
+    # A timeout's or a service manager's SIGTERM must stop the run's `up` (a session of its own) too: as an
+    # exit, it unwinds through tests.support.durable_up.Up, which stops it, as Ctrl-C does.
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(128 + signal.SIGTERM))
     runs: list[Run] = []
     failed = 0
     for series in range(args.series):
