@@ -39,7 +39,7 @@ from tests.conftest import make_settings
 from tests.support import live_capture as lc
 
 #: The longest wait for one step's memories (s).
-STEP_TIMEOUT_S = 900.0
+STEP_TIMEOUT_S = 300.0
 
 
 def spooled_steps(name: str, home: Path, data: Path, chunks: int) -> list[list[dict[str, Any]]]:
@@ -100,6 +100,7 @@ async def run(mode: str, steps: list[list[dict[str, Any]]], folder: Path) -> dic
             sent.extend(batch)
             if mode == "live" or batch is batches[-1]:
                 await stored(running, keys, sent)
+                print(f"    {mode}: {len(sent)} turns stored at {time.monotonic() - began:.0f} s", flush=True)
         memories = await running.providers.store.list(keys)
         return {
             "texts embedded": counting.texts,
@@ -121,7 +122,10 @@ async def stored(running: runner.Running, keys: list[str], sent: list[dict[str, 
         if wanted <= have:
             return
         if time.monotonic() > deadline:
-            raise SystemExit(f"not stored after {STEP_TIMEOUT_S:.0f} s: {len(wanted - have)} of {len(wanted)}")
+            missing = "\n".join(t[-300:] for t in wanted - have)
+            raise SystemExit(
+                f"not stored after {STEP_TIMEOUT_S:.0f} s, {len(wanted - have)} of {len(wanted)}:\n{missing}"
+            )
         await asyncio.sleep(0.2)
 
 
