@@ -39,7 +39,7 @@ from tests.conftest import make_settings
 from tests.support import live_capture as lc
 
 #: The longest wait for one step's memories (s).
-STEP_TIMEOUT_S = 300.0
+STEP_TIMEOUT_S = 900.0
 
 
 def spooled_steps(name: str, home: Path, data: Path, chunks: int) -> list[list[dict[str, Any]]]:
