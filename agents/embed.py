@@ -3,7 +3,10 @@
 Consumes ``facts`` (key: scope). Emits ``embedded`` (key: scope), in the order the facts
 arrived on each partition. Embeds the facts that have arrived, up to ``MEMSTREAM_EMBED_BATCH``
 at a time (the extraction spec: embeddings batched): a lone fact goes at once, and under load batches
-fill while the previous one is embedded. ``MEMSTREAM_EMBED_BATCH_WINDOW`` > 0 waits that long
+fill while the previous one is embedded. Of a raw exchange's facts in one batch (each the whole exchange
+so far, refreshing its one memory) only the newest is embedded and passed on: it holds all the others
+hold (``rules.coalesce``), so an exchange that runs ahead of the embedder costs one embedding per batch,
+not one per message. ``MEMSTREAM_EMBED_BATCH_WINDOW`` > 0 waits that long
 at most for more, for remote APIs that bill or limit per request.
 An outage of the embedding API holds the batch and retries it with capped backoff for up
 to ``MEMSTREAM_RETRY_BUDGET`` before its facts are dead-lettered.
@@ -24,6 +27,7 @@ from memstream.agents.counters import counters
 from memstream.agents.extract import park_delay
 from memstream.embed.base import EmbeddingOutage
 from memstream.ports import Providers
+from memstream.rules.coalesce import newest_of_each_exchange
 from memstream.schemas import EmbeddedFact, EmbedStats, Fact
 from memstream.telemetry import metrics
 from memstream.telemetry.tracing import span_from_headers, stage_span
@@ -77,6 +81,12 @@ def register(app: faust.App, topics: Topics, providers: Providers, sink: DeadLet
                 )
         if not facts:
             return
+        kept = newest_of_each_exchange([fact for fact, _ in facts])
+        coalesced: dict[str, int] = {}
+        for (fact, _), keep in zip(facts, kept, strict=True):
+            if not keep:
+                coalesced[fact.scope_key] = coalesced.get(fact.scope_key, 0) + 1
+        facts = [pair for pair, keep in zip(facts, kept, strict=True) if keep]
         try:
             vectors = await embed_through_outages([fact.text for fact, _ in facts])
         except asyncio.CancelledError:
@@ -95,8 +105,11 @@ def register(app: faust.App, topics: Topics, providers: Providers, sink: DeadLet
                     value=EmbeddedFact(fact=fact, vector=list(vector), embedding_model=embedder.model),
                 )
             per_scope[fact.scope_key] = per_scope.get(fact.scope_key, 0) + 1
-        for scope_key, count in per_scope.items():
-            stats.add(scope_key, EmbedStats(texts=count, batches=1))
+        for scope_key in per_scope.keys() | coalesced.keys():
+            texts = per_scope.get(scope_key, 0)
+            stats.add(
+                scope_key, EmbedStats(texts=texts, batches=1 if texts else 0, coalesced=coalesced.get(scope_key, 0))
+            )
 
     @app.agent(topics.facts, name=STAGE)
     async def embed(stream: faust.StreamT) -> None:

@@ -98,6 +98,8 @@ class EmbedStats(State, tag="state.embed.v1", kw_only=True):
 
     texts: int = 0
     batches: int = 0
+    #: Facts of raw exchanges not embedded, since a newer fact of their exchange in the same batch held them.
+    coalesced: int = 0
 
 
 class RecentMemory(msgspec.Struct, frozen=True, kw_only=True):

@@ -3,7 +3,8 @@ on the user, and user turns that arrive back to back, are stored too."""
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+import asyncio
+from collections.abc import AsyncIterator, Sequence
 from pathlib import Path
 
 import pytest
@@ -11,9 +12,10 @@ import pytest_asyncio
 
 from memstream.identity import project_key
 from memstream.intake.publish import make_turn, publish
-from memstream.schemas import Memory
+from memstream.schemas import Fact, Memory
+from memstream.topics.catalog import FACTS, topic_name
 from memstream.worker import runner
-from tests.e2e.conftest import eventually, start_pipeline
+from tests.e2e.conftest import eventually, read_topic, start_pipeline, values
 
 pytestmark = [pytest.mark.e2e, pytest.mark.asyncio(loop_scope="module")]
 
@@ -106,6 +108,54 @@ async def test_an_exchange_that_goes_on_is_one_memory_refreshed_in_place(live: r
     assert not any(a != b and b.startswith(a) for a in texts for b in texts), texts
     [whole] = [t for t in texts if "nightly export" in t]
     assert "export job's logs" in whole and "without an index" in whole
+
+
+async def test_an_exchange_that_goes_on_faster_than_it_is_embedded_is_embedded_once_per_batch(
+    live: runner.Running, tmp_path: Path
+) -> None:
+    """A long exchange published at once (a hook's chunk, a whole file) made one fact per message, each the
+    whole exchange so far, and each was embedded and stored in turn: O(messages) embeddings for one memory
+    (the 2.4 MB spotter session: 72 for one exchange). The facts of one exchange that wait together are
+    embedded once, as the newest of them; the final reply is in the memory."""
+    project, session = str(tmp_path / "s"), "runs-ahead"
+    notes = [("assistant", f"Progress note {i}: checked shard {i} of the reindex job.") for i in range(1, 8)]
+    turns = [
+        ("user", "Why is the search index rebuild so slow on shard seven?"),
+        *notes,
+        ("assistant", "Done: the rebuild now streams shard seven in pages of 500; it takes 4 minutes, not 40."),
+    ]
+    embedder = live.providers.embedder
+    gate = asyncio.Event()
+    embedded: list[str] = []
+
+    async def gated(texts: Sequence[str]) -> list[list[float]]:
+        await gate.wait()  # the embedder is busy: what comes meanwhile waits for the next batch
+        embedded.extend(texts)
+        return await real(texts)
+
+    real = embedder.embed_documents
+    embedder.embed_documents = gated  # type: ignore[method-assign]
+    try:
+        await publish(
+            live.bootstrap,
+            live.settings.topic_prefix,
+            [make_turn(session_id=session, project=project, role=r, content=c) for r, c in turns],
+        )
+
+        def all_facts(records: list[object]) -> bool:
+            facts = [v for v in values(records) if isinstance(v, Fact) and v.session_id == session]
+            return len(facts) >= len(turns) - 1
+
+        await read_topic(live.bootstrap, topic_name(live.settings.topic_prefix, FACTS), until=all_facts)
+        gate.set()
+        memories = await eventually(lambda: _holding(live, project, "4 minutes, not 40"), timeout=60, what="the answer")
+    finally:
+        gate.set()
+        embedder.embed_documents = real  # type: ignore[method-assign]
+    [memory] = [m for m in memories if "shard seven" in m.text]
+    assert "search index rebuild" in memory.text and "4 minutes, not 40" in memory.text
+    of_this_exchange = [t for t in embedded if "shard seven" in t]
+    assert 1 <= len(of_this_exchange) <= 2, len(of_this_exchange)  # was one per message: 8
 
 
 async def _holding(running: runner.Running, project: str, *needles: str) -> list[Memory] | None:

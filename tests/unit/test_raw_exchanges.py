@@ -4,9 +4,14 @@ the reply takes, so the decide stage refreshes the exchange's one memory instead
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
+
+from memstream.rules.coalesce import newest_of_each_exchange
 from memstream.rules.snapshot import Applied, apply_turn, current_exchange, exchange_id
-from memstream.schemas import AppliedTurn, SessionState
+from memstream.schemas import AppliedTurn, Fact, SessionState
 from memstream.schemas.events import Role
+
+T0 = datetime(2026, 11, 1, tzinfo=UTC)
 
 
 def run(
@@ -159,3 +164,30 @@ def test_a_reply_longer_than_the_state_keeps_keeps_its_question() -> None:
     # The next exchange starts afresh: the pinned question goes once its exchange is over.
     state, more = run([("user", "Q3"), *[("assistant", f"B{i}") for i in range(30)]], state, first_offset=42)
     assert contents(more[-1])[0] == "Q3" and "Q" not in [t.content for t in state.applied]
+
+
+def _fact(n: int, text: str, exchange: str = "", scope: str = "p_shop") -> Fact:
+    return Fact(
+        fact_id=f"f{n}", text=text, type="conversation", scope="project", scope_key=scope, exchange_id=exchange, ts=T0
+    )
+
+
+def test_of_an_exchanges_facts_waiting_together_only_the_newest_is_embedded() -> None:
+    """Issue 37: each message of a long exchange made a fact of the whole exchange so far, and each was
+    embedded and stored (72 embeddings for one exchange of the spotter session); the newest holds them all."""
+    batch = [
+        _fact(1, "[user] Q\n[assistant] note 1", "x"),
+        _fact(2, "a preference, not an exchange"),
+        _fact(3, "[user] Q\n[assistant] note 1\n[assistant] note 2", "x"),
+        _fact(4, "[user] R\n[assistant] other exchange", "y"),
+        _fact(5, "[user] Q\n[assistant] note 1\n[assistant] note 2\n[assistant] Done: the answer", "x"),
+        _fact(6, "[user] Q\n[assistant] the same exchange id in another scope", "x", scope="p_other"),
+    ]
+    kept = newest_of_each_exchange(batch)
+    assert [f.fact_id for f, k in zip(batch, kept, strict=True) if k] == ["f2", "f4", "f5", "f6"]
+    assert kept[4] and "Done: the answer" in batch[4].text  # the final reply survives
+
+
+def test_facts_that_are_no_exchanges_are_all_embedded_even_when_equal() -> None:
+    batch = [_fact(1, "same"), _fact(2, "same"), _fact(3, "only one of its exchange", "z")]
+    assert newest_of_each_exchange(batch) == [True, True, True]
