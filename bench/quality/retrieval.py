@@ -69,6 +69,15 @@ class OverlapReranker:
         return None
 
 
+def labelled_exchanges(data: dict[str, Any]) -> list[tuple[str, str, str]]:
+    """The labelled set's exchanges as (``<conversation>:<index>``, user, assistant)."""
+    return [
+        (f"{name}:{i}", user, assistant)
+        for name, turns in data["conversations"].items()
+        for i, (user, assistant) in enumerate(turns)
+    ]
+
+
 def distractors() -> list[tuple[str, str, str]]:
     """ChatterBot's English corpus as (key, user, reply) exchanges: each conversation's turns paired in order.
 
@@ -383,11 +392,7 @@ async def main() -> None:
         store = EdgeStore(Path(root), embedder.model, embedder.dim)
         await store.open()
         try:
-            exchanges = [
-                (f"{name}:{i}", user, assistant)
-                for name, turns in data["conversations"].items()
-                for i, (user, assistant) in enumerate(turns)
-            ]
+            exchanges = labelled_exchanges(data)
             labelled = len(exchanges)
             if not args.no_distractors:
                 exchanges += distractors()

@@ -399,12 +399,7 @@ async def coding_cases(
     store = EdgeStore(root / "coding", embedder.model, embedder.dim)
     await store.open()
     try:
-        exchanges = [
-            (f"{name}:{i}", user, assistant)
-            for name, turns in data["conversations"].items()
-            for i, (user, assistant) in enumerate(turns)
-        ]
-        exchanges += retrieval.distractors()
+        exchanges = retrieval.labelled_exchanges(data) + retrieval.distractors()
         memories = [retrieval.exchange_memory(key, u, a, embedder.model) for key, u, a in exchanges]
         vectors = await retrieval.embedded(embedder, [m.text for m in memories], cache)
         ids = {}
@@ -512,6 +507,28 @@ def report(sets: dict[str, list[Case]], chosen: dict[str, tuple[Variant, bool | 
         print(f"  {name:<44}" + "".join(cells))
 
 
+def grain_rows(
+    sets: dict[str, list[Case]],
+    grain: str,
+    shares: Sequence[float],
+    add: Callable[[list[HybridHit], Case, float], list[HybridHit]],
+) -> None:
+    """One row per share of a second grain added after recall's fusion and time preference, dev halves."""
+    fusion = recall_now(sessions.SESSION_WEIGHT)
+    for share in shares:
+        cells = []
+        for cases in sets.values():
+            picked = [c for c in cases if c.split == "dev"]
+            ranked = [add(r, c, share) for r, c in zip(ranked_by(fusion, picked), picked, strict=True)]
+            cells.append(
+                "   "
+                + " ".join(f"{recall(picked, ranked, k, s):.3f}" for s in (False, True) for k in KS)
+                .replace("0.", ".")
+                .rjust(26)
+            )
+        print(f"  {f'split fusion + time + {grain}, share {share}':<44}" + "".join(cells))
+
+
 async def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--everyday-cache", type=Path)
@@ -538,36 +555,10 @@ async def main() -> None:
     report(sets, every, ("dev",))
     if args.digest:
         print("the session digest grain after recall's fusion and time preference, dev halves")
-        now = recall_now(sessions.SESSION_WEIGHT)
-        for share in (0.0, 0.25, 0.5, 1.0):
-            cells = []
-            for cases in sets.values():
-                picked = [c for c in cases if c.split == "dev"]
-                ranked = [with_digest(r, c.digest, share) for r, c in zip(ranked_by(now, picked), picked, strict=True)]
-                cells.append(
-                    "   "
-                    + " ".join(f"{recall(picked, ranked, k, s):.3f}" for s in (False, True) for k in KS)
-                    .replace("0.", ".")
-                    .rjust(26)
-                )
-            print(f"  {'split fusion + time + digest, share ' + str(share):<44}" + "".join(cells))
+        grain_rows(sets, "digest", (0.0, 0.25, 0.5, 1.0), lambda r, c, share: with_digest(r, c.digest, share))
     if args.windows:
         print("the window grain (mean vectors, one exchange each side) after recall's fusion and time, dev halves")
-        fusion = recall_now(sessions.SESSION_WEIGHT)
-        for share in (0.0, 0.2, 0.3, 0.5):
-            cells = []
-            for cases in sets.values():
-                picked = [c for c in cases if c.split == "dev"]
-                ranked = [
-                    with_windows(r, c.windows, share) for r, c in zip(ranked_by(fusion, picked), picked, strict=True)
-                ]
-                cells.append(
-                    "   "
-                    + " ".join(f"{recall(picked, ranked, k, s):.3f}" for s in (False, True) for k in KS)
-                    .replace("0.", ".")
-                    .rjust(26)
-                )
-            print(f"  {'split fusion + time + windows, share ' + str(share):<44}" + "".join(cells))
+        grain_rows(sets, "windows", (0.0, 0.2, 0.3, 0.5), lambda r, c, share: with_windows(r, c.windows, share))
     if args.test:
         print("test halves, reported once")
         report(sets, {n: every[n] for n in args.test}, ("dev", "test"))
