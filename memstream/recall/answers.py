@@ -10,8 +10,9 @@ What every row would repeat is said once, in ``same``: a column whose value is t
 (hook-captured hits are often one session's, of one type and day) leaves ``fields`` and the rows, and
 the words every preview starts with (``[user] …``) are ``same["preview"]``, each row's preview going on
 from there. Previews so get their :data:`PREVIEW_CHARS`: each row is held to :data:`INDEX_ROW_CHARS` of
-JSON by shortening its preview, so ten hits take at most :data:`INDEX_CHARS` characters whatever the
-memories hold. :func:`index_rows` reads an index back into whole rows.
+JSON, or to its share of what the header leaves of :data:`INDEX_CHARS` when that is less, by shortening
+its preview, so ten hits take at most :data:`INDEX_CHARS` characters whatever the memories hold.
+:func:`index_rows` reads an index back into whole rows.
 """
 
 from __future__ import annotations
@@ -34,6 +35,11 @@ MIN_PREVIEW_CHARS = 40
 INDEX_ROW_CHARS = 215
 #: What ten rows plus the index's header (its ``same`` too) come to at most: the budget of a default search.
 INDEX_CHARS = 2_450
+#: Room kept in :data:`INDEX_CHARS` for what the caller adds around the table: search's ``"score":"fused",``,
+#: a timeline's ``"anchor":"<id>",``.
+OUTER_CHARS = 64
+#: How many rows :data:`INDEX_CHARS` is the budget of (a default search's limit).
+BUDGETED_ROWS = 10
 #: Columns that are each memory's own: never hoisted into ``same``.
 OWN_COLUMNS = frozenset({"id", "score", "preview", "code"})
 #: The shortest start shared by every preview that is said once rather than in each row.
@@ -103,20 +109,24 @@ def _table(entries: Sequence[tuple[Memory, dict[str, Any]]], fields: Sequence[st
             same["preview"] = shared
     kept = [name for name in fields if name == "preview" or name not in same]
     start = len(same.get("preview", ""))
-    rows = [_row(values, kept, text[start:].lstrip()) for (_, values), text in zip(entries, texts, strict=True)]
-    return {"fields": kept, **({"same": same} if same else {}), rows_key: rows}
+    header = {"fields": kept, **({"same": same} if same else {}), rows_key: []}
+    # The rows share what the header leaves of the budget (a long shared opening takes from each row).
+    room = (INDEX_CHARS - OUTER_CHARS - _encoded_len(header)) // max(len(entries), BUDGETED_ROWS) - 1
+    limit = min(INDEX_ROW_CHARS, room)
+    rows = [_row(values, kept, text[start:].lstrip(), limit) for (_, values), text in zip(entries, texts, strict=True)]
+    return {**header, rows_key: rows}
 
 
-def _row(values: dict[str, Any], kept: Sequence[str], text: str) -> list[Any]:
-    """One row of ``kept`` columns, its preview of ``text`` as long as the row's budget allows."""
+def _row(values: dict[str, Any], kept: Sequence[str], text: str, limit: int = INDEX_ROW_CHARS) -> list[Any]:
+    """One row of ``kept`` columns, its preview of ``text`` as long as the row's ``limit`` allows."""
     at = list(kept).index("preview")
     row = [values[name] if name != "preview" else "" for name in kept]
     fixed = _encoded_len(row)
-    width = max(MIN_PREVIEW_CHARS, min(PREVIEW_CHARS, INDEX_ROW_CHARS - fixed))
+    width = max(MIN_PREVIEW_CHARS, min(PREVIEW_CHARS, limit - fixed))
     shown = preview(text, width)
     # JSON escapes (quotes, backslashes, control characters) lengthen a row past its count of characters.
-    while width > MIN_PREVIEW_CHARS and fixed + _encoded_len(shown) - 2 > INDEX_ROW_CHARS:
-        width -= max(1, fixed + _encoded_len(shown) - 2 - INDEX_ROW_CHARS)
+    while width > MIN_PREVIEW_CHARS and fixed + _encoded_len(shown) - 2 > limit:
+        width -= max(1, fixed + _encoded_len(shown) - 2 - limit)
         shown = preview(text, max(MIN_PREVIEW_CHARS, width))
     row[at] = shown
     return row

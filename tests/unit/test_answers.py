@@ -149,3 +149,23 @@ def test_one_row_keeps_every_column() -> None:
     index = search_index(hook_hits(1))
     assert "same" not in index and index["fields"] == list(SEARCH_FIELDS)
     assert index_rows(index)[0]["session"] == "7c1d0f4e-0b1a-4c55-9d2e-5a6b7c8d9e0f"
+
+
+def test_ten_hits_fit_the_budget_however_long_the_header_they_share() -> None:
+    """The rows' room is what the header leaves: ten rows of the full row budget plus a header holding a
+    long shared opening came to 2,469 characters (the MCP disclosure test at the fifth round's ranking)."""
+    opening = "[user] Which port does the staging database listen on since the PgBouncer migration and why " * 2
+    hits = []
+    for i in range(10):
+        stored = memory(
+            str(uuid.uuid4()),
+            "conversation",
+            f"{opening} variant {i} " + "detail " * 60,
+            session_id=str(uuid.uuid4()),
+            created_at=T0 + timedelta(days=i),
+        )
+        hits.append(HybridHit(stored, 0.9 - i / 100, 0.8, 0.5, code="changed" if i % 2 else ""))
+    index = search_index(hits)
+    assert index["same"]["preview"]  # the shared opening is said once, in the header
+    encoded = msgspec.json.encode(index).decode()
+    assert len(encoded) <= INDEX_CHARS, len(encoded)
