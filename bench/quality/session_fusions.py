@@ -246,6 +246,45 @@ def ranked_by(variant: Variant, cases: Sequence[Case], prefer_time: bool | str =
     return out
 
 
+def _session_members(stored: Sequence[Memory]) -> dict[tuple[str, str], list[int]]:
+    """The positions of ``stored`` per (scope key, session), in stored order."""
+    members: dict[tuple[str, str], list[int]] = {}
+    for n, memory in enumerate(stored):
+        members.setdefault((memory.scope_key, memory.session_id or ""), []).append(n)
+    return members
+
+
+def _mean(matrix: np.ndarray, of: Sequence[int]) -> list[float]:
+    """The normalized mean of these rows' vectors (no new embedding)."""
+    mean = matrix[list(of)].sum(axis=0)
+    mean /= float(np.linalg.norm(mean)) or 1.0
+    return [float(x) for x in mean]
+
+
+async def _grain_search(
+    root: Path,
+    embedder: BundledEmbedder,
+    points: Sequence[tuple[Memory, list[float]]],
+    asks: Sequence[tuple[str, list[float], list[str]]],
+    alpha: float,
+    limit: int,
+) -> list[list[HybridHit]]:
+    """A grain's ``points`` in a store of their own, and each ask's best ``limit`` of them (recall's hybrid)."""
+    store = EdgeStore(root / f"grain-{len(points)}-{limit}", embedder.model, embedder.dim)
+    await store.open()
+    try:
+        for memory, vector in points:
+            await store.upsert(memory, vector)
+        return [
+            await store.hybrid_search(
+                query, vector, scopes, limit=limit, alpha=alpha, min_score=0.0, fusion="normalized"
+            )
+            for query, vector, scopes in asks
+        ]
+    finally:
+        await store.close()
+
+
 async def digest_ranks(
     root: Path,
     embedder: BundledEmbedder,
@@ -256,32 +295,21 @@ async def digest_ranks(
 ) -> list[dict[str, int]]:
     """The session grain of ``bench.quality.everyday --digest`` (no new embedding): per session one point,
     its vector the normalized mean of its exchanges', its text theirs joined; each ask's top 10 digests."""
-    store = EdgeStore(root / f"digests-{len(stored)}", embedder.model, embedder.dim)
-    await store.open()
-    try:
-        members: dict[tuple[str, str], list[int]] = {}
-        for n, memory in enumerate(stored):
-            members.setdefault((memory.scope_key, memory.session_id or ""), []).append(n)
-        matrix = np.asarray(vectors, dtype=np.float32)
-        for (scope_key, name), of in members.items():
-            mean = matrix[of].sum(axis=0)
-            mean /= float(np.linalg.norm(mean)) or 1.0
-            digest = msgspec.structs.replace(
+    matrix = np.asarray(vectors, dtype=np.float32)
+    points = [
+        (
+            msgspec.structs.replace(
                 stored[of[0]],
                 id=memory_id(scope_key, f"digest {name}"),
                 text="\n".join(stored[m].text for m in of),
                 session_id=name,
-            )
-            await store.upsert(digest, [float(x) for x in mean])
-        out = []
-        for query, vector, scopes in asks:
-            hits = await store.hybrid_search(
-                query, vector, scopes, limit=10, alpha=alpha, min_score=0.0, fusion="normalized"
-            )
-            out.append({h.memory.session_id or "": rank for rank, h in enumerate(hits)})
-        return out
-    finally:
-        await store.close()
+            ),
+            _mean(matrix, of),
+        )
+        for (scope_key, name), of in _session_members(stored).items()
+    ]
+    found = await _grain_search(root, embedder, points, asks, alpha, 10)
+    return [{h.memory.session_id or "": rank for rank, h in enumerate(hits)} for hits in found]
 
 
 async def window_hits(
@@ -295,35 +323,19 @@ async def window_hits(
     """The window grain with no new embedding (as ``bench.quality.retrieval --mean-windows``): per exchange
     a window of it and its neighbours in its session (one before, one after), its vector the normalized
     mean of theirs, its text theirs joined; each ask's best ``SESSION_POOL`` windows as hits on their center."""
-    store = EdgeStore(root / f"windows-{len(stored)}", embedder.model, embedder.dim)
-    await store.open()
-    try:
-        members: dict[tuple[str, str], list[int]] = {}
-        for n, memory in enumerate(stored):
-            members.setdefault((memory.scope_key, memory.session_id or ""), []).append(n)
-        matrix = np.asarray(vectors, dtype=np.float32)
-        center: dict[str, Memory] = {}
-        for (scope_key, _), of in members.items():
-            for i, n in enumerate(of):
-                around = of[max(0, i - 1) : i + 2]
-                mean = matrix[around].sum(axis=0)
-                mean /= float(np.linalg.norm(mean)) or 1.0
-                window = msgspec.structs.replace(
-                    stored[n],
-                    id=memory_id(scope_key, f"window {n}"),
-                    text="\n".join(stored[m].text for m in around),
-                )
-                center[window.id] = stored[n]
-                await store.upsert(window, [float(x) for x in mean])
-        out = []
-        for query, vector, scopes in asks:
-            hits = await store.hybrid_search(
-                query, vector, scopes, limit=SESSION_POOL, alpha=alpha, min_score=0.0, fusion="normalized"
+    matrix = np.asarray(vectors, dtype=np.float32)
+    center: dict[str, Memory] = {}
+    points = []
+    for (scope_key, _), of in _session_members(stored).items():
+        for i, n in enumerate(of):
+            around = of[max(0, i - 1) : i + 2]
+            window = msgspec.structs.replace(
+                stored[n], id=memory_id(scope_key, f"window {n}"), text="\n".join(stored[m].text for m in around)
             )
-            out.append([msgspec.structs.replace(h, memory=center[h.memory.id]) for h in hits])
-        return out
-    finally:
-        await store.close()
+            center[window.id] = stored[n]
+            points.append((window, _mean(matrix, around)))
+    found = await _grain_search(root, embedder, points, asks, alpha, SESSION_POOL)
+    return [[msgspec.structs.replace(h, memory=center[h.memory.id]) for h in hits] for hits in found]
 
 
 def with_windows(ranked: Sequence[HybridHit], windows: Sequence[HybridHit], share: float) -> list[HybridHit]:
